@@ -1,0 +1,190 @@
+package algo
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors returned by this package. They are sentinel values: wrap them with
+// %w and match them with [errors.Is].
+var (
+	// ErrInvalidPolicy reports a Policy outside the documented bounds, or
+	// the zero Policy.
+	ErrInvalidPolicy = errors.New("algo: invalid policy")
+	// ErrInvalidCost reports a negative cost.
+	ErrInvalidCost = errors.New("algo: invalid cost")
+	// ErrCostExceedsCapacity reports a cost larger than the bucket's
+	// capacity: such a request can never be admitted, so it is an error
+	// rather than a denial with an infinite retry-after.
+	ErrCostExceedsCapacity = errors.New("algo: cost exceeds capacity")
+	// ErrInvalidTime reports a time outside [0, MaxTime].
+	ErrInvalidTime = errors.New("algo: time out of range")
+	// ErrInvalidState reports a State that no Take could have produced,
+	// such as a negative stamp or count. Stores that read state from
+	// outside the process (Redis) return it for garbage they find.
+	ErrInvalidState = errors.New("algo: invalid state")
+)
+
+// Bounds enforced by [Policy.Validate] and [TokenBucket.Take].
+const (
+	// MaxCapacity is the largest capacity a Policy may have.
+	MaxCapacity = 1_000_000_000_000
+	// MaxLevel bounds Capacity·Unit and Refill, so that every intermediate
+	// of the token-bucket math stays below 2^53 (see tokenbucket.go).
+	MaxLevel = 1 << 52
+	// MaxTime is the largest time, in microseconds since the Unix epoch,
+	// that Take accepts (2^53-1 µs, about the year 2255).
+	MaxTime = 1<<53 - 1
+	// MaxPeriod is the longest period a Rate may have.
+	MaxPeriod = 366 * 24 * time.Hour
+	// MaxPerSecond is the highest rate, in tokens per second.
+	MaxPerSecond = 1_000_000_000
+)
+
+// Rate is a refill rate: Tokens tokens every Period. The rate is continuous:
+// PerSecond(2) adds one token every 500ms, not two at each second.
+type Rate struct {
+	Tokens int64
+	Period time.Duration
+}
+
+// Per returns a Rate of tokens every period.
+func Per(tokens int64, period time.Duration) Rate { return Rate{Tokens: tokens, Period: period} }
+
+// PerSecond returns a Rate of n tokens per second.
+func PerSecond(n int64) Rate { return Per(n, time.Second) }
+
+// PerMinute returns a Rate of n tokens per minute.
+func PerMinute(n int64) Rate { return Per(n, time.Minute) }
+
+// PerHour returns a Rate of n tokens per hour.
+func PerHour(n int64) Rate { return Per(n, time.Hour) }
+
+// PerDay returns a Rate of n tokens per 24 hours.
+func PerDay(n int64) Rate { return Per(n, 24*time.Hour) }
+
+// String formats r as "2/1s".
+func (r Rate) String() string { return fmt.Sprintf("%d/%v", r.Tokens, r.Period) }
+
+// Burst returns the Policy of a bucket with the given capacity refilled at
+// rate r. The result may be invalid; [Policy.Validate] says why, and every
+// Take with an invalid Policy returns that error. Use [NewPolicy] to get the
+// error at once.
+func (r Rate) Burst(capacity int64) Policy {
+	p := Policy{capacity: capacity, rate: r}
+	if p.check() == nil {
+		us := r.Period.Microseconds()
+		g := gcd(r.Tokens, us)
+		p.unit, p.refill = us/g, r.Tokens/g
+	}
+	return p
+}
+
+// NewPolicy returns the Policy of a bucket of the given capacity refilled at
+// rate r, or an error wrapping [ErrInvalidPolicy].
+func NewPolicy(capacity int64, r Rate) (Policy, error) {
+	p := r.Burst(capacity)
+	return p, p.Validate()
+}
+
+// Policy is the shape of a bucket: its capacity (the burst, in tokens) and
+// its refill [Rate]. Build one with [Rate.Burst]:
+//
+//	algo.PerSecond(2).Burst(100) // 100 at once, then 2 per second
+//
+// The zero value is invalid: every Take with it returns [ErrInvalidPolicy].
+// Policies are small comparable values; copy them freely and use them as map
+// keys.
+//
+// A Policy is valid when 1 ≤ Capacity ≤ [MaxCapacity]; the rate has
+// Tokens ≥ 1 and a Period of a whole number of microseconds, at most
+// [MaxPeriod]; the rate is at most [MaxPerSecond]; and Capacity·Unit and
+// Refill are at most [MaxLevel] (2^52). The last bound is what limits long
+// periods with large capacities: a bucket of 1e9 refilled per second is
+// fine, one refilled 1 per day may hold up to about 52,000 tokens.
+type Policy struct {
+	capacity int64
+	rate     Rate
+	// unit and refill are the rate in lowest terms: refill level units per
+	// µs, unit level units per token. Both are zero when the policy is
+	// invalid, which is how Take tells validity cheaply.
+	unit, refill int64
+}
+
+// Capacity returns the bucket's size in tokens: the largest burst.
+func (p Policy) Capacity() int64 { return p.capacity }
+
+// Rate returns the refill rate as it was given.
+func (p Policy) Rate() Rate { return p.rate }
+
+// Unit returns how many level units make one token: the rate's period in
+// microseconds divided by gcd(tokens, period). States count deficits in these
+// units, so a token refills in exactly Unit/Refill microseconds.
+func (p Policy) Unit() int64 { return p.unit }
+
+// Refill returns how many level units refill per microsecond: the rate's
+// tokens divided by gcd(tokens, period).
+func (p Policy) Refill() int64 { return p.refill }
+
+// FillTime returns how long an empty bucket takes to refill to capacity,
+// rounded up to the microsecond.
+func (p Policy) FillTime() time.Duration {
+	if p.unit == 0 {
+		return 0
+	}
+	return time.Duration(ceilDiv(p.capacity*p.unit, p.refill)) * time.Microsecond
+}
+
+// String formats p as "burst 100, 2/1s".
+func (p Policy) String() string { return fmt.Sprintf("burst %d, %v", p.capacity, p.rate) }
+
+// Validate reports whether p is within the documented bounds. The error
+// wraps [ErrInvalidPolicy] and says which bound failed.
+func (p Policy) Validate() error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if p.unit == 0 { // valid fields, but not built with Burst
+		return fmt.Errorf("%w: build policies with Rate.Burst or NewPolicy", ErrInvalidPolicy)
+	}
+	return nil
+}
+
+func (p Policy) check() error {
+	r := p.rate
+	switch {
+	case p.capacity < 1 || p.capacity > MaxCapacity:
+		return fmt.Errorf("%w: capacity %d outside [1, %d]", ErrInvalidPolicy, p.capacity, int64(MaxCapacity))
+	case r.Tokens < 1:
+		return fmt.Errorf("%w: rate %v: tokens must be at least 1", ErrInvalidPolicy, r)
+	case r.Period < time.Microsecond || r.Period > MaxPeriod:
+		return fmt.Errorf("%w: rate %v: period outside [1µs, %v]", ErrInvalidPolicy, r, MaxPeriod)
+	case r.Period%time.Microsecond != 0:
+		return fmt.Errorf("%w: rate %v: period is not a whole number of microseconds", ErrInvalidPolicy, r)
+	}
+	us := r.Period.Microseconds()
+	// tokens/us ≤ MaxPerSecond/1e6; us·1000 ≤ 3.2e16 cannot overflow.
+	if r.Tokens > us*(MaxPerSecond/1_000_000) {
+		return fmt.Errorf("%w: rate %v above %d per second", ErrInvalidPolicy, r, int64(MaxPerSecond))
+	}
+	g := gcd(r.Tokens, us)
+	unit, refill := us/g, r.Tokens/g
+	if refill > MaxLevel || p.capacity > MaxLevel/unit {
+		return fmt.Errorf("%w: burst %d at %v needs capacity×unit = %d×%d level units, above 2^52: use a shorter period or a smaller capacity",
+			ErrInvalidPolicy, p.capacity, r, p.capacity, unit)
+	}
+	return nil
+}
+
+// gcd returns the greatest common divisor of two positive integers.
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0, with a+b-1 not overflowing
+// (guaranteed here by the MaxLevel bounds).
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,71 @@
+package algo
+
+// TokenBucket is the token-bucket [Algorithm]: see the package
+// documentation. Its zero value is ready to use; it has no fields.
+//
+// In any interval [t1, t2] it admits at most
+// Capacity + ⌊rate·(t2−t1)⌋ tokens: the refill is exact in level units, and
+// a token can be spent only once all its units have refilled.
+type TokenBucket struct{}
+
+var _ Algorithm = TokenBucket{}
+
+// Name returns "tokenbucket".
+func (TokenBucket) Name() string { return "tokenbucket" }
+
+// Take applies a request of cost tokens at time now (µs) to the bucket in
+// state s under policy p.
+//
+// The state is (D, t): the deficit D below full, in level units (1 token =
+// p.Unit() units), at time t. With full = Capacity·Unit and R = p.Refill()
+// units per µs:
+//
+//  1. Time never runs backwards: the bucket is evaluated at t' = max(now, t),
+//     so a stale caller's clock mints no tokens.
+//  2. Refill: D' = max(0, D − (t'−t)·R). The product is only formed when
+//     (t'−t) < ⌈D/R⌉, so it is below D + R.
+//  3. Admit when D' + cost·Unit ≤ full, and charge: D” = D' + cost·Unit.
+//  4. Denied: RetryAfter = (t'−now) + ⌈(D' + cost·Unit − full) / R⌉.
+//
+// Bounds (all in int64 here and in IEEE doubles in the Lua twin, exact below
+// 2^53): Validate ensures full ≤ 2^52 and R ≤ 2^52; Take ensures
+// 0 ≤ D ≤ full (larger stored deficits, e.g. from a policy that shrank, are
+// read as an empty bucket), cost ≤ Capacity and times in [0, 2^53). Then
+// every intermediate is at most D + cost·Unit ≤ 2·full ≤ 2^53, t'−t < 2^53
+// and D + R − 1 < 2^53.
+func (TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, error) {
+	if err := checkTake(p, s, now, cost); err != nil {
+		return s, Result{}, err
+	}
+	full, r := p.capacity*p.unit, p.refill
+	d, t := min(s.Level, full), s.Stamp
+	if now > t {
+		if d > 0 {
+			if now-t >= ceilDiv(d, r) {
+				d = 0
+			} else {
+				d -= (now - t) * r
+			}
+		}
+		t = now
+	}
+	res := Result{Limit: p.capacity}
+	need := cost * p.unit
+	if d+need <= full {
+		res.Allowed = true
+		d += need
+	} else {
+		res.RetryAfter = micros(t - now + ceilDiv(d+need-full, r))
+	}
+	res.Remaining = (full - d) / p.unit
+	res.ResetAfter = micros(t - now + ceilDiv(d, r))
+	return State{Level: d, Stamp: t}, res, nil
+}
+
+// IdleAt returns when the bucket in state s is full again.
+func (TokenBucket) IdleAt(p Policy, s State) int64 {
+	if p.unit == 0 || s.Level <= 0 {
+		return s.Stamp
+	}
+	return s.Stamp + ceilDiv(min(s.Level, p.capacity*p.unit), p.refill)
+}

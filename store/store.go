@@ -1,0 +1,93 @@
+// Package store is the contract between ratebucket's users and its backends.
+//
+// A [Store] keeps bucket state for many keys and applies the token-bucket
+// math of package algo to them atomically. Backends (memstore in-process,
+// redisstore across a fleet) implement it; everything above (the [Limiter],
+// httplimit, sim) talks to this interface only.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+)
+
+// Store applies requests to buckets. Implementations are safe for
+// simultaneous use by multiple goroutines.
+type Store interface {
+	// Take applies cost tokens to the bucket at key under policy p,
+	// atomically, and returns the decision. cost 0 peeks.
+	//
+	// The error is non-nil only when no decision was made: bad input
+	// ([ErrEmptyKey], algo.ErrInvalidPolicy, algo.ErrInvalidCost,
+	// algo.ErrCostExceedsCapacity), a closed store ([ErrClosed]), a
+	// context that ended, or a backend failure (wrapping the backend's
+	// error). A denial is not an error: it is a Result with Allowed false.
+	//
+	// A key must always be used with the same policy; a Limiter's prefix
+	// is the usual way to keep policies apart.
+	Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error)
+}
+
+// Request is one bucket of a multi-limit take.
+type Request struct {
+	Key    string
+	Policy algo.Policy
+	Cost   int64
+}
+
+// MultiResult is the answer to a multi-limit take.
+type MultiResult struct {
+	// Allowed reports whether every bucket admitted the request; only
+	// then is any bucket charged.
+	Allowed bool
+	// Results holds one Result per Request, in order. When Allowed, each
+	// reflects the charge; when denied, nothing was charged and each is
+	// what that bucket alone would have answered.
+	Results []algo.Result
+	// Denied is the index of the request that denied with the longest
+	// retry-after, or -1 when Allowed.
+	Denied int
+	// RetryAfter is the longest retry-after among the denying buckets:
+	// the earliest the whole request could be admitted. Zero when Allowed.
+	RetryAfter time.Duration
+}
+
+// MultiTaker is implemented by stores that can take from several buckets
+// atomically: all admit and all are charged, or none is charged.
+type MultiTaker interface {
+	TakeMulti(ctx context.Context, reqs []Request) (MultiResult, error)
+}
+
+// Clock is the narrowest clock a store needs. A
+// github.com/benbjohnson/clock Clock satisfies it, so users pass clock.New()
+// or clock.NewMock().
+type Clock interface {
+	Now() time.Time
+}
+
+// Errors shared by all stores. Match them with errors.Is; backends wrap them
+// with detail.
+var (
+	// ErrEmptyKey reports an empty key: an empty key would put every
+	// caller in one shared bucket, so it is refused.
+	ErrEmptyKey = errors.New("store: empty key")
+	// ErrClosed reports a call on a closed store.
+	ErrClosed = errors.New("store: closed")
+	// ErrCorruptState reports a stored value that is not a bucket
+	// (wrong type, or garbage written by someone else). The key must be
+	// reset (deleted) to be used again.
+	ErrCorruptState = errors.New("store: corrupt bucket state")
+	// ErrCrossSlot reports a multi-limit take whose keys live in
+	// different Redis Cluster slots.
+	ErrCrossSlot = errors.New("store: keys in different cluster slots")
+)
+
+// Re-exported so callers of a Store need not import algo to match them.
+var (
+	ErrInvalidPolicy       = algo.ErrInvalidPolicy
+	ErrInvalidCost         = algo.ErrInvalidCost
+	ErrCostExceedsCapacity = algo.ErrCostExceedsCapacity
+)
