@@ -1,0 +1,144 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestStartServesAndStops(t *testing.T) {
+	var pid int
+	var addr string
+	t.Run("server", func(t *testing.T) {
+		srv := Start(t)
+		addr = srv.Addr
+		c := srv.Client()
+		if err := c.Set(ctx(t), Prefix(t)+"k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.ConfigGet(ctx(t), "save").Val()["save"]; got != "" {
+			t.Errorf("save = %q, want persistence off", got)
+		}
+		if srv.External() {
+			t.Skip("external server: cannot check the process")
+		}
+		if !strings.HasPrefix(srv.Addr, "127.0.0.1:") {
+			t.Errorf("Addr = %q, want loopback", srv.Addr)
+		}
+		pid = srv.proc.cmd.Process.Pid
+	})
+	if pid == 0 {
+		return
+	}
+	// After the subtest's cleanup the process is gone and the port is closed.
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("redis-server pid %d still exists after cleanup (kill 0: %v)", pid, err)
+	}
+	if c, err := dialOnce(addr); err == nil {
+		c.Close()
+		t.Errorf("port %s still accepts connections after cleanup", addr)
+	}
+}
+
+func TestRestartEmptiesAndKeepsPort(t *testing.T) {
+	srv := Start(t)
+	c := srv.Client()
+	if err := c.Set(ctx(t), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr
+	srv.Kill(t)
+	if err := c.Ping(ctx(t)).Err(); err == nil {
+		t.Fatal("PING succeeded on a killed server")
+	}
+	srv.Revive(t)
+	if srv.Addr != addr {
+		t.Fatalf("Addr changed from %s to %s", addr, srv.Addr)
+	}
+	if n := c.Exists(ctx(t), "k").Val(); n != 0 {
+		t.Errorf("key survived a restart: exists = %d", n)
+	}
+	srv.Restart(t)
+	if err := c.Ping(ctx(t)).Err(); err != nil {
+		t.Errorf("PING after Restart: %v", err)
+	}
+}
+
+func TestPrefixUnique(t *testing.T) {
+	a, b := Prefix(t), Prefix(t)
+	if a == b {
+		t.Errorf("Prefix returned %q twice", a)
+	}
+	if strings.ContainsAny(a, "{} ") {
+		t.Errorf("Prefix %q contains braces or spaces", a)
+	}
+}
+
+func TestMissingBinaryFailsWithInstallHint(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("REDIS_URL", "")
+	ft := &fakeT{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		Start(ft)
+	}()
+	if !ft.failed || !strings.Contains(ft.msg, "apt-get install redis-server redis-tools") {
+		t.Errorf("Start without redis-server: failed=%v msg=%q", ft.failed, ft.msg)
+	}
+}
+
+func TestCluster(t *testing.T) {
+	cl := StartCluster(t)
+	if len(cl.Addrs) != ClusterSize {
+		t.Fatalf("Addrs = %v", cl.Addrs)
+	}
+	c := cl.Client()
+	// Keys in different slots land on different masters and all work.
+	masters := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		k := fmt.Sprintf("%sk%d", Prefix(t), i)
+		if err := c.Set(ctx(t), k, i, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+		slot := c.ClusterKeySlot(ctx(t), k).Val()
+		shards := c.ClusterSlots(ctx(t)).Val()
+		for _, s := range shards {
+			if int64(s.Start) <= slot && slot <= int64(s.End) {
+				masters[s.Nodes[0].Addr] = true
+			}
+		}
+	}
+	if len(masters) != ClusterSize {
+		t.Errorf("30 keys reached %d masters, want %d", len(masters), ClusterSize)
+	}
+}
+
+// fakeT records Fatalf instead of ending the test; Fatalf panics to stop
+// the caller, as runtime.Goexit would.
+type fakeT struct {
+	testing.TB
+	failed bool
+	msg    string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.failed, f.msg = true, fmt.Sprintf(format, args...)
+	panic("fatal")
+}
+
+func dialOnce(addr string) (interface{ Close() error }, error) {
+	return net.DialTimeout("tcp", addr, 200*time.Millisecond)
+}
