@@ -91,3 +91,8 @@ var (
 	ErrInvalidCost         = algo.ErrInvalidCost
 	ErrCostExceedsCapacity = algo.ErrCostExceedsCapacity
 )
+
+// ErrDuplicateKey reports a multi-limit take that names the same key twice.
+// A [MultiTaker] may refuse such a request with this error, or treat the
+// repeats as one request of their combined cost; it documents which.
+var ErrDuplicateKey = errors.New("store: duplicate key in a multi-limit take")

@@ -1,0 +1,238 @@
+// Package memstore is the in-process [store.Store]: bucket state in a
+// sharded map, guarded by one mutex per shard, with the clock injected.
+//
+// Use it for a single process, for tests and for the simulator; use
+// redisstore when several processes must share one limit.
+//
+//	s, err := memstore.New(memstore.Config{})
+//	...
+//	lim, err := store.NewLimiter(s, algo.PerSecond(2).Burst(100), store.LimiterConfig{})
+//	res, err := lim.Allow(ctx, clientID)
+//
+// # Sharding and speed
+//
+// Keys are hashed with hash/maphash (a random seed per Store) onto a
+// power-of-two number of shards, by default 4×GOMAXPROCS rounded up, so
+// goroutines working on different keys rarely wait for one another and
+// throughput on distinct keys scales with cores. A Take on a key that
+// already has a bucket allocates nothing.
+//
+// # Bounded memory
+//
+// A bucket that has refilled to full behaves exactly like a missing one
+// (algo.Algorithm's IdleAt says from when), so the store forgets it: a Take
+// that leaves a bucket full deletes it, and each shard sweeps out idle
+// buckets whenever it has doubled in size since its last sweep. The sweep
+// runs inside the Take that crosses the threshold, so its cost is amortised
+// over the inserts that grew the shard, and there is no janitor goroutine.
+// A shard whose live buckets fall below a quarter of its peak is rebuilt,
+// returning the map's memory to the runtime.
+//
+// # MaxKeys: what happens when the store is full
+//
+// A client that rotates keys (spoofed addresses, random user IDs) could grow
+// the map without end, so each shard holds at most ⌈MaxKeys/Shards⌉
+// buckets. When a new key arrives at a full shard, idle buckets are swept
+// out first; that never changes a decision. If every stored bucket is still
+// refilling, no bucket is evicted: evicting one that is not full would hand
+// its owner a fresh burst, which is exactly what a key-rotating attacker
+// wants from an LRU. Instead the new key is charged to the store's overflow
+// bucket for its policy: one bucket, shared by every key that arrives while
+// the store is full, with the same capacity and rate. Keys already stored
+// are unaffected, and the whole flood of new keys together gets the rate of
+// one key, not one each. This keeps the limiter limiting without an error
+// (an error would send many callers down a fail-open path, disabling the
+// limit during exactly the attack that filled the store). The overflow
+// bucket is not remembered per key: once the store has room again, a key
+// that was served from overflow starts with its own full bucket.
+//
+// Full sweeps at a full shard run at most once per ⌈n/16⌉ overflowed
+// inserts (n the shard's size), and only once some stored bucket can have
+// become idle, so an attack cannot make every Take scan the map.
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"sync"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// DefaultMaxKeys is the MaxKeys of a zero Config: about a million buckets,
+// of the order of 100 MB with short keys.
+const DefaultMaxKeys = 1 << 20
+
+// maxShards bounds Config.Shards.
+const maxShards = 1 << 16
+
+// ErrInvalidConfig reports a Config field out of range.
+var ErrInvalidConfig = errors.New("memstore: invalid config")
+
+// Config configures a Store. The zero value is ready to use: the real
+// clock, the token bucket, 4×GOMAXPROCS shards and DefaultMaxKeys.
+type Config struct {
+	// Clock is read once per Take for the current time. The default is
+	// the real clock, clock.New() of github.com/benbjohnson/clock.
+	Clock store.Clock
+	// Algorithm is the rate-limiting rule. The default is
+	// algo.TokenBucket{}; the windows of package algo are for comparison
+	// in the simulator.
+	Algorithm algo.Algorithm
+	// Shards is the number of shards, rounded up to a power of two, at
+	// most 65536. The default (0) is 4×GOMAXPROCS rounded up.
+	Shards int
+	// MaxKeys bounds the number of buckets kept; see the package
+	// documentation for what happens when it is reached. The default (0)
+	// is DefaultMaxKeys.
+	MaxKeys int
+}
+
+// Store is the in-process store. It is safe for concurrent use by multiple
+// goroutines. Make one with New; the zero value is not usable. A Store must
+// not be copied.
+type Store struct {
+	clk      store.Clock
+	alg      algo.Algorithm
+	seed     maphash.Seed
+	mask     uint64
+	perShard int
+	shards   []shard
+	over     overflow
+}
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.MultiTaker = (*Store)(nil)
+)
+
+// New returns a Store configured by cfg, or an error wrapping
+// ErrInvalidConfig.
+func New(cfg Config) (*Store, error) {
+	if cfg.Shards < 0 || cfg.Shards > maxShards {
+		return nil, fmt.Errorf("%w: Shards %d outside [0, %d]", ErrInvalidConfig, cfg.Shards, maxShards)
+	}
+	if cfg.MaxKeys < 0 {
+		return nil, fmt.Errorf("%w: negative MaxKeys %d", ErrInvalidConfig, cfg.MaxKeys)
+	}
+	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed()}
+	if s.clk == nil {
+		s.clk = clock.New()
+	}
+	if s.alg == nil {
+		s.alg = algo.TokenBucket{}
+	}
+	n := cfg.Shards
+	if n == 0 {
+		n = 4 * runtime.GOMAXPROCS(0)
+	}
+	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
+	maxKeys := cfg.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	s.mask, s.perShard = uint64(n-1), (maxKeys+n-1)/n
+	s.shards = make([]shard, n)
+	for i := range s.shards {
+		s.shards[i].init(s.perShard)
+	}
+	s.over.m = make(map[algo.Policy]algo.State)
+	return s, nil
+}
+
+// Take applies cost tokens to the bucket at key under policy p and returns
+// the decision; cost 0 peeks. It implements store.Store: errors are
+// store.ErrEmptyKey, store.ErrClosed, the context's error, or the
+// algorithm's (algo.ErrInvalidPolicy, algo.ErrInvalidCost,
+// algo.ErrCostExceedsCapacity), and charge nothing.
+func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	if key == "" {
+		return algo.Result{}, store.ErrEmptyKey
+	}
+	if err := ctx.Err(); err != nil {
+		return algo.Result{}, err
+	}
+	now := s.clk.Now().UnixMicro()
+	sh := &s.shards[maphash.String(s.seed, key)&s.mask]
+	sh.mu.Lock()
+	if sh.m == nil {
+		sh.mu.Unlock()
+		return algo.Result{}, store.ErrClosed
+	}
+	e, found := sh.m[key]
+	st, res, err := s.alg.Take(p, e.s, now, cost)
+	if err != nil {
+		sh.mu.Unlock()
+		return algo.Result{}, fmt.Errorf("memstore: %w", err)
+	}
+	idle := s.alg.IdleAt(p, st)
+	switch {
+	case idle <= now:
+		if found {
+			delete(sh.m, key) // full again: same as no bucket
+		}
+	case found || sh.room(now, s.perShard):
+		sh.put(key, entry{s: st, idle: idle})
+	default: // full shard, nothing idle: serve from the overflow bucket
+		sh.mu.Unlock()
+		return s.over.take(s.alg, p, now, cost)
+	}
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// Len returns the number of buckets held, including idle ones not yet
+// swept out. It locks each shard in turn, so it is not a snapshot.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Close drops every bucket; later calls return store.ErrClosed. Close is
+// idempotent and always returns nil. The Store starts no goroutines, so
+// none outlives it.
+func (s *Store) Close() error {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.m = nil
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// overflow holds the buckets shared by new keys that arrive at a full
+// shard, one per policy.
+type overflow struct {
+	mu sync.Mutex
+	m  map[algo.Policy]algo.State
+}
+
+// take applies a request to the overflow bucket for p.
+func (o *overflow) take(alg algo.Algorithm, p algo.Policy, now, cost int64) (algo.Result, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st, res, err := alg.Take(p, o.m[p], now, cost)
+	if err != nil {
+		return algo.Result{}, fmt.Errorf("memstore: %w", err)
+	}
+	if alg.IdleAt(p, st) <= now {
+		delete(o.m, p)
+	} else {
+		o.m[p] = st
+	}
+	return res, nil
+}

@@ -1,0 +1,123 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// pending is one request's outcome, computed but not yet stored.
+type pending struct {
+	st    algo.State
+	idle  int64
+	found bool // the key had a bucket
+	over  bool // served from the overflow bucket
+}
+
+// TakeMulti applies every request atomically: if all buckets admit, all are
+// charged; otherwise none is, and each Result is what its bucket alone
+// would answer. It implements store.MultiTaker.
+//
+// A key named twice is refused with store.ErrDuplicateKey; an empty key or
+// a bad policy or cost anywhere in reqs is an error and charges nothing. An
+// empty reqs is allowed, with no Results. The shards involved are locked in
+// index order, so concurrent multi-takes cannot deadlock. New keys in one
+// call may overshoot a shard's MaxKeys bound by at most len(reqs)-1.
+func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	for i, r := range reqs {
+		if r.Key == "" {
+			return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, store.ErrEmptyKey)
+		}
+		for j := range i {
+			if reqs[j].Key == r.Key {
+				return store.MultiResult{}, fmt.Errorf("memstore: requests %d and %d: key %q: %w", j, i, r.Key, store.ErrDuplicateKey)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return store.MultiResult{}, err
+	}
+	res := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
+	if len(reqs) == 0 {
+		return res, nil
+	}
+	now := s.clk.Now().UnixMicro()
+
+	idx := make([]uint64, len(reqs))
+	for i, r := range reqs {
+		idx[i] = maphash.String(s.seed, r.Key) & s.mask
+	}
+	order := slices.Compact(slices.Sorted(slices.Values(idx)))
+	for _, i := range order {
+		s.shards[i].mu.Lock()
+	}
+	overLocked := false
+	defer func() {
+		if overLocked {
+			s.over.mu.Unlock()
+		}
+		for _, i := range order {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+	if s.shards[order[0]].m == nil {
+		return store.MultiResult{}, store.ErrClosed
+	}
+
+	pend := make([]pending, len(reqs))
+	for i, r := range reqs {
+		sh := &s.shards[idx[i]]
+		e, found := sh.m[r.Key]
+		st, rr, err := s.alg.Take(r.Policy, e.s, now, r.Cost)
+		if err != nil {
+			return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, err)
+		}
+		pd := pending{st: st, idle: s.alg.IdleAt(r.Policy, st), found: found}
+		if !found && pd.idle > now && !sh.room(now, s.perShard) {
+			if !overLocked {
+				s.over.mu.Lock()
+				overLocked = true
+			}
+			base := s.over.m[r.Policy]
+			for j := range i { // an earlier request in this call may share the bucket
+				if pend[j].over && reqs[j].Policy == r.Policy {
+					base = pend[j].st
+				}
+			}
+			if st, rr, err = s.alg.Take(r.Policy, base, now, r.Cost); err != nil {
+				return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, err)
+			}
+			pd = pending{st: st, idle: s.alg.IdleAt(r.Policy, st), over: true}
+		}
+		pend[i], res.Results[i] = pd, rr
+		if !rr.Allowed {
+			res.Allowed = false
+			if res.Denied < 0 || rr.RetryAfter > res.RetryAfter {
+				res.Denied, res.RetryAfter = i, rr.RetryAfter
+			}
+		}
+	}
+	if !res.Allowed {
+		return res, nil
+	}
+	for i, pd := range pend {
+		r, sh := reqs[i], &s.shards[idx[i]]
+		switch {
+		case pd.over && pd.idle <= now:
+			delete(s.over.m, r.Policy)
+		case pd.over:
+			s.over.m[r.Policy] = pd.st
+		case pd.idle <= now:
+			if pd.found {
+				delete(sh.m, r.Key)
+			}
+		default:
+			sh.put(r.Key, entry{s: pd.st, idle: pd.idle})
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,195 @@
+// Package storetest is the conformance suite every [store.Store] must pass.
+//
+// A backend's test calls [Run] with a constructor:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
+//			s, err := memstore.New(memstore.Config{Clock: clk})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		})
+//	}
+//
+// Run calls the constructor once per subtest with a fresh manual [Clock]
+// that the store must read for its notion of now (a Redis store uses its
+// client clock). Nothing in the suite sleeps: time moves only when the suite
+// moves the Clock.
+//
+// # What is checked
+//
+// The suite assumes the store applies algo.TokenBucket and checks, through
+// the Store interface only:
+//
+//   - Reference: every Result equals what algo.TokenBucket computes on the
+//     same sequence of requests, with the reference state kept in the test.
+//   - Law: over every interval [t1, t2], the admitted cost is at most
+//     capacity + ⌊rate·(t2−t1)⌋.
+//   - RetryAfter: a denied request is admitted exactly RetryAfter later and
+//     still denied one microsecond earlier.
+//   - Remaining: 0 ≤ Remaining ≤ Limit, RetryAfter is zero exactly when
+//     allowed, and after ResetAfter of idleness the bucket is full.
+//   - Peek: cost 0 is always allowed and changes nothing later requests see.
+//   - Isolation: keys never share tokens, even with different policies.
+//   - Concurrent: many goroutines on one key never admit more than the law
+//     allows; with the clock frozen, exactly capacity are admitted.
+//   - BadInput: an empty key, an invalid policy, a negative cost or a cost
+//     above capacity is an error matching the sentinel (store.ErrEmptyKey,
+//     algo.ErrInvalidPolicy, algo.ErrInvalidCost,
+//     algo.ErrCostExceedsCapacity) and charges nothing.
+//   - Context: a context that has already ended gives an error matching
+//     its cause (context.Canceled, context.DeadlineExceeded) and charges
+//     nothing.
+//   - Multi, when the store implements [store.MultiTaker]: all-or-nothing
+//     charging, the denying index with the longest retry-after, bad input
+//     anywhere in the request charges nothing, and a key named twice in one
+//     request is either refused with [store.ErrDuplicateKey] (charging
+//     nothing) or treated as one request of the combined cost.
+//   - Close, when the store implements io.Closer: every later call returns
+//     store.ErrClosed, and a second Close does not panic.
+//
+// # Keys and speed
+//
+// Every subtest, and every rapid case inside one, uses keys no other uses:
+// they carry a random per-Run nonce, so a Redis server may be shared by all
+// subtests and by earlier runs. Keys used together in one multi-limit take
+// share a Redis Cluster hash tag ({...}).
+//
+// The properties are checked with pgregory.net/rapid, which runs 100 cases
+// per property unless the -rapid.checks flag (or RAPID_CHECKS) says
+// otherwise, and a fifth of that under -short. A property case makes at
+// most about 40 calls, so the whole suite makes a few tens of thousands of
+// calls: well under a second in memory, a few seconds against Redis.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Run runs the conformance suite against the stores newStore builds.
+// newStore is called once per subtest; it must return a store that reads
+// clk for the current time and register any cleanup with t.Cleanup. It may
+// return the same backend (one Redis server) every time: the suite never
+// reuses a key. Each
+// check is a subtest of t, named as in the package documentation, so one
+// can be selected with -run, for example -run 'TestConformance/Law'.
+func Run(t *testing.T, newStore func(t *testing.T, clk *Clock) store.Store) {
+	t.Helper()
+	nonce := fmt.Sprintf("%016x", rand.Uint64())
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, e *env)
+	}{
+		{"Reference", testReference},
+		{"Law", testLaw},
+		{"RetryAfter", testRetryAfter},
+		{"Remaining", testRemaining},
+		{"Peek", testPeek},
+		{"Isolation", testIsolation},
+		{"Concurrent", testConcurrent},
+		{"BadInput", testBadInput},
+		{"Context", testContext},
+		{"Multi", testMulti},
+		{"Close", testClose},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := NewClock()
+			s := newStore(t, clk)
+			if s == nil {
+				t.Fatal("storetest: newStore returned nil")
+			}
+			e := &env{s: s, clk: clk, prefix: "storetest:" + nonce + ":" + tc.name + ":"}
+			tc.fn(t, e)
+		})
+	}
+}
+
+// tb is what the helpers need of a *testing.T or a *rapid.T.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// env is what one subtest works with.
+type env struct {
+	s      store.Store
+	clk    *Clock
+	prefix string
+	n      atomic.Int64
+}
+
+// key returns a key no other call has returned in this Run.
+func (e *env) key() string { return fmt.Sprintf("%s%d", e.prefix, e.n.Add(1)) }
+
+// tagged returns n keys that share a Redis Cluster hash tag, so that a
+// multi-limit take over them is legal on a cluster.
+func (e *env) tagged(n int) []string {
+	tag := fmt.Sprintf("{%s%d}", e.prefix, e.n.Add(1))
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", tag, i)
+	}
+	return keys
+}
+
+// take calls Store.Take and fails the test on an error.
+func (e *env) take(t tb, key string, p algo.Policy, cost int64) algo.Result {
+	t.Helper()
+	res, err := e.s.Take(context.Background(), key, p, cost)
+	if err != nil {
+		t.Fatalf("Take(%q, %v, %d) at %v: %v", key, p, cost, e.clk.Now().Format(time.RFC3339Nano), err)
+	}
+	return res
+}
+
+// full fails the test unless the bucket at key is full (a peek shows
+// capacity remaining and no reset pending): it has not been charged.
+func (e *env) full(t tb, key string, p algo.Policy) {
+	t.Helper()
+	want := algo.Result{Allowed: true, Limit: p.Capacity(), Remaining: p.Capacity()}
+	if got := e.take(t, key, p, 0); got != want {
+		t.Fatalf("peek %q = %+v, want a full bucket %+v: the failed call charged it", key, got, want)
+	}
+}
+
+// ref is the reference bucket: algo.TokenBucket with the state kept here.
+type ref struct {
+	p algo.Policy
+	s algo.State
+}
+
+// take applies a request at now to the reference bucket.
+func (r *ref) take(t tb, now time.Time, cost int64) algo.Result {
+	t.Helper()
+	s, res, err := algo.TokenBucket{}.Take(r.p, r.s, now.UnixMicro(), cost)
+	if err != nil {
+		t.Fatalf("reference Take(%v, %+v, %d): %v", r.p, r.s, cost, err)
+	}
+	r.s = s
+	return res
+}
+
+// check takes from both the store and the reference at the clock's now and
+// fails the test if they differ.
+func (e *env) check(t tb, key string, r *ref, cost int64) algo.Result {
+	t.Helper()
+	now := e.clk.Now()
+	want := r.take(t, now, cost)
+	got := e.take(t, key, r.p, cost)
+	if got != want {
+		t.Fatalf("at %v (+%v): Take(%q, %v, %d) = %+v, algo.TokenBucket says %+v",
+			now.Format(time.RFC3339Nano), now.Sub(Start), key, r.p, cost, got, want)
+	}
+	return got
+}
