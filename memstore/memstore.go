@@ -115,7 +115,10 @@ var (
 
 // New returns a Store configured by cfg, or an error wrapping
 // ErrInvalidConfig.
-func New(cfg Config) (*Store, error) {
+func New(cfg Config) (*Store, error) { return newStore(cfg, minSweep) }
+
+// newStore is New with the size below which shards never sweep.
+func newStore(cfg Config, floor int) (*Store, error) {
 	if cfg.Shards < 0 || cfg.Shards > maxShards {
 		return nil, fmt.Errorf("%w: Shards %d outside [0, %d]", ErrInvalidConfig, cfg.Shards, maxShards)
 	}
@@ -141,7 +144,7 @@ func New(cfg Config) (*Store, error) {
 	s.mask, s.perShard = uint64(n-1), (maxKeys+n-1)/n
 	s.shards = make([]shard, n)
 	for i := range s.shards {
-		s.shards[i].init(s.perShard)
+		s.shards[i].init(s.perShard, floor)
 	}
 	s.over.m = make(map[algo.Policy]algo.State)
 	return s, nil

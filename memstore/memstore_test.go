@@ -1,8 +1,15 @@
 package memstore_test
 
 import (
+	"context"
+	"errors"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
@@ -23,4 +30,105 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
 		return newStore(t, memstore.Config{Clock: clk})
 	})
+}
+
+func TestNewConfig(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    memstore.Config
+		shards int // 0: 4×GOMAXPROCS rounded up
+		err    error
+	}{
+		{"zero value", memstore.Config{}, 0, nil},
+		{"one shard", memstore.Config{Shards: 1}, 1, nil},
+		{"rounded up to a power of two", memstore.Config{Shards: 5}, 8, nil},
+		{"largest", memstore.Config{Shards: 1 << 16}, 1 << 16, nil},
+		{"too many shards", memstore.Config{Shards: 1<<16 + 1}, 0, memstore.ErrInvalidConfig},
+		{"negative shards", memstore.Config{Shards: -1}, 0, memstore.ErrInvalidConfig},
+		{"negative MaxKeys", memstore.Config{MaxKeys: -1}, 0, memstore.ErrInvalidConfig},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := memstore.New(tc.cfg)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("New(%+v) error %v, want %v", tc.cfg, err, tc.err)
+			}
+			if err != nil {
+				return
+			}
+			defer s.Close()
+			want := tc.shards
+			if want == 0 {
+				want = 1 << bits.Len(uint(4*runtime.GOMAXPROCS(0)-1))
+			}
+			if got := s.Shards(); got != want {
+				t.Fatalf("%d shards, want %d", got, want)
+			}
+		})
+	}
+}
+
+// countingAlgo is the token bucket, counting calls: it shows the store runs
+// the configured Algorithm.
+type countingAlgo struct {
+	algo.TokenBucket
+	calls *atomic.Int64
+}
+
+func (c countingAlgo) Take(p algo.Policy, s algo.State, now, cost int64) (algo.State, algo.Result, error) {
+	c.calls.Add(1)
+	return c.TokenBucket.Take(p, s, now, cost)
+}
+
+func TestConfigAlgorithmIsUsed(t *testing.T) {
+	var calls atomic.Int64
+	s := newStore(t, memstore.Config{Algorithm: countingAlgo{calls: &calls}})
+	p := algo.PerSecond(1).Burst(2)
+	take(t, s, "k", p, 1)
+	if _, err := s.TakeMulti(context.Background(), []store.Request{{Key: "k", Policy: p, Cost: 1}, {Key: "j", Policy: p, Cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("the configured Algorithm ran %d times, want 3", n)
+	}
+}
+
+func TestTakeExistingKeyAllocatesNothing(t *testing.T) {
+	s := newStore(t, memstore.Config{Clock: storetest.NewClock()})
+	p := algo.PerSecond(1_000_000).Burst(1_000_000)
+	ctx := context.Background()
+	take(t, s, "hot", p, 1) // the bucket exists from here on
+	if n := testing.AllocsPerRun(1000, func() { s.Take(ctx, "hot", p, 1) }); n != 0 {
+		t.Fatalf("Take on an existing key: %v allocations, want 0", n)
+	}
+}
+
+// TestTakeMultiNoDeadlock runs multi-takes over overlapping keys in
+// opposite orders, with single takes, from many goroutines.
+func TestTakeMultiNoDeadlock(t *testing.T) {
+	s := newStore(t, memstore.Config{Shards: 4})
+	p := algo.PerSecond(1000).Burst(1000)
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				reqs := make([]store.Request, 0, 3)
+				for j := range 3 {
+					k := keys[(g+i+j*(1+g%2))%len(keys)]
+					if g%2 == 1 {
+						k = keys[len(keys)-1-(i+j)%len(keys)]
+					}
+					reqs = append(reqs, store.Request{Key: k, Policy: p, Cost: 1})
+				}
+				_, err := s.TakeMulti(context.Background(), reqs)
+				if err != nil && !errors.Is(err, store.ErrDuplicateKey) {
+					t.Errorf("TakeMulti: %v", err)
+					return
+				}
+				take(t, s, keys[i%len(keys)], p, 1)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // minSweep is the size below which a shard never sweeps: a sweep of a
-// small map would cost more than the memory it frees.
+// small map would cost more than the memory it frees. Tests lower it.
 const minSweep = 1024
 
 // entry is one bucket: its state and the time (µs) from which it is idle,
@@ -27,12 +27,14 @@ type shard struct {
 	peak    int   // largest size since m was made
 	soonest int64 // no bucket is idle before this (a lower bound, µs)
 	credit  int   // at the limit, refusals left before another sweep
+	floor   int   // minSweep, or less in tests
 	_       [64]byte
 }
 
-func (sh *shard) init(limit int) {
+func (sh *shard) init(limit, floor int) {
 	sh.m = make(map[string]entry)
-	sh.next = min(limit, minSweep)
+	sh.floor = floor
+	sh.next = min(limit, floor)
 }
 
 // put stores a bucket.
@@ -59,7 +61,7 @@ func (sh *shard) room(now int64, limit int) bool {
 		n = len(sh.m)
 	}
 	if n < limit {
-		sh.next = min(limit, max(minSweep, 2*n))
+		sh.next = min(limit, max(sh.floor, 2*n))
 		return true
 	}
 	sh.credit--
@@ -78,7 +80,7 @@ func (sh *shard) sweep(now int64) {
 		}
 	}
 	sh.soonest = soonest
-	if n := len(sh.m); sh.peak > minSweep && n < sh.peak/4 {
+	if n := len(sh.m); sh.peak > sh.floor && n < sh.peak/4 {
 		m := make(map[string]entry, 2*n)
 		for k, e := range sh.m {
 			m[k] = e
