@@ -1,0 +1,98 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Bucket is the state of one bucket as [Store.Inspect] finds it.
+type Bucket struct {
+	// Key is the Redis key holding the bucket.
+	Key string
+	// Exists reports whether Redis holds the key. An absent key is a full
+	// bucket.
+	Exists bool
+	// Now is the time the bucket was evaluated at: the Redis server's
+	// clock, or the client Clock.
+	Now time.Time
+	// Tokens is how many whole tokens are available now, between 0 and
+	// Limit.
+	Tokens int64
+	// Limit is the policy's capacity.
+	Limit int64
+	// FullIn is how long until the bucket is full again with no traffic.
+	FullIn time.Duration
+	// Deficit and Stamp are the stored state (see algo.State): the deficit
+	// below full in level units and the time of the last update; zero when
+	// the key is absent.
+	Deficit int64
+	Stamp   time.Time
+	// TTL is the key's remaining time to live in Redis: zero when absent,
+	// negative when the key has no expiry.
+	TTL time.Duration
+}
+
+// Inspect returns the bucket at key under policy p as it stands now,
+// without charging it or writing anything. It runs the same script as Take
+// with cost 0, so Tokens and FullIn agree with what a Take would see.
+func (s *Store) Inspect(ctx context.Context, key string, p algo.Policy) (Bucket, error) {
+	reqs := [1]store.Request{{Key: key, Policy: p}}
+	var res [1]algo.Result
+	var in inspected
+	if err := s.run(ctx, opInspect, reqs[:], res[:], &in); err != nil {
+		return Bucket{}, err
+	}
+	b := Bucket{
+		Key:     s.Key(key),
+		Exists:  in.pttl != -2,
+		Now:     time.UnixMicro(in.now),
+		Tokens:  res[0].Remaining,
+		Limit:   res[0].Limit,
+		FullIn:  res[0].ResetAfter,
+		Deficit: in.deficit,
+	}
+	if b.Exists {
+		b.Stamp = time.UnixMicro(in.stamp)
+		b.TTL = time.Duration(in.pttl) * time.Millisecond
+	}
+	return b, nil
+}
+
+// Reset deletes the buckets at keys, which makes them full. It is also the
+// way out of store.ErrCorruptState: whatever the key held is deleted. On a
+// cluster each key is deleted on its own node.
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		if k == "" {
+			return fmt.Errorf("redisstore: reset key %d: %w", i, store.ErrEmptyKey)
+		}
+		full[i] = s.prefix + k
+	}
+	if len(full) == 0 {
+		return nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var err error
+	if s.route == single {
+		err = s.rdb.Del(ctx, full...).Err()
+	} else {
+		pipe := s.rdb.Pipeline()
+		for _, k := range full {
+			pipe.Del(ctx, k)
+		}
+		_, err = pipe.Exec(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
+	}
+	return nil
+}

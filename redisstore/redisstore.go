@@ -1,0 +1,258 @@
+// Package redisstore keeps token buckets in Redis, so that every instance of
+// an application shares one bucket per key: with per-instance memory
+// limiters, three instances behind a load balancer admit three times the
+// limit; with redisstore they admit the limit.
+//
+// # How a Take works
+//
+// Each [Store.Take] is one round trip: an EVALSHA of an embedded Lua script
+// (tokenbucket.lua) that reads the bucket, applies the token-bucket math and
+// writes the new state atomically. The script is the exact twin of
+// algo.TokenBucket: integer microseconds, every intermediate below 2^53
+// (Lua's numbers are doubles), integer replies only. The tests drive algo,
+// memstore and this store with the same random requests and require
+// identical Results.
+//
+// # Clocks
+//
+// By default the script reads the Redis server's clock (TIME): one clock for
+// the whole fleet, immune to skew between application instances. With
+// [Config.Clock] set the caller's clock is used instead (tests and the
+// simulator pass a manual clock).
+//
+// # Keys, memory and expiry
+//
+// The bucket for key k lives at Config.Prefix + k (default prefix "rb:").
+// With the server clock a bucket is one small integer (Redis stores it
+// inside the key's object, 64 bytes per key by MEMORY USAGE for a 20-byte
+// key) that expires exactly when the bucket is full again: an absent key is
+// a full bucket, and idle clients hold no memory. With a client clock the
+// value is "deficit:stamp" and the expiry carries [Config.TTLMargin], since
+// Redis expires keys on its own clock.
+//
+// On Redis Cluster keys spread over slots by their full name; the prefix is
+// not a hash tag. To keep related buckets in one slot (required by
+// [Store.TakeMulti]), put a hash tag in your part of the key:
+// "{user:42}:burst" and "{user:42}:daily" share a slot.
+//
+// # Retries and timeouts
+//
+// A call that timed out may already have charged the bucket, so the store
+// never replays one: the script runs as a go-redis command whose NoRetry is
+// set, which go-redis honours for both its per-node retries (MaxRetries) and
+// the cluster client's redirect loop (MaxRedirects), while it still follows
+// MOVED and ASK. The only retry is NOSCRIPT (after SCRIPT FLUSH, a restart or
+// a failover), answered by EVAL of the source. A call whose context has no
+// deadline gets [Config.Timeout]. The deadline reaches the socket only if the
+// client was built with ContextTimeoutEnabled: true (recommended); otherwise
+// the client's ReadTimeout (default 3s) bounds a slow call. [New] refuses a
+// *redis.Client or *redis.ClusterClient that would wait forever.
+//
+// # Errors
+//
+// Bad input is refused before Redis is called, with the store package's
+// sentinels. A key that holds something else (another type, garbage) gives
+// an error matching store.ErrCorruptState; [Store.Reset] deletes it. Redis
+// failures are returned wrapped, so errors.Is reaches context errors and the
+// go-redis error underneath.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Defaults for [Config].
+const (
+	DefaultPrefix    = "rb:"
+	DefaultTimeout   = time.Second
+	DefaultTTLMargin = time.Minute
+)
+
+// ErrUnboundedClient reports a client that would wait forever on a slow
+// Redis: no read timeout, and context deadlines not applied to the socket.
+var ErrUnboundedClient = errors.New("redisstore: client has no read timeout and ignores context deadlines")
+
+// Config configures a [Store]. The zero value works: prefix "rb:", the
+// server clock and a 1s timeout.
+type Config struct {
+	// Prefix is put before every key. The default is "rb:". Do not put a
+	// hash tag in it: every key would then live in one cluster slot.
+	Prefix string
+	// Clock, when set, is the clock the buckets use; nil means the Redis
+	// server's clock (TIME inside the script), the right choice for a
+	// fleet. A github.com/benbjohnson/clock Clock satisfies it.
+	Clock store.Clock
+	// Timeout bounds a call whose context has no deadline. The default is
+	// 1 second; a negative value means no store-level timeout.
+	Timeout time.Duration
+	// TTLMargin applies with a client Clock only. Redis expires keys on its
+	// own clock, which may run ahead of the client's (a mock clock that
+	// stands still): a key that expired early would hand out a full bucket.
+	// So keys expire TTLMargin after the bucket would be full in client
+	// time. The default is 1 minute; a negative value means keys never
+	// expire (they are deleted when a Take finds them full, or by Reset).
+	TTLMargin time.Duration
+}
+
+// Store is a [store.Store] and [store.MultiTaker] on Redis. It is safe for
+// simultaneous use by multiple goroutines. It does not own the client:
+// closing the Store does not close it.
+type Store struct {
+	rdb     redis.UniversalClient
+	prefix  string
+	clk     store.Clock
+	timeout time.Duration
+	margin  int64 // ms; -1: no expiry (client clock only)
+	route   router
+	closed  atomic.Bool
+}
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.MultiTaker = (*Store)(nil)
+)
+
+// New returns a Store keeping buckets in the Redis behind client: a
+// *redis.Client, a *redis.ClusterClient, a failover client or a *redis.Ring.
+// It does not contact Redis. It returns [ErrUnboundedClient] for a client
+// whose calls could block forever.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if err := checkBounded(client); err != nil {
+		return nil, err
+	}
+	s := &Store{rdb: client, prefix: cfg.Prefix, clk: cfg.Clock, timeout: cfg.Timeout, route: routerOf(client)}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
+	}
+	switch m := cfg.TTLMargin; {
+	case m == 0:
+		s.margin = DefaultTTLMargin.Milliseconds()
+	case m < 0:
+		s.margin = -1
+	default:
+		s.margin = (m + time.Millisecond - 1).Milliseconds()
+	}
+	return s, nil
+}
+
+// checkBounded refuses clients of known types that would wait forever.
+func checkBounded(client redis.UniversalClient) error {
+	var read time.Duration
+	var ctxOK bool
+	switch c := client.(type) {
+	case *redis.Client:
+		read, ctxOK = c.Options().ReadTimeout, c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		read, ctxOK = c.Options().ReadTimeout, c.Options().ContextTimeoutEnabled
+	default:
+		return nil
+	}
+	if read < 0 && !ctxOK {
+		return fmt.Errorf("%w: set ContextTimeoutEnabled: true (recommended) or a ReadTimeout", ErrUnboundedClient)
+	}
+	return nil
+}
+
+// Take applies cost tokens to the bucket at key under policy p in one
+// atomic script call; cost 0 peeks. A denial that finds the bucket
+// refilled stores the refilled state (so the stamp moves forward, as
+// algo.TokenBucket's does); a peek or denial that changes nothing writes
+// nothing. See [store.Store] for the errors.
+func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	reqs := [1]store.Request{{Key: key, Policy: p, Cost: cost}}
+	var res [1]algo.Result
+	if err := s.run(ctx, opTake, reqs[:], res[:], nil); err != nil {
+		return algo.Result{}, err
+	}
+	return res[0], nil
+}
+
+// TakeMulti takes from several buckets in one script call: if every bucket
+// admits, all are charged; otherwise nothing is written, each Result is
+// what that bucket alone would answer, and Denied and RetryAfter name the
+// longest wait. It implements [store.MultiTaker].
+//
+// A key named twice is refused with store.ErrDuplicateKey. On Redis Cluster
+// all keys must hash to one slot (use a hash tag, see the package
+// documentation), or the call fails with an error matching
+// store.ErrCrossSlot before Redis is called; on a Ring they must share a
+// hash tag. An empty reqs is allowed, with no Results.
+func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	for i, r := range reqs {
+		for j := range i {
+			if reqs[j].Key == r.Key && r.Key != "" {
+				return store.MultiResult{}, fmt.Errorf("redisstore: requests %d and %d: key %q: %w", j, i, r.Key, store.ErrDuplicateKey)
+			}
+		}
+	}
+	res := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
+	if len(reqs) == 0 {
+		if s.closed.Load() {
+			return store.MultiResult{}, store.ErrClosed
+		}
+		return res, ctx.Err()
+	}
+	if err := s.run(ctx, opMulti, reqs, res.Results, nil); err != nil {
+		return store.MultiResult{}, err
+	}
+	for i, r := range res.Results {
+		if !r.Allowed {
+			res.Allowed = false
+			if res.Denied < 0 || r.RetryAfter > res.RetryAfter {
+				res.Denied, res.RetryAfter = i, r.RetryAfter
+			}
+		}
+	}
+	return res, nil
+}
+
+// Close marks the store closed: later calls return store.ErrClosed. It
+// does not close the client, which the caller owns, and it always returns
+// nil. The Store starts no goroutines.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// Key returns the Redis key that holds the bucket for key.
+func (s *Store) Key(key string) string { return s.prefix + key }
+
+// check validates one request as algo would, so bad input never reaches
+// Redis.
+func check(r store.Request) error {
+	switch {
+	case r.Key == "":
+		return store.ErrEmptyKey
+	case r.Policy.Validate() != nil:
+		return r.Policy.Validate()
+	case r.Cost < 0:
+		return fmt.Errorf("%w: %d", algo.ErrInvalidCost, r.Cost)
+	case r.Cost > r.Policy.Capacity():
+		return fmt.Errorf("%w: cost %d, capacity %d", algo.ErrCostExceedsCapacity, r.Cost, r.Policy.Capacity())
+	}
+	return nil
+}
+
+// micros converts µs to a Duration, saturating as algo does.
+func micros(us int64) time.Duration {
+	const max = int64(^uint64(0)>>1) / int64(time.Microsecond)
+	if us > max {
+		return time.Duration(^uint64(0) >> 1)
+	}
+	return time.Duration(us) * time.Microsecond
+}

@@ -1,0 +1,146 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+//go:embed tokenbucket.lua
+var scriptSrc string
+
+// script is the token-bucket script; only its source and SHA1 are used,
+// since it is run through noRetry below rather than Script.Run.
+var script = redis.NewScript(scriptSrc)
+
+// Script ops (ARGV[4]).
+const (
+	opTake    = "t"
+	opMulti   = "m"
+	opInspect = "i"
+)
+
+// noRetry is a script command that go-redis must never send twice: a
+// timed-out EVALSHA may have run and charged the bucket. go-redis checks
+// NoRetry before each of its retries (MaxRetries, and MaxRedirects on a
+// cluster, where MOVED and ASK are still followed: they mean the script did
+// not run); it still re-sends a command it has proof was never written.
+type noRetry struct{ *redis.Cmd }
+
+// NoRetry reports true: see the type.
+func (noRetry) NoRetry() bool { return true }
+
+// inspected is what op "i" returns beyond the Result.
+type inspected struct {
+	now, deficit, stamp, pttl int64
+}
+
+// run validates reqs, calls the script once and fills results (one per
+// request). For opInspect it also fills in.
+func (s *Store) run(ctx context.Context, op string, reqs []store.Request, results []algo.Result, in *inspected) error {
+	for i, r := range reqs {
+		if err := check(r); err != nil {
+			return fmt.Errorf("redisstore: request %d (%q): %w", i, r.Key, err)
+		}
+	}
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.route.sameSlot(s.prefix, reqs); err != nil {
+		return err
+	}
+	clock, now := "s", int64(0)
+	if s.clk != nil {
+		clock, now = "c", s.clk.Now().UnixMicro()
+		if now < 0 || now > algo.MaxTime {
+			return fmt.Errorf("redisstore: client clock %d µs: %w", now, algo.ErrInvalidTime)
+		}
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+
+	// "evalsha", sha, numkeys, keys..., 4 header args, 4 per key.
+	args := make([]any, 0, 3+5*len(reqs)+4)
+	args = append(args, "evalsha", script.Hash(), len(reqs))
+	for _, r := range reqs {
+		args = append(args, s.prefix+r.Key)
+	}
+	args = append(args, clock, now, s.margin, op)
+	for _, r := range reqs {
+		p := r.Policy
+		args = append(args, p.Capacity(), p.Unit(), p.Refill(), r.Cost)
+	}
+	cmd := redis.NewCmd(ctx, args...)
+	err := s.rdb.Process(ctx, noRetry{cmd})
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", scriptSrc
+		cmd = redis.NewCmd(ctx, args...)
+		err = s.rdb.Process(ctx, noRetry{cmd})
+	}
+	if err != nil {
+		return scriptError(err)
+	}
+	vals, err := cmd.Int64Slice()
+	if err != nil {
+		return fmt.Errorf("redisstore: script reply: %w", err)
+	}
+	return parseReply(vals, reqs, results, in)
+}
+
+// bound gives ctx the store's Timeout when it has no deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || s.timeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// parseReply checks the script's reply and turns it into Results.
+func parseReply(vals []int64, reqs []store.Request, results []algo.Result, in *inspected) error {
+	want := 2 + 4*len(reqs)
+	if in != nil {
+		want += 3
+	}
+	if len(vals) != want {
+		return fmt.Errorf("redisstore: script replied %d integers, want %d", len(vals), want)
+	}
+	for i, r := range reqs {
+		v := vals[2+4*i:]
+		results[i] = algo.Result{
+			Allowed:    v[0] == 1,
+			Limit:      r.Policy.Capacity(),
+			Remaining:  v[1],
+			RetryAfter: micros(v[2]),
+			ResetAfter: micros(v[3]),
+		}
+	}
+	if in != nil {
+		v := vals[2+4*len(reqs):]
+		*in = inspected{now: vals[0], deficit: v[0], stamp: v[1], pttl: v[2]}
+	}
+	return nil
+}
+
+// scriptError maps the script's own error replies to sentinels.
+func scriptError(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "RBCORRUPT"):
+		return fmt.Errorf("redisstore: %w: %w", store.ErrCorruptState, err)
+	case strings.HasPrefix(msg, "RBARG"):
+		return fmt.Errorf("redisstore: script refused its arguments (a bug): %w", err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	return fmt.Errorf("redisstore: redis: %w", err)
+}

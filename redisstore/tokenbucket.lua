@@ -1,0 +1,173 @@
+-- tokenbucket.lua: the Lua twin of algo.TokenBucket.Take (algo/tokenbucket.go),
+-- applied atomically to one or more buckets. Keep the two in step: the tests
+-- in this package require identical Results, bit for bit.
+--
+-- KEYS: the buckets' Redis keys.
+-- ARGV[1] clock: "s" = server clock (redis TIME), "c" = client clock
+-- ARGV[2] now, µs since the Unix epoch (client clock; ignored for "s")
+-- ARGV[3] TTL margin in ms beyond the fill time (client clock; -1 = no expiry)
+-- ARGV[4] op: "t" take (a denial still stores the refilled state, as algo
+--         does), "m" multi (all admit and all are charged, or nothing is
+--         written), "i" inspect (cost 0, nothing is written)
+-- ARGV[5..] per key: capacity, unit, refill, cost (see algo.Policy)
+--
+-- Reply: {now, all admitted (0/1), then per key: admitted (0/1), remaining,
+-- retry-after µs, reset-after µs}; op "i" appends the stored deficit, the
+-- stored stamp and the key's PTTL. Integers only: Redis truncates Lua floats.
+--
+-- Numbers are IEEE doubles, exact for integers up to 2^53. The bounds below
+-- are algo's (Policy.Validate): full = capacity*unit <= 2^52, refill <= 2^52,
+-- cost <= capacity, times < 2^53. With them every intermediate is at most
+-- d + cost*unit <= 2*full <= 2^53 (algo/tokenbucket.go has the argument).
+-- Division uses math.fmod, which is exact for doubles, never floor(a/b),
+-- whose rounded quotient can be one too large near 2^53.
+--
+-- State encoding (absent key = full bucket):
+--   server clock: an integer string "<deficit><3 digits u>" (deficit*1000+u,
+--     at most 19 digits, so Redis stores it int-encoded in the key's object)
+--     with PEXPIREAT E, E = ceil(idle/1000) ms, idle = stamp + ceil(deficit/refill)
+--     the time the bucket is full again. The stamp is not stored: it is
+--     E*1000 - ceil(deficit/refill) - u, read back with PEXPIRETIME.
+--   client clock: "<deficit>:<stamp>" with PEXPIRE of the time until idle
+--     (in client time) plus the margin, or no expiry: Redis's own clock,
+--     which runs the expiry, may run ahead of a mock client clock.
+
+local MAXLEVEL = 4503599627370496 -- 2^52
+local MAXTIME = 9007199254740991 -- 2^53 - 1
+local MAXCAP = 1000000000000
+
+local function ceildiv(a, b) -- ceil(a/b), 0 <= a <= 2^53, b >= 1
+  local r = math.fmod(a, b)
+  local q = (a - r) / b
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+local function floordiv(a, b) -- floor(a/b), 0 <= a <= 2^53, b >= 1
+  return (a - math.fmod(a, b)) / b
+end
+
+local function arg(i, lo, hi)
+  local x = tonumber(ARGV[i])
+  if x == nil or x ~= math.floor(x) or x < lo or x > hi then
+    error({err = 'RBARG argument ' .. i .. ' (' .. tostring(ARGV[i]) .. ') not an integer in [' ..
+      string.format('%.0f', lo) .. ', ' .. string.format('%.0f', hi) .. ']'})
+  end
+  return x
+end
+
+local function corrupt(key, why)
+  error({err = 'RBCORRUPT key ' .. key .. ' ' .. why .. ': not a ratebucket bucket; Reset (DEL) it'})
+end
+
+local clock, op = ARGV[1], ARGV[4]
+if (clock ~= 's' and clock ~= 'c') or (op ~= 't' and op ~= 'm' and op ~= 'i') then
+  error({err = 'RBARG bad clock or op'})
+end
+local n = #KEYS
+if n < 1 or #ARGV ~= 4 + 4 * n then
+  error({err = 'RBARG want 4 arguments per key'})
+end
+local now, margin
+if clock == 's' then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+else
+  now = arg(2, 0, MAXTIME)
+  margin = arg(3, -1, MAXTIME)
+end
+
+-- load returns the stored deficit and stamp of key (0, 0 when absent) and
+-- the raw value.
+local function load(key, refill)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    corrupt(key, 'holds a ' .. redis.call('TYPE', key)['ok'])
+  end
+  if not v then return 0, 0, false end
+  if string.find(v, ':', 1, true) then
+    if clock ~= 'c' then corrupt(key, 'was written with a client clock') end
+    local d, t = string.match(v, '^(%d+):(%d+)$')
+    d, t = tonumber(d), tonumber(t)
+    if d == nil or t == nil or d > MAXLEVEL or t > MAXTIME then corrupt(key, 'holds ' .. v) end
+    return d, t, true
+  end
+  if clock ~= 's' then corrupt(key, 'was written with the server clock') end
+  if not string.match(v, '^%d+$') or #v > 19 then corrupt(key, 'holds ' .. v) end
+  local d, u = 0, tonumber(v)
+  if #v > 3 then
+    d, u = tonumber(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
+  end
+  local e = redis.call('PEXPIRETIME', key)
+  if d > MAXLEVEL or e < 0 then corrupt(key, 'holds ' .. v .. ' with expiry ' .. e) end
+  local t = e * 1000 - ceildiv(d, refill) - u
+  if t < 0 or t > MAXTIME then corrupt(key, 'holds ' .. v .. ' with expiry ' .. e) end
+  return d, t, true
+end
+
+local reply = {now, 1}
+local pend = {}
+for i = 1, n do
+  local b = 4 + 4 * (i - 1)
+  local cap = arg(b + 1, 1, MAXCAP)
+  local unit = arg(b + 2, 1, MAXLEVEL)
+  local refill = arg(b + 3, 1, MAXLEVEL)
+  local cost = arg(b + 4, 0, cap)
+  local full = cap * unit
+  if full > MAXLEVEL then error({err = 'RBARG capacity*unit above 2^52'}) end
+  if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
+
+  local d0, t0, exists = load(KEYS[i], refill)
+  -- 1. Time never runs backwards; 2. refill, forming (now-t)*refill only
+  -- when it is below d + refill.
+  local d, t = math.min(d0, full), t0
+  if now > t then
+    if d > 0 then
+      if now - t >= ceildiv(d, refill) then d = 0 else d = d - (now - t) * refill end
+    end
+    t = now
+  end
+  -- 3. Admit and charge, or 4. deny with the exact wait.
+  local need = cost * unit
+  local ok, retry = 0, 0
+  if d + need <= full then
+    ok, d = 1, d + need
+  else
+    retry = t - now + ceildiv(d + need - full, refill)
+    reply[2] = 0
+  end
+  local reset = 0
+  if d > 0 then reset = t - now + ceildiv(d, refill) end
+  local at = #reply
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = ok, floordiv(full - d, unit), retry, reset
+  if op == 'i' then
+    reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, redis.call('PTTL', KEYS[i])
+  end
+  pend[i] = {d = d, t = t, changed = (d ~= d0 or t ~= t0), exists = exists, refill = refill}
+end
+
+if op == 'i' or (op == 'm' and reply[2] == 0) then return reply end
+
+for i = 1, n do
+  local p = pend[i]
+  if p.changed then
+    local idle = p.t + ceildiv(p.d, p.refill) -- when the bucket is full again
+    if idle <= now then
+      if p.exists then redis.call('DEL', KEYS[i]) end
+    elseif clock == 's' then
+      local e = ceildiv(idle, 1000)
+      local u = e * 1000 - idle
+      local v = string.format('%d', u)
+      if p.d > 0 then v = string.format('%.0f%03d', p.d, u) end
+      redis.call('SET', KEYS[i], v, 'PXAT', string.format('%.0f', e))
+    else
+      local v = string.format('%.0f:%.0f', p.d, p.t)
+      if margin < 0 then
+        redis.call('SET', KEYS[i], v)
+      else
+        redis.call('SET', KEYS[i], v, 'PX', string.format('%.0f', ceildiv(idle - now, 1000) + margin))
+      end
+    end
+  end
+end
+return reply
