@@ -28,17 +28,41 @@ func genPolicy(t *rapid.T, label string) algo.Policy {
 
 // genStep draws how far to move the clock before a request: often not at
 // all, a few microseconds, about one token's refill time, or up to two fill
-// times.
+// times (at most a year).
 func genStep(t *rapid.T, p algo.Policy) time.Duration {
 	token := (p.Unit() + p.Refill() - 1) / p.Refill()
-	fill := p.FillTime().Microseconds()
+	fill := min(p.FillTime().Microseconds(), maxStep)
 	us := rapid.OneOf(
 		rapid.Just(int64(0)),
 		rapid.Int64Range(1, 3),
-		rapid.Int64Range(token-1, token+1),
+		rapid.Int64Range(max(token-1, 0), min(token+1, maxStep)),
 		rapid.Int64Range(0, 2*fill),
 	).Draw(t, "step")
 	return time.Duration(us) * time.Microsecond
+}
+
+// maxStep bounds one clock step, in µs, so that the extremes test stays
+// inside algo.MaxTime.
+const maxStep = 366 * 24 * 3600 * 1_000_000
+
+// genExtremePolicy draws a valid policy from the whole documented range:
+// capacities up to 1e9, rates up to 1e6 per µs-period, periods up to a
+// year, clamped where the product of capacity and unit would pass 2^52.
+func genExtremePolicy(t *rapid.T) algo.Policy {
+	per := rapid.SampledFrom([]time.Duration{
+		time.Microsecond, 7 * time.Microsecond, time.Millisecond, time.Second,
+		time.Minute + 7*time.Microsecond, 24 * time.Hour, algo.MaxPeriod,
+	}).Draw(t, "period")
+	r := algo.Per(rapid.Int64Range(1, 1_000_000).Draw(t, "tokens"), per)
+	if r.Burst(1).Validate() != nil { // rate above algo.MaxPerSecond
+		r = algo.Per(1, per)
+	}
+	capacity := min(rapid.Int64Range(1, 1_000_000_000).Draw(t, "capacity"), algo.MaxLevel/r.Burst(1).Unit())
+	p, err := algo.NewPolicy(capacity, r)
+	if err != nil {
+		t.Fatalf("generated policy: %v", err)
+	}
+	return p
 }
 
 // genCost draws a cost in [0, capacity], favouring the extremes.
@@ -163,6 +187,80 @@ func testRemaining(t *testing.T, e *env) {
 		want := algo.Result{Allowed: true, Limit: p.Capacity(), Remaining: p.Capacity()}
 		if got := e.check(t, key, r, 0); got != want {
 			t.Fatalf("after ResetAfter %v: peek %+v, want full %+v", last.ResetAfter, got, want)
+		}
+	})
+}
+
+// testBackwards: a clock that jumps backwards (another instance's skewed
+// clock) mints no tokens: a stale request is evaluated at the bucket's own,
+// later time. Stores may forget a bucket once it is full, and a forgotten
+// bucket has no time of its own, so the reference branches: wherever a
+// bucket was full by the latest time the store has seen, its state may also
+// be the zero State. Every result must match some branch.
+func testBackwards(t *testing.T, e *env) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := genPolicy(t, "")
+		key, states, latest := e.key(), []algo.State{{}}, int64(0)
+		for range rapid.IntRange(1, 30).Draw(t, "ops") {
+			step := genStep(t, p)
+			if rapid.IntRange(0, 2).Draw(t, "back") == 0 {
+				step = -step
+			}
+			now := e.clk.Add(step).UnixMicro()
+			latest = max(latest, now)
+			for _, st := range states {
+				if st != (algo.State{}) && (algo.TokenBucket{}).IdleAt(p, st) <= latest {
+					states = appendNew(states, algo.State{}) // the store may have forgotten it
+					break
+				}
+			}
+			cost := genCost(t, p)
+			got := e.take(t, key, p, cost)
+			var next []algo.State
+			var want []algo.Result
+			for _, st := range states {
+				ns, res, err := algo.TokenBucket{}.Take(p, st, now, cost)
+				if err != nil {
+					t.Fatalf("reference: %v", err)
+				}
+				if want = append(want, res); res == got {
+					next = appendNew(next, ns)
+				}
+			}
+			if next == nil {
+				t.Fatalf("at %v: Take(%q, %v, %d) = %+v; algo.TokenBucket says one of %+v",
+					e.clk.Now().Sub(Start), key, p, cost, got, want)
+			}
+			states = next
+		}
+	})
+}
+
+// appendNew appends s to states unless it is there already.
+func appendNew(states []algo.State, s algo.State) []algo.State {
+	for _, have := range states {
+		if have == s {
+			return states
+		}
+	}
+	return append(states, s)
+}
+
+// testExtremes: policies and times from the edges of the documented range
+// (capacities to 1e9, year-long periods, times up to the year 2255) match
+// the reference exactly: a backend computing in doubles must stay exact.
+func testExtremes(t *testing.T, e *env) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := genExtremePolicy(t)
+		start := rapid.OneOf(
+			rapid.Int64Range(0, 10*maxStep),
+			rapid.Int64Range(algo.MaxTime-20*maxStep, algo.MaxTime-10*maxStep),
+		).Draw(t, "start µs")
+		e.clk.Set(time.UnixMicro(start))
+		key, r := e.key(), &ref{p: p}
+		for range rapid.IntRange(1, 10).Draw(t, "ops") {
+			e.clk.Add(genStep(t, p))
+			e.check(t, key, r, genCost(t, p))
 		}
 	})
 }

@@ -31,6 +31,12 @@
 //     still denied one microsecond earlier.
 //   - Remaining: 0 ≤ Remaining ≤ Limit, RetryAfter is zero exactly when
 //     allowed, and after ResetAfter of idleness the bucket is full.
+//   - Backwards: a clock that jumps backwards mints no tokens, and results
+//     still match the reference, which here allows for a store forgetting
+//     a bucket once it is full (a forgotten bucket has lost its stamp).
+//   - Extremes: policies and times at the edges of the documented ranges
+//     (capacity 1e9, year-long periods, the year 2255) still match the
+//     reference exactly, as a backend computing in doubles must.
 //   - Peek: cost 0 is always allowed and changes nothing later requests see.
 //   - Isolation: keys never share tokens, even with different policies.
 //   - Concurrent: many goroutines on one key never admit more than the law
@@ -68,6 +74,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,6 +101,8 @@ func Run(t *testing.T, newStore func(t *testing.T, clk *Clock) store.Store) {
 		{"Law", testLaw},
 		{"RetryAfter", testRetryAfter},
 		{"Remaining", testRemaining},
+		{"Backwards", testBackwards},
+		{"Extremes", testExtremes},
 		{"Peek", testPeek},
 		{"Isolation", testIsolation},
 		{"Concurrent", testConcurrent},
@@ -192,4 +201,46 @@ func (e *env) check(t tb, key string, r *ref, cost int64) algo.Result {
 			now.Format(time.RFC3339Nano), now.Sub(Start), key, r.p, cost, got, want)
 	}
 	return got
+}
+
+// Start is the instant every new [Clock] shows: 2026-01-01T00:00:00Z.
+var Start = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// Clock is a manual clock for tests. It shows [Start] until it is moved with
+// [Clock.Set] or [Clock.Add], and it never sleeps, so a test can step through
+// hours of virtual time in microseconds of real time. It satisfies
+// store.Clock.
+//
+// The zero value is not ready: use [NewClock]. A Clock is safe for
+// concurrent use by multiple goroutines and must not be copied after first
+// use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock showing [Start].
+func NewClock() *Clock { return &Clock{now: Start} }
+
+// Now returns the clock's current time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Set moves the clock to t, forwards or backwards.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// Add moves the clock by d (backwards when d is negative) and returns the
+// new time.
+func (c *Clock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
 }
