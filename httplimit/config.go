@@ -1,0 +1,288 @@
+package httplimit
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// DefaultPolicy is the policy of the zero Config: a burst of 100 and 2
+// requests per second sustained, per client, as in the article this library
+// grew from.
+var DefaultPolicy = algo.PerSecond(2).Burst(100)
+
+// Limit is one rate limit a request must pass. A request under several
+// limits (a burst limit and a daily quota; a per-user and a per-tenant
+// limit) is admitted only if all admit it. With a store implementing
+// [store.MultiTaker] (memstore and redisstore do) the limits are taken
+// atomically: all charge or none does. With any other store they are taken
+// one at a time, in order, stopping at the first refusal: never more is
+// admitted than each limit allows, but a request refused by a later limit
+// has already been charged by the earlier ones, so put the limit most likely
+// to refuse first. (redisstore on a Cluster refuses an atomic take whose
+// keys live in different slots; the middleware then takes them in order.)
+type Limit struct {
+	// Name identifies the limit in bucket keys, in the RateLimit and
+	// RateLimit-Policy headers, in "violated-policies" and to the
+	// Observer: 1 to 32 bytes of [A-Za-z0-9_.-]. Default "default" when
+	// the Config has a single limit; required otherwise.
+	Name string
+	// Policy applies to requests whose tier has no entry in Tiers. It may
+	// be the zero Policy only when Tiers is set; requests of a tier
+	// without a policy are then refused with [ErrUnknownTier] (500).
+	Policy algo.Policy
+	// Tiers maps tier names, as the Config's TierFunc returns them, to
+	// their policies: for example "anonymous" 50/min, "authenticated"
+	// 200/min, "paid" 2000/min. The tier is part of the bucket key, so
+	// buckets of different policies never share a key, and a caller who
+	// upgrades starts with a fresh bucket.
+	Tiers map[string]algo.Policy
+	// Key chooses the bucket. Default: the Config's Key.
+	Key KeyFunc
+}
+
+// TierFunc returns the tier of a request, "" for the default. The default
+// TierFunc is [TierFrom] on the request's context (see [WithTier]).
+type TierFunc func(r *http.Request) string
+
+// CostFunc returns the cost of a request in tokens. A cost above a limit's
+// capacity could never be admitted: the request is refused with an error
+// wrapping algo.ErrCostExceedsCapacity (500), never left to wait forever.
+// Cost 0 is free: always admitted, it charges nothing and still reports the
+// headers.
+type CostFunc func(r *http.Request) int64
+
+// ErrorHandler writes the response to a request the middleware could not
+// ask the store about (Outcome [Invalid]). The default answers 400 with
+// {"error":"rate_limit_key_missing"} for an error wrapping [ErrNoKey], and
+// 500 with {"error":"rate_limit_misconfigured"} otherwise; it never shows
+// err to the client. The 500s are also logged.
+type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+
+// ErrUnknownTier reports a request whose tier has no policy in a Limit that
+// has no default Policy.
+var ErrUnknownTier = fmt.Errorf("httplimit: tier has no policy")
+
+// Config configures a [Middleware]. The zero value is ready to use: one
+// limit of [DefaultPolicy] per client IP ([IP]) in an in-process memstore,
+// both header sets, the JSON 429 body, and FailOpen.
+type Config struct {
+	// Store keeps the buckets. Use a redisstore to share limits across a
+	// fleet: with in-process stores each instance limits alone, and N
+	// instances admit N times the limit. Default: a new memstore on the
+	// real clock.
+	Store store.Store
+	// Prefix starts every bucket key, to keep these buckets apart from
+	// other users of the store. Default "http:". Keys are
+	// Prefix + limit + ":" + tier ("*" for none) + ":" + class + ":{" + id + "}".
+	Prefix string
+	// Limits are the limits every request must pass. Default: a single
+	// Limit of DefaultPolicy named "default".
+	Limits []Limit
+	// Key is the KeyFunc of Limits without their own. Default: [IP].
+	Key KeyFunc
+	// Tier returns each request's tier. Default: [TierFrom] the context.
+	Tier TierFunc
+	// Cost returns each request's cost. Default: 1. Per route, the Cost
+	// and CostBy options replace it.
+	Cost CostFunc
+	// Skip exempts requests for which it returns true (health checks,
+	// internal callers): they are served with no store call and no
+	// headers. Default: none.
+	Skip func(r *http.Request) bool
+	// Fail says what requests get while the store fails. Default:
+	// [FailOpen]. Use [FailClosed] on sensitive routes.
+	Fail FailMode
+	// Headers chooses the rate-limit header sets sent. Default: both.
+	Headers Headers
+	// Denied writes 429 responses. Default: [JSONDenied]; see also
+	// [ProblemDenied].
+	Denied DeniedHandler
+	// Error writes responses to requests without a key or not fitting
+	// the configuration. Default: see [ErrorHandler].
+	Error ErrorHandler
+	// Observer, if set, receives an Event per request.
+	Observer Observer
+	// Logger receives store failures and configuration errors met by
+	// requests. Default: slog.Default().
+	Logger *slog.Logger
+	// LogEvery is the least time between two log records: during an
+	// outage under load the middleware logs once per interval, with the
+	// count of records suppressed, instead of once per request.
+	// Default: 10s.
+	LogEvery time.Duration
+	// Clock is read for latency and for X-RateLimit-Reset. Pass the
+	// store's clock when it has one. Default: the real clock.
+	Clock store.Clock
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// limit is a validated Limit.
+type limit struct {
+	name   string
+	policy algo.Policy // zero when the Limit has tiers only
+	tiers  map[string]algo.Policy
+	key    KeyFunc
+	prefix string // Config.Prefix + name + ":"
+}
+
+// policyFor returns the policy for tier and the tier name that goes in the
+// key: "" when the Limit's own Policy applies.
+func (l *limit) policyFor(tier string) (algo.Policy, string, error) {
+	if p, ok := l.tiers[tier]; ok && tier != "" {
+		return p, tier, nil
+	}
+	if l.policy.Capacity() == 0 {
+		return algo.Policy{}, "", fmt.Errorf("%w: limit %q has no policy for tier %q", ErrUnknownTier, l.name, tier)
+	}
+	return l.policy, "", nil
+}
+
+func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
+	if len(ls) == 0 {
+		ls = []Limit{{Policy: DefaultPolicy}}
+	}
+	out := make([]limit, 0, len(ls))
+	seen := map[string]bool{}
+	for i, l := range ls {
+		if l.Name == "" && len(ls) == 1 {
+			l.Name = "default"
+		}
+		switch {
+		case !validName(l.Name):
+			return nil, fmt.Errorf("%w: limit %d: name %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, i, l.Name)
+		case seen[l.Name]:
+			return nil, fmt.Errorf("%w: two limits named %q", ErrInvalidConfig, l.Name)
+		case l.Policy == (algo.Policy{}) && len(l.Tiers) == 0:
+			return nil, fmt.Errorf("%w: limit %q has neither a Policy nor Tiers", ErrInvalidConfig, l.Name)
+		}
+		seen[l.Name] = true
+		if l.Policy != (algo.Policy{}) {
+			if err := l.Policy.Validate(); err != nil {
+				return nil, fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.Name, err)
+			}
+		}
+		for t, p := range l.Tiers {
+			if !validName(t) {
+				return nil, fmt.Errorf("%w: limit %q: tier name %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, l.Name, t)
+			}
+			if err := p.Validate(); err != nil {
+				return nil, fmt.Errorf("%w: limit %q tier %q: %w", ErrInvalidConfig, l.Name, t, err)
+			}
+		}
+		if l.Key == nil {
+			l.Key = key
+		}
+		out = append(out, limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":"})
+	}
+	return out, nil
+}
+
+// checkCost reports a static cost that some policy of ls could never admit.
+func checkCost(ls []limit, cost int64) error {
+	if cost < 0 {
+		return fmt.Errorf("%w: cost %d: %w", ErrInvalidConfig, cost, algo.ErrInvalidCost)
+	}
+	for _, l := range ls {
+		if l.policy != (algo.Policy{}) && cost > l.policy.Capacity() {
+			return fmt.Errorf("%w: cost %d exceeds capacity %d of limit %q: %w", ErrInvalidConfig, cost, l.policy.Capacity(), l.name, algo.ErrCostExceedsCapacity)
+		}
+		for t, p := range l.tiers {
+			if cost > p.Capacity() {
+				return fmt.Errorf("%w: cost %d exceeds capacity %d of limit %q tier %q: %w", ErrInvalidConfig, cost, p.Capacity(), l.name, t, algo.ErrCostExceedsCapacity)
+			}
+		}
+	}
+	return nil
+}
+
+// Option changes a Middleware for one route; see [Middleware.With].
+type Option func(*Middleware) error
+
+// Cost sets a fixed cost for the route's requests (GET /feed 1,
+// POST /upload 10). A cost above any limit's capacity is an error at once.
+func Cost(n int64) Option {
+	return func(m *Middleware) error {
+		m.cost, m.fixedCost = nil, n
+		return checkCost(m.limits, n)
+	}
+}
+
+// CostBy sets a CostFunc for the route.
+func CostBy(f CostFunc) Option {
+	return func(m *Middleware) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil CostFunc", ErrInvalidConfig)
+		}
+		m.cost = f
+		return nil
+	}
+}
+
+// OnFailure sets the route's FailMode, such as FailClosed(time.Second) for
+// a login route.
+func OnFailure(f FailMode) Option {
+	return func(m *Middleware) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil FailMode", ErrInvalidConfig)
+		}
+		m.fail = f
+		return nil
+	}
+}
+
+// WithLimits replaces the route's limits (see Config.Limits). Limits
+// without a Key use the Config's Key.
+func WithLimits(ls ...Limit) Option {
+	return func(m *Middleware) error {
+		if len(ls) == 0 {
+			return fmt.Errorf("%w: WithLimits needs at least one limit", ErrInvalidConfig)
+		}
+		lim, err := newLimits(ls, m.prefix, m.key)
+		if err != nil {
+			return err
+		}
+		m.limits = lim
+		if m.cost == nil {
+			return checkCost(lim, m.fixedCost)
+		}
+		return nil
+	}
+}
+
+// SkipWhen sets the route's skip predicate (nil: none).
+func SkipWhen(f func(r *http.Request) bool) Option {
+	return func(m *Middleware) error { m.skip = f; return nil }
+}
+
+// OnDenied sets the route's DeniedHandler.
+func OnDenied(h DeniedHandler) Option {
+	return func(m *Middleware) error {
+		if h == nil {
+			return fmt.Errorf("%w: nil DeniedHandler", ErrInvalidConfig)
+		}
+		m.denied = h
+		return nil
+	}
+}
+
+// SendHeaders sets the route's header sets.
+func SendHeaders(h Headers) Option {
+	return func(m *Middleware) error { return checkHeaders(h, &m.headers) }
+}
+
+func checkHeaders(h Headers, dst *Headers) error {
+	if h&^(XRateLimitHeaders|DraftHeaders|NoHeaders) != 0 {
+		return fmt.Errorf("%w: unknown Headers bits %#x", ErrInvalidConfig, uint8(h))
+	}
+	*dst = h
+	return nil
+}

@@ -1,0 +1,76 @@
+// Package httplimit is net/http middleware that rate-limits requests with
+// ratebucket's token buckets, in one process (memstore) or across a fleet
+// (redisstore).
+//
+// # In one line
+//
+// The zero Config limits each client IP to a burst of 100 and 2 requests per
+// second in an in-process store:
+//
+//	mw, err := httplimit.New(httplimit.Config{})
+//	http.ListenAndServe(":8080", mw.Handler(mux))
+//
+// For a fleet, pass a redisstore as Config.Store: every instance then draws
+// from the same buckets, and N instances admit one limit, not N.
+//
+// # What a client sees
+//
+// An admitted request is served with X-RateLimit-Limit, X-RateLimit-Remaining
+// and X-RateLimit-Reset, and the IETF draft's RateLimit-Policy and RateLimit
+// fields (see [Headers]). A refused one gets 429 Too Many Requests, the same
+// headers, Retry-After in whole seconds rounded up (never 0), and
+// {"error":"rate_limited","retry_after_ms":N}, or an RFC 9457 problem with
+// [ProblemDenied], or your own [DeniedHandler].
+//
+// # Keys: who is limited
+//
+// A [KeyFunc] names the bucket. [IP] is the TCP peer's address. Behind a
+// reverse proxy, build a [ClientIP] with the proxies' networks in
+// IPConfig.TrustedProxies: X-Forwarded-For (or RFC 7239 Forwarded) is read
+// only when the peer is one of them, from the right, and the first address
+// that is not a trusted proxy is the client. A header sent by anyone else is
+// ignored, because any client can write one. IPv6 clients are grouped by
+// /64 (configurable), since one host owns the whole network.
+//
+// [User] keys by the user your authentication middleware put in the context
+// with [WithUser]; [UserOr] falls back to the IP for anonymous requests.
+// Identities never come from a client-supplied header such as x-user-id.
+// [APIKey] keys by a header's value, hashed. Long or binary IDs are hashed
+// before they reach the store; an empty one is refused ([ErrNoKey], 400),
+// never a bucket shared by everyone.
+//
+// # Tiers, costs and several limits
+//
+// A [Limit] may hold a policy per tier (anonymous 50/min, authenticated
+// 200/min, paid 2000/min): the [TierFunc] picks one per request, and the
+// tier is part of the bucket key. A [CostFunc] or the [Cost] option prices a
+// route; a cost above a capacity is an error when the route is built, or
+// for a CostFunc a 500 naming the route, never a request that waits
+// forever. A request may pass several limits at once (a burst and a daily
+// quota), taken atomically when the store implements [store.MultiTaker].
+//
+// # When the store fails
+//
+// A store error is never reported as 429. The route's [FailMode] decides:
+// [FailOpen] (the default) serves the request, [FailClosed] answers 503
+// with Retry-After; use it for login, payment and password reset. Either
+// way the error is logged with log/slog at most once per Config.LogEvery,
+// so an outage does not flood the log. A FailMode may also answer from
+// another store (a local fallback), through [Verdict].Result.
+//
+// # Routes
+//
+// [Middleware.With] derives a route's middleware, sharing the store:
+//
+//	mw, _ := httplimit.New(cfg)
+//	upload, _ := mw.With(httplimit.Cost(10))
+//	login, _ := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
+//	mux.Handle("GET /api/feed", mw.Handler(feed))
+//	mux.Handle("POST /api/upload", upload.Handler(uploadFile))
+//	mux.Handle("POST /login", login.Handler(logIn))
+//
+// Config.Skip exempts health checks and internal callers, and an [Observer]
+// receives an [Event] per request (pattern, outcome, limit, tier, key class,
+// store latency, error) to feed Prometheus or OpenTelemetry without this
+// module depending on either.
+package httplimit

@@ -1,0 +1,209 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+)
+
+// Headers chooses which rate-limit header sets the middleware sends. Combine
+// them with |. Retry-After is sent on every 429 and 503 whatever the choice.
+type Headers uint8
+
+const (
+	// DefaultHeaders, the zero value, sends XRateLimitHeaders and
+	// DraftHeaders.
+	DefaultHeaders Headers = 0
+	// XRateLimitHeaders sends X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset, as GitHub-style clients expect: the capacity, the
+	// whole tokens left, and the Unix time (seconds, rounded up) at which
+	// the bucket is full again. With several limits they describe the one
+	// that decided: the denying limit with the longest wait, or, when
+	// admitted, the one with the fewest tokens left.
+	XRateLimitHeaders Headers = 1 << 0
+	// DraftHeaders sends RateLimit-Policy and RateLimit as defined by
+	// draft-ietf-httpapi-ratelimit-headers-10, one list item per limit
+	// (see [Decision]).
+	DraftHeaders Headers = 1 << 1
+	// NoHeaders sends neither set.
+	NoHeaders Headers = 1 << 7
+)
+
+func (h Headers) has(set Headers) bool {
+	if h == DefaultHeaders {
+		h = XRateLimitHeaders | DraftHeaders
+	}
+	return h&set != 0
+}
+
+// Decision is what the middleware decided for one request: one LimitResult
+// per limit that applied, in the order of the limits.
+type Decision struct {
+	// Allowed reports whether every limit admitted the request.
+	Allowed bool
+	// Limits holds each limit's answer. When the request was denied,
+	// nothing was charged (with a store that takes several limits
+	// atomically; see [Limit]) and each Result is what that limit alone
+	// answered.
+	Limits []LimitResult
+	// RetryAfter is the earliest the request could be admitted; zero
+	// when Allowed.
+	RetryAfter time.Duration
+	// Decider is the index in Limits of the limit the X-RateLimit
+	// headers describe: the denying limit with the longest RetryAfter, or
+	// when Allowed the one with the fewest tokens left.
+	Decider int
+}
+
+// LimitResult is one limit's part of a [Decision].
+type LimitResult struct {
+	Name   string      // the Limit's name, e.g. "burst"
+	Tier   string      // the tier whose policy applied; "" for the Limit's own Policy
+	Class  string      // the key class, e.g. "ip"
+	Policy algo.Policy // the policy applied
+	Result algo.Result // the store's answer
+}
+
+// Violated returns the names of the limits that denied the request, for the
+// problem type's "violated-policies" member.
+func (d Decision) Violated() []string {
+	var names []string
+	for _, l := range d.Limits {
+		if !l.Result.Allowed {
+			names = append(names, l.Name)
+		}
+	}
+	return names
+}
+
+// ceilSeconds rounds d up to whole seconds: a client told to wait ⌈d⌉ is
+// never early. Retry-After and the draft's t parameter are delay-seconds.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// retryAfterSeconds is Retry-After for a refusal: rounded up, and never 0,
+// which clients read as "retry at once".
+func retryAfterSeconds(d time.Duration) int64 { return max(1, ceilSeconds(d)) }
+
+// retryAfterMillis is the body's retry_after_ms: rounded up, at least 1.
+func retryAfterMillis(d time.Duration) int64 {
+	return max(1, int64((d+time.Millisecond-1)/time.Millisecond))
+}
+
+// writeHeaders sets the chosen rate-limit headers for d; now is the
+// middleware's clock, for X-RateLimit-Reset.
+//
+// The draft fields follow draft-ietf-httpapi-ratelimit-headers-10
+// (https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/),
+// Structured Field Lists (RFC 9651) with one Item per policy, named by a
+// String:
+//
+//	RateLimit-Policy: "burst";q=100;w=50, "daily";q=10000;w=86400
+//	RateLimit: "burst";r=0;t=50, "daily";r=9876;t=11
+//
+// In RateLimit-Policy, q is the quota (the bucket's capacity, in requests
+// of cost 1) and w the window in seconds. A token bucket has no fixed
+// window; the nearest honest figure is its fill time, capacity/rate
+// rounded up: the bucket admits at most q plus what refills, so q per w
+// is the sustained rate. In RateLimit, r is the remaining quota (whole
+// tokens) and t the delay-seconds until the quota is fully available
+// again (the bucket is full), rounded up. The draft's "qu" (quota unit)
+// is omitted: its default, "requests", is what a cost of 1 means here.
+func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
+	if len(d.Limits) == 0 {
+		return
+	}
+	if set.has(XRateLimitHeaders) {
+		r := d.Limits[d.Decider].Result
+		reset := now.Add(r.ResetAfter)
+		resetSec := reset.Unix()
+		if reset.Nanosecond() > 0 {
+			resetSec++
+		}
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(r.Remaining, 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(resetSec, 10))
+	}
+	if set.has(DraftHeaders) {
+		var pol, cur strings.Builder
+		for i, l := range d.Limits {
+			if i > 0 {
+				pol.WriteString(", ")
+				cur.WriteString(", ")
+			}
+			// Names are validName, so they need no escaping in an sf-string.
+			pol.WriteString(`"` + l.Name + `";q=`)
+			pol.WriteString(strconv.FormatInt(l.Policy.Capacity(), 10))
+			pol.WriteString(";w=")
+			pol.WriteString(strconv.FormatInt(max(1, ceilSeconds(l.Policy.FillTime())), 10))
+			cur.WriteString(`"` + l.Name + `";r=`)
+			cur.WriteString(strconv.FormatInt(l.Result.Remaining, 10))
+			cur.WriteString(";t=")
+			cur.WriteString(strconv.FormatInt(ceilSeconds(l.Result.ResetAfter), 10))
+		}
+		h.Set("RateLimit-Policy", pol.String())
+		h.Set("RateLimit", cur.String())
+	}
+}
+
+// DeniedHandler writes the response to a request the limits refused. When
+// it is called, the rate-limit headers and Retry-After are already set; it
+// writes the status (429 unless it has reason to differ) and the body.
+type DeniedHandler func(w http.ResponseWriter, r *http.Request, d Decision)
+
+// JSONDenied is the default DeniedHandler: 429 Too Many Requests with
+// Content-Type application/json and the body
+//
+//	{"error":"rate_limited","retry_after_ms":1234}
+//
+// where retry_after_ms is the wait rounded up to the millisecond (at least
+// 1).
+func JSONDenied(w http.ResponseWriter, r *http.Request, d Decision) {
+	writeJSON(w, "application/json", http.StatusTooManyRequests, struct {
+		Error        string `json:"error"`
+		RetryAfterMS int64  `json:"retry_after_ms"`
+	}{"rate_limited", retryAfterMillis(d.RetryAfter)})
+}
+
+// QuotaExceededType is the problem type URI that
+// draft-ietf-httpapi-ratelimit-headers-10 registers for a request refused
+// because its quota is exhausted.
+const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// ProblemDenied is a DeniedHandler writing an RFC 9457 problem details body
+// (Content-Type application/problem+json) of the draft's quota-exceeded type,
+// with the names of the limits that refused in "violated-policies" and the
+// wait in retry_after_ms:
+//
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title":"Request cannot be satisfied as assigned quota has been exceeded",
+//	 "status":429,"violated-policies":["burst"],"retry_after_ms":1234}
+func ProblemDenied(w http.ResponseWriter, r *http.Request, d Decision) {
+	writeJSON(w, "application/problem+json", http.StatusTooManyRequests, struct {
+		Type         string   `json:"type"`
+		Title        string   `json:"title"`
+		Status       int      `json:"status"`
+		Violated     []string `json:"violated-policies"`
+		RetryAfterMS int64    `json:"retry_after_ms"`
+	}{QuotaExceededType, "Request cannot be satisfied as assigned quota has been exceeded",
+		http.StatusTooManyRequests, d.Violated(), retryAfterMillis(d.RetryAfter)})
+}
+
+// writeJSON writes v as the whole response. The values written here are
+// structs of strings and integers, which always encode.
+func writeJSON(w http.ResponseWriter, contentType string, status int, v any) {
+	body, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}

@@ -1,0 +1,147 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/ratebucket/ratebucket/algo"
+)
+
+func TestKeyFuncs(t *testing.T) {
+	anon := httptest.NewRequest(http.MethodGet, "/", nil)
+	anon.RemoteAddr = "198.51.100.7:1"
+	anon.Header.Set("X-User-Id", "admin") // client-supplied: must never count
+	alice := anon.WithContext(WithUser(anon.Context(), "alice"))
+	keyed := anon.Clone(context.Background())
+	keyed.Header.Set("X-API-Key", "sk_live_secret")
+
+	cases := []struct {
+		name    string
+		fn      KeyFunc
+		r       *http.Request
+		want    Key
+		wantErr error
+	}{
+		{"User: authenticated", User, alice, Key{"user", "alice"}, nil},
+		{"User: anonymous has no key", User, anon, Key{}, ErrNoKey},
+		{"UserOr: authenticated", UserOr(IP), alice, Key{"user", "alice"}, nil},
+		{"UserOr: anonymous falls back to IP, ignoring X-User-Id", UserOr(IP), anon, Key{"ip", "198.51.100.7"}, nil},
+		{"APIKey: hashed", APIKey("x-api-key"), keyed, Key{"apikey", digest("sk_live_secret")}, nil},
+		{"APIKey: missing", APIKey("X-API-Key"), anon, Key{}, ErrNoKey},
+		{"IP", IP, anon, Key{"ip", "198.51.100.7"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := c.fn(c.r)
+			if !errors.Is(err, c.wantErr) || k != c.want {
+				t.Errorf("got %+v, %v; want %+v, %v", k, err, c.want, c.wantErr)
+			}
+		})
+	}
+	if strings.Contains(digest("sk_live_secret"), "secret") {
+		t.Error("API key appears in its digest")
+	}
+	if _, ok := UserFrom(WithUser(context.Background(), "")); ok {
+		t.Error("an empty user id counts as authenticated")
+	}
+}
+
+func TestBucketID(t *testing.T) {
+	long := strings.Repeat("a", MaxIDLen+1)
+	for _, c := range []struct {
+		name, id string
+		hashed   bool
+	}{
+		{"plain", "alice", false},
+		{"longest verbatim", long[:MaxIDLen], false},
+		{"too long", long, true},
+		{"binary", "a\x00b", true},
+		{"non-ASCII", "jörg", true},
+		{"space", "a b", true},
+		{"looks like a digest", digest("x"), true},
+		{"hash tag braces", "{slot}", true},
+	} {
+		got := bucketID(c.id)
+		if hashed := got != c.id; hashed != c.hashed {
+			t.Errorf("%s: bucketID(%q) = %q, hashed %v, want %v", c.name, c.id, got, hashed, c.hashed)
+		}
+	}
+}
+
+// TestBucketIDProperties: every ID maps to a short printable string with no
+// hash-tag braces, and distinct IDs to distinct strings (a verbatim ID never
+// collides with a digest).
+func TestBucketIDProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		a := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z#{}]{0,70}`)).Draw(t, "a")
+		b := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z#{}]{0,70}`), rapid.Just(a)).Draw(t, "b")
+		ga, gb := bucketID(a), bucketID(b)
+		if len(ga) > MaxIDLen || strings.ContainsAny(ga, "{} ") {
+			t.Fatalf("bucketID(%q) = %q", a, ga)
+		}
+		for _, c := range []byte(ga) {
+			if c < '!' || c > '~' {
+				t.Fatalf("bucketID(%q) = %q: not printable", a, ga)
+			}
+		}
+		if (a == b) != (ga == gb) {
+			t.Fatalf("bucketID(%q) = %q, bucketID(%q) = %q", a, ga, b, gb)
+		}
+	})
+}
+
+// TestKeyErrorsThroughMiddleware: an empty key is never a shared bucket.
+func TestKeyErrorsThroughMiddleware(t *testing.T) {
+	clk := newClock()
+	st := &countingStore{Store: newStore(t, clk)}
+	var ev events
+	empty := func(*http.Request) (Key, error) { return Key{Class: "tenant"}, nil }
+	badClass := func(*http.Request) (Key, error) { return Key{Class: "no spaces", ID: "x"}, nil }
+	for _, c := range []struct {
+		name   string
+		key    KeyFunc
+		status int
+		code   string
+		err    error
+	}{
+		{"anonymous on a user route", User, 400, "rate_limit_key_missing", ErrNoKey},
+		{"KeyFunc returned an empty ID", empty, 400, "rate_limit_key_missing", ErrNoKey},
+		{"invalid class", badClass, 500, "rate_limit_misconfigured", ErrInvalidConfig},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newMW(t, Config{Store: st, Clock: clk, Observer: &ev, Key: c.key}).Handler(ok)
+			w := do(h, "198.51.100.7:1")
+			if w.Code != c.status || body(t, w)["error"] != c.code {
+				t.Errorf("got %d %s, want %d %s", w.Code, w.Body, c.status, c.code)
+			}
+			if e := ev.last(t); e.Outcome != Invalid || !errors.Is(e.Err, c.err) {
+				t.Errorf("event %+v, want Invalid with %v", e, c.err)
+			}
+		})
+	}
+	if n := st.calls.Load(); n != 0 {
+		t.Errorf("%d store calls for requests without a key", n)
+	}
+}
+
+// TestKeysKeepLimitsAndClassesApart: the same ID under two classes, and the
+// same client under two limits, are different buckets.
+func TestKeysKeepLimitsAndClassesApart(t *testing.T) {
+	clk := newClock()
+	st := newStore(t, clk)
+	one := algo.PerMinute(1).Burst(1)
+	idAsUser := newMW(t, Config{Store: st, Clock: clk, Key: User, Limits: []Limit{{Policy: one}}}).Handler(ok)
+	idAsIP := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Policy: one}}}).Handler(ok)
+	other := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Name: "other", Policy: one}}}).Handler(ok)
+	for name, h := range map[string]http.Handler{"user 198.51.100.7": idAsUser, "ip": idAsIP, "other limit": other} {
+		if w := do(h, "198.51.100.7:1", asUser("198.51.100.7", "")); w.Code != 200 {
+			t.Errorf("%s: %d, want 200 from its own bucket", name, w.Code)
+		}
+	}
+}

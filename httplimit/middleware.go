@@ -1,0 +1,332 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Middleware limits the requests of the handlers it wraps. Build one with
+// [New], derive per-route variants with [Middleware.With], and wrap
+// handlers with [Middleware.Handler]. A Middleware is immutable and safe for
+// simultaneous use by multiple goroutines.
+//
+// For each request it: skips it if the skip predicate says so; finds each
+// limit's key, tier and policy, and the cost; takes the cost from every
+// limit's bucket (atomically where the store allows); then either serves
+// the request with the rate-limit headers set, or answers 429 Too Many
+// Requests with the headers, Retry-After (whole seconds, rounded up, never
+// 0) and the Denied handler's body. A store error is never a 429: the
+// route's FailMode decides (serve, or 503 with Retry-After), and the error
+// is logged at most once per Config.LogEvery. A request without a key gets
+// 400, one that does not fit the configuration 500 (see [ErrorHandler]).
+type Middleware struct {
+	store     store.Store
+	multi     store.MultiTaker // store's, or nil
+	prefix    string
+	limits    []limit
+	key       KeyFunc
+	tier      TierFunc
+	cost      CostFunc // nil: fixedCost
+	fixedCost int64
+	skip      func(*http.Request) bool
+	fail      FailMode
+	headers   Headers
+	denied    DeniedHandler
+	onError   ErrorHandler
+	observer  Observer
+	log       *logThrottle
+	clock     store.Clock
+}
+
+// New returns a Middleware for cfg, or an error wrapping [ErrInvalidConfig]
+// that says what is wrong.
+func New(cfg Config) (*Middleware, error) {
+	m := &Middleware{
+		store: cfg.Store, prefix: cfg.Prefix, key: cfg.Key, tier: cfg.Tier, cost: cfg.Cost, fixedCost: 1,
+		skip: cfg.Skip, fail: cfg.Fail, denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock,
+	}
+	if m.store == nil {
+		s, err := defaultStore()
+		if err != nil {
+			return nil, err
+		}
+		m.store = s
+	}
+	m.multi, _ = m.store.(store.MultiTaker)
+	if cfg.Prefix == "" {
+		m.prefix = "http:"
+	}
+	if m.key == nil {
+		m.key = IP
+	}
+	if m.tier == nil {
+		m.tier = func(r *http.Request) string { return TierFrom(r.Context()) }
+	}
+	if m.fail == nil {
+		m.fail = FailOpen
+	}
+	if m.denied == nil {
+		m.denied = JSONDenied
+	}
+	if m.onError == nil {
+		m.onError = defaultError
+	}
+	if m.clock == nil {
+		m.clock = realClock{}
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	every := cfg.LogEvery
+	if every == 0 {
+		every = 10 * time.Second
+	}
+	if err := algo.Per(1, every).Burst(1).Validate(); err != nil {
+		return nil, fmt.Errorf("%w: LogEvery %v: %w", ErrInvalidConfig, every, err)
+	}
+	m.log = newLogThrottle(logger, m.clock, every)
+	if err := checkHeaders(cfg.Headers, &m.headers); err != nil {
+		return nil, err
+	}
+	var err error
+	if m.limits, err = newLimits(cfg.Limits, m.prefix, m.key); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// With returns a copy of m changed by opts, for one route:
+//
+//	upload, err := mw.With(httplimit.Cost(10))
+//	login, err := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
+//	mux.Handle("POST /upload", upload.Handler(uploadHandler))
+//
+// Both share m's store, so a client's tokens are shared across the routes
+// of one limit. Errors wrap [ErrInvalidConfig]; a cost that cannot fit a
+// capacity also wraps algo.ErrCostExceedsCapacity.
+func (m *Middleware) With(opts ...Option) (*Middleware, error) {
+	c := *m
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	return &c, nil
+}
+
+// Handler wraps next: the standard func(http.Handler) http.Handler shape,
+// so m.Handler plugs into net/http's ServeMux, chi's Use, gorilla/mux's Use
+// and any router taking such middleware.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ev := Event{Pattern: r.Pattern}
+	if m.skip != nil && m.skip(r) {
+		m.pass(w, r, next, ev, Skipped)
+		return
+	}
+	ev.Cost = m.fixedCost
+	if m.cost != nil {
+		ev.Cost = m.cost(r)
+	}
+	d, takes, err := m.plan(r, ev.Cost)
+	if err != nil {
+		m.invalid(w, r, ev, err)
+		return
+	}
+	start := m.clock.Now()
+	mr, inOrder, err := m.take(r.Context(), takes)
+	if err != nil && isInputError(err) {
+		ev.Latency = m.clock.Now().Sub(start)
+		m.invalid(w, r, ev, err)
+		return
+	}
+	if err != nil {
+		v := m.fail.OnFailure(Failure{Request: r, Err: err, Takes: takes})
+		ev.Latency, ev.Err = m.clock.Now().Sub(start), err
+		if r.Context().Err() == nil { // a client that left is not an outage
+			m.log.log(r.Context(), slog.LevelError, "httplimit: store failed", slog.String("pattern", r.Pattern),
+				slog.Bool("served", v.Result == nil && v.Serve), slog.Any("error", err))
+		}
+		if v.Result == nil || len(v.Result.Results) != len(takes) {
+			if v.Serve {
+				m.pass(w, r, next, ev, FailedOpen)
+				return
+			}
+			ev.Outcome = FailedClosed
+			m.observe(r, ev)
+			unavailable(w, v.RetryAfter)
+			return
+		}
+		mr, inOrder, ev.Fallback = *v.Result, false, true
+	} else {
+		ev.Latency = m.clock.Now().Sub(start)
+	}
+	decide(&d, mr.Results, takes, inOrder)
+	dl := d.Limits[d.Decider]
+	ev.Limit, ev.Tier, ev.Class = dl.Name, dl.Tier, dl.Class
+	if !m.headers.has(NoHeaders) {
+		writeHeaders(w.Header(), m.headers, d, m.clock.Now())
+	}
+	if d.Allowed {
+		m.pass(w, r, next, ev, Allowed)
+		return
+	}
+	ev.Outcome = Denied
+	m.observe(r, ev)
+	w.Header().Set("Retry-After", itoa(retryAfterSeconds(d.RetryAfter)))
+	m.denied(w, r, d)
+}
+
+// plan finds each limit's policy and key for r.
+func (m *Middleware) plan(r *http.Request, cost int64) (Decision, []store.Request, error) {
+	tier := m.tier(r)
+	d := Decision{Limits: make([]LimitResult, len(m.limits))}
+	takes := make([]store.Request, len(m.limits))
+	for i := range m.limits {
+		l := &m.limits[i]
+		p, t, err := l.policyFor(tier)
+		if err != nil {
+			return d, nil, err
+		}
+		k, err := l.key(r)
+		switch {
+		case err != nil:
+			return d, nil, fmt.Errorf("limit %q: %w", l.name, err)
+		case k.ID == "":
+			return d, nil, fmt.Errorf("%w: limit %q: KeyFunc returned an empty ID", ErrNoKey, l.name)
+		case !validName(k.Class):
+			return d, nil, fmt.Errorf("%w: limit %q: key class %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, l.name, k.Class)
+		case cost < 0:
+			return d, nil, fmt.Errorf("limit %q: cost %d: %w", l.name, cost, algo.ErrInvalidCost)
+		case cost > p.Capacity():
+			return d, nil, fmt.Errorf("limit %q tier %q: cost %d above capacity %d: %w", l.name, t, cost, p.Capacity(), algo.ErrCostExceedsCapacity)
+		}
+		d.Limits[i] = LimitResult{Name: l.name, Tier: t, Class: k.Class, Policy: p}
+		if t == "" {
+			t = "*"
+		}
+		takes[i] = store.Request{Key: l.prefix + t + ":" + k.Class + ":{" + bucketID(k.ID) + "}", Policy: p, Cost: cost}
+	}
+	return d, takes, nil
+}
+
+// take asks the store for every limit: one Take, an atomic TakeMulti, or
+// (without MultiTaker, or across Cluster slots) Takes in order.
+//
+// inOrder reports the last: then a refused request's results reflect the
+// charges made before the refusal, where TakeMulti charges nothing.
+func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.MultiResult, inOrder bool, err error) {
+	if len(reqs) == 1 {
+		res, err := m.store.Take(ctx, reqs[0].Key, reqs[0].Policy, reqs[0].Cost)
+		return store.MultiResult{Allowed: res.Allowed, Results: []algo.Result{res}}, false, err
+	}
+	if m.multi != nil {
+		mr, err := m.multi.TakeMulti(ctx, reqs)
+		if !errors.Is(err, store.ErrCrossSlot) {
+			return mr, false, err
+		}
+	}
+	mr = store.MultiResult{Allowed: true, Results: make([]algo.Result, len(reqs))}
+	for i, q := range reqs {
+		cost := q.Cost
+		if !mr.Allowed {
+			cost = 0 // refused already: only read the rest, for the headers
+		}
+		res, err := m.store.Take(ctx, q.Key, q.Policy, cost)
+		if err != nil {
+			return store.MultiResult{}, true, err
+		}
+		mr.Results[i] = res
+		mr.Allowed = mr.Allowed && res.Allowed
+	}
+	return mr, true, nil
+}
+
+// decide fills d from the store's results for takes. When a request was
+// refused with nothing charged (inOrder false), a MultiTaker reports the
+// limits that would have admitted it as if charged; decide shows them as
+// they are: cost more tokens left, and the reset sooner by the cost's
+// refill time, rounded down to the µs so it is late by under 1µs, never
+// early.
+func decide(d *Decision, results []algo.Result, takes []store.Request, inOrder bool) {
+	refused := slices.ContainsFunc(results, func(r algo.Result) bool { return !r.Allowed })
+	d.Allowed, d.Decider = true, 0
+	for i, res := range results {
+		if refused && !inOrder && res.Allowed && takes[i].Cost > 0 {
+			p, c := takes[i].Policy, takes[i].Cost
+			res.Remaining = min(res.Limit, res.Remaining+c)
+			res.ResetAfter = max(0, res.ResetAfter-time.Duration(c*p.Unit()/p.Refill())*time.Microsecond)
+		}
+		d.Limits[i].Result = res
+		best := d.Limits[d.Decider].Result
+		switch {
+		case !res.Allowed && (d.Allowed || res.RetryAfter > best.RetryAfter):
+			d.Allowed, d.Decider, d.RetryAfter = false, i, res.RetryAfter
+		case d.Allowed && res.Remaining < best.Remaining:
+			d.Decider = i
+		}
+	}
+}
+
+// isInputError reports a store error that is about the request, not the
+// store: the same call would fail again.
+func isInputError(err error) bool {
+	return errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrDuplicateKey) || errors.Is(err, algo.ErrInvalidPolicy) ||
+		errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity)
+}
+
+func (m *Middleware) invalid(w http.ResponseWriter, r *http.Request, ev Event, err error) {
+	ev.Outcome, ev.Err = Invalid, err
+	m.observe(r, ev)
+	if !errors.Is(err, ErrNoKey) {
+		m.log.log(r.Context(), slog.LevelError, "httplimit: request does not fit the configuration",
+			slog.String("pattern", r.Pattern), slog.Any("error", err))
+	}
+	m.onError(w, r, err)
+}
+
+func defaultError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := http.StatusInternalServerError, "rate_limit_misconfigured"
+	if errors.Is(err, ErrNoKey) {
+		status, code = http.StatusBadRequest, "rate_limit_key_missing"
+	}
+	writeJSON(w, "application/json", status, struct {
+		Error string `json:"error"`
+	}{code})
+}
+
+// pass reports ev with outcome o and serves the request.
+func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, next http.Handler, ev Event, o Outcome) {
+	ev.Outcome = o
+	m.observe(r, ev)
+	next.ServeHTTP(w, r)
+}
+
+func (m *Middleware) observe(r *http.Request, ev Event) {
+	if m.observer != nil {
+		m.observer.Observe(r.Context(), ev)
+	}
+}
+
+// defaultStore is the store of a Config without one: an in-process memstore
+// on the real clock. It starts no goroutine, so it needs no Close.
+func defaultStore() (store.Store, error) {
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: default store: %w", err)
+	}
+	return s, nil
+}

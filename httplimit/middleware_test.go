@@ -1,0 +1,303 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// admitted sends n requests through h and counts the 200s.
+func admitted(h http.Handler, n int, remote string, edit ...func(*http.Request)) int {
+	c := 0
+	for range n {
+		if do(h, remote, edit...).Code == http.StatusOK {
+			c++
+		}
+	}
+	return c
+}
+
+func TestZeroConfig(t *testing.T) {
+	m, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(ok)
+	// DefaultPolicy: a burst of 100, then 2/s; the test takes well under
+	// the half second that would refill a token.
+	if got := admitted(h, 101, "198.51.100.7:1"); got != 100 {
+		t.Errorf("admitted %d of 101, want 100", got)
+	}
+	w := do(h, "198.51.100.7:1")
+	if w.Code != 429 || w.Header().Get("X-RateLimit-Limit") != "100" || w.Header().Get("RateLimit-Policy") != `"default";q=100;w=50` {
+		t.Errorf("%d %v", w.Code, w.Header())
+	}
+	if got := admitted(h, 1, "198.51.100.8:1"); got != 1 {
+		t.Error("another client shares the bucket")
+	}
+}
+
+// The article's tiers: anonymous 50/min, authenticated 200/min, paid
+// 2000/min, in one middleware.
+var tiers = Limit{
+	Name:   "minute",
+	Policy: algo.PerMinute(50).Burst(50),
+	Tiers: map[string]algo.Policy{
+		"authenticated": algo.PerMinute(200).Burst(200),
+		"paid":          algo.PerMinute(2000).Burst(2000),
+	},
+}
+
+func TestTiers(t *testing.T) {
+	clk := newClock()
+	var ev events
+	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: []Limit{tiers}, Observer: &ev}).Handler(ok)
+	for _, c := range []struct {
+		name   string
+		edit   func(*http.Request)
+		want   int
+		policy string
+	}{
+		{"anonymous", func(*http.Request) {}, 50, `"minute";q=50;w=60`},
+		{"authenticated", asUser("bob", "authenticated"), 200, `"minute";q=200;w=60`},
+		{"paid", asUser("carol", "paid"), 2000, `"minute";q=2000;w=60`},
+		// The same user id under another tier is another bucket: the tier
+		// is in the key, so different policies never share one.
+		{"bob upgraded to paid", asUser("bob", "paid"), 2000, `"minute";q=2000;w=60`},
+		{"unknown tier gets the default policy", asUser("dave", "platinum"), 50, `"minute";q=50;w=60`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := admitted(h, c.want+5, "198.51.100.7:1", c.edit); got != c.want {
+				t.Errorf("admitted %d, want %d", got, c.want)
+			}
+			w := do(h, "198.51.100.7:1", c.edit)
+			if got := w.Header().Get("RateLimit-Policy"); got != c.policy {
+				t.Errorf("RateLimit-Policy %q, want %q", got, c.policy)
+			}
+		})
+	}
+	if e := ev.last(t); e.Tier != "" || e.Class != "user" || e.Limit != "minute" || e.Outcome != Denied {
+		t.Errorf("last event %+v", e)
+	}
+}
+
+func TestTierWithoutPolicy(t *testing.T) {
+	clk := newClock()
+	var ev events
+	only := Limit{Name: "paid", Tiers: map[string]algo.Policy{"paid": algo.PerMinute(10).Burst(10)}}
+	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Limits: []Limit{only}, Observer: &ev,
+		Tier: func(r *http.Request) string { return r.URL.Query().Get("tier") }}).Handler(ok)
+	if w := do(h, "198.51.100.7:1", func(r *http.Request) { r.URL.RawQuery = "tier=paid" }); w.Code != 200 {
+		t.Errorf("paid: %d", w.Code)
+	}
+	if w := do(h, "198.51.100.7:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, ErrUnknownTier) {
+		t.Errorf("no tier: %d, event %+v; want 500 with ErrUnknownTier", w.Code, ev.last(t))
+	}
+}
+
+func TestCosts(t *testing.T) {
+	clk := newClock()
+	st := newStore(t, clk)
+	base := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Policy: algo.PerSecond(2).Burst(100)}}})
+	upload, err := base.With(Cost(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := admitted(upload.Handler(ok), 11, "198.51.100.7:1"); got != 10 {
+		t.Errorf("cost 10 on a burst of 100: admitted %d, want 10", got)
+	}
+	// Routes share the bucket: the feed (cost 1) now finds it empty.
+	if got := admitted(base.Handler(ok), 1, "198.51.100.7:1"); got != 0 {
+		t.Errorf("feed after uploads: admitted %d, want 0", got)
+	}
+	clk.Add(time.Second) // 2 tokens
+	free, _ := base.With(Cost(0))
+	if w := do(free.Handler(ok), "198.51.100.7:1"); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "2" {
+		t.Errorf("cost 0: %d, remaining %q; want 200 and 2 (nothing charged)", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+
+	tiered := Limit{Name: "t", Policy: algo.PerSecond(1).Burst(500), Tiers: map[string]algo.Policy{"free": algo.PerSecond(1).Burst(5)}}
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want error
+	}{
+		{"cost above capacity", []Option{Cost(101)}, algo.ErrCostExceedsCapacity},
+		{"negative cost", []Option{Cost(-1)}, algo.ErrInvalidCost},
+		{"cost above a tier's capacity", []Option{Cost(10), WithLimits(tiered)}, algo.ErrCostExceedsCapacity},
+		{"limits too small for the cost", []Option{WithLimits(tiered), Cost(10)}, algo.ErrCostExceedsCapacity},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := base.With(c.opts...)
+			if !errors.Is(err, c.want) || !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("error %v, want ErrInvalidConfig and %v", err, c.want)
+			}
+		})
+	}
+
+	// A CostFunc can only be checked per request: a clear 500, no waiting.
+	var ev events
+	ai, err := base.With(CostBy(func(r *http.Request) int64 { return 1000 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ai.observer = &ev
+	if w := do(ai.Handler(ok), "198.51.100.9:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, algo.ErrCostExceedsCapacity) {
+		t.Errorf("cost 1000 on burst 100: %d, %+v", w.Code, ev.last(t))
+	}
+}
+
+// daily and burst: a request must pass both.
+func twoLimits() []Limit {
+	return []Limit{
+		{Name: "burst", Policy: algo.PerSecond(10).Burst(5)},
+		{Name: "daily", Policy: algo.PerDay(8).Burst(8)},
+	}
+}
+
+func TestSeveralLimits(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		wrap   func(store.Store) store.Store
+		atomic bool
+	}{
+		{"memstore TakeMulti: atomic", func(s store.Store) store.Store { return s }, true},
+		{"store without TakeMulti: in order", func(s store.Store) store.Store { return onlyTake{s} }, false},
+		{"cross-slot TakeMulti: in order", func(s store.Store) store.Store { return crossSlot{onlyTake{s}} }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock()
+			h := newMW(t, Config{Store: c.wrap(newStore(t, clk)), Clock: clk, Limits: twoLimits()}).Handler(ok)
+			if got := admitted(h, 6, "198.51.100.7:1"); got != 5 {
+				t.Errorf("burst: admitted %d of 6, want 5", got)
+			}
+			w := do(h, "198.51.100.7:1")
+			if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"burst";r=0;t=1, "daily";r=3;t=`) {
+				t.Errorf("RateLimit %q: want one item per limit", got)
+			}
+			if got := w.Header().Get("RateLimit-Policy"); got != `"burst";q=5;w=1, "daily";q=8;w=86400` {
+				t.Errorf("RateLimit-Policy %q", got)
+			}
+			if v := body(t, w); v["retry_after_ms"] != float64(100) {
+				t.Errorf("body %v", v)
+			}
+			clk.Add(time.Second) // burst refilled; daily has 3 left
+			if got := admitted(h, 5, "198.51.100.7:1"); got != 3 {
+				t.Errorf("after refill: admitted %d of 5, want 3 (daily)", got)
+			}
+			w = do(h, "198.51.100.7:1")
+			// Atomic: the two refusals by daily charged burst nothing, so
+			// burst has 2 left and daily decides: a token per 3 hours, the
+			// first of which started refilling 1s ago. In order: each
+			// refusal was charged 1 by burst first (the documented
+			// overcharge), so now burst refuses too, for 100ms.
+			limit, burst, retry := "8", `"burst";r=2;t=1, "daily";r=0;`, "10799"
+			if !c.atomic {
+				limit, burst, retry = "5", `"burst";r=0;t=1, "daily";r=0;`, "1"
+			}
+			if w.Code != 429 || w.Header().Get("X-RateLimit-Limit") != limit || !strings.HasPrefix(w.Header().Get("RateLimit"), burst) {
+				t.Errorf("%d: X-RateLimit-Limit %q, RateLimit %q; want %s, %s", w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("RateLimit"), limit, burst)
+			}
+			if w.Header().Get("Retry-After") != retry {
+				t.Errorf("Retry-After %q, want %s", w.Header().Get("Retry-After"), retry)
+			}
+		})
+	}
+}
+
+func TestSkip(t *testing.T) {
+	clk := newClock()
+	st := &countingStore{Store: newStore(t, clk)}
+	var ev events
+	health := func(r *http.Request) bool { return r.URL.Path == "/healthz" }
+	h := newMW(t, Config{Store: st, Clock: clk, Skip: health, Observer: &ev, Limits: []Limit{{Policy: algo.PerSecond(1).Burst(1)}}}).Handler(ok)
+	for range 5 {
+		if w := do(h, "198.51.100.7:1", func(r *http.Request) { r.URL.Path = "/healthz" }); w.Code != 200 || w.Header().Get("RateLimit") != "" {
+			t.Fatalf("health check: %d %v", w.Code, w.Header())
+		}
+	}
+	if st.calls.Load() != 0 || ev.last(t).Outcome != Skipped {
+		t.Errorf("%d store calls, last event %+v", st.calls.Load(), ev.last(t))
+	}
+	// Per route, SkipWhen(nil) limits everything again.
+	m, _ := newMW(t, Config{Store: st, Clock: clk, Skip: health}).With(SkipWhen(nil))
+	do(m.Handler(ok), "198.51.100.7:1", func(r *http.Request) { r.URL.Path = "/healthz" })
+	if st.calls.Load() != 1 {
+		t.Errorf("SkipWhen(nil): %d store calls, want 1", st.calls.Load())
+	}
+}
+
+// slowStore advances the clock during each Take, as a slow round trip does.
+type slowStore struct {
+	store.Store
+	clk interface{ Add(time.Duration) time.Time }
+}
+
+func (s slowStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	s.clk.Add(3 * time.Millisecond)
+	return s.Store.Take(ctx, key, p, cost)
+}
+
+func TestObserver(t *testing.T) {
+	clk := newClock()
+	var ev events
+	mux := http.NewServeMux()
+	m := newMW(t, Config{Store: slowStore{newStore(t, clk), clk}, Clock: clk, Observer: &ev,
+		Limits: []Limit{{Name: "burst", Policy: algo.PerSecond(1).Burst(1)}}})
+	mux.Handle("GET /api/{item}", m.Handler(ok))
+	do(mux, "198.51.100.7:1")
+	want := Event{Pattern: "GET /api/{item}", Outcome: Allowed, Limit: "burst", Class: "ip", Cost: 1, Latency: 3 * time.Millisecond}
+	if got := ev.last(t); got != want {
+		t.Errorf("event %+v, want %+v", got, want)
+	}
+	do(mux, "198.51.100.7:1")
+	want.Outcome = Denied
+	if got := ev.last(t); got != want {
+		t.Errorf("event %+v, want %+v", got, want)
+	}
+	for o, s := range map[Outcome]string{Allowed: "allowed", FailedClosed: "failed_closed", Invalid: "invalid", 0: "outcome(0)", 99: "outcome(99)"} {
+		if o.String() != s {
+			t.Errorf("Outcome(%d).String() = %q, want %q", o, o.String(), s)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	st := newStore(t, newClock())
+	p := algo.PerSecond(1).Burst(1)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"bad limit name", Config{Limits: []Limit{{Name: "a b", Policy: p}}}},
+		{"unnamed among several", Config{Limits: []Limit{{Policy: p}, {Name: "b", Policy: p}}}},
+		{"duplicate names", Config{Limits: []Limit{{Name: "a", Policy: p}, {Name: "a", Policy: p}}}},
+		{"no policy", Config{Limits: []Limit{{Name: "a"}}}},
+		{"invalid policy", Config{Limits: []Limit{{Name: "a", Policy: algo.PerSecond(0).Burst(1)}}}},
+		{"invalid tier policy", Config{Limits: []Limit{{Name: "a", Tiers: map[string]algo.Policy{"x": {}}}}}},
+		{"bad tier name", Config{Limits: []Limit{{Name: "a", Tiers: map[string]algo.Policy{"x:y": p}}}}},
+		{"LogEvery too short", Config{LogEvery: time.Nanosecond}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Store = st
+			if _, err := New(c.cfg); !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("error %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	m := newMW(t, Config{Store: st})
+	for name, o := range map[string]Option{
+		"nil CostFunc": CostBy(nil), "nil FailMode": OnFailure(nil), "nil DeniedHandler": OnDenied(nil),
+		"no limits": WithLimits(), "bad headers": SendHeaders(64),
+	} {
+		if _, err := m.With(o); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: error %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
