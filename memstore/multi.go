@@ -20,7 +20,9 @@ type pending struct {
 
 // TakeMulti applies every request atomically: if all buckets admit, all are
 // charged; otherwise none is, and each Result is what its bucket alone
-// would answer. It implements store.MultiTaker.
+// would answer. It implements store.MultiTaker. (A denying bucket keeps its
+// refilled state and later stamp, uncharged, as after a denied Take; the
+// others are left exactly as they were.)
 //
 // A key named twice is refused with store.ErrDuplicateKey; an empty key or
 // a bad policy or cost anywhere in reqs is an error and charges nothing. An
@@ -101,10 +103,12 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 			}
 		}
 	}
-	if !res.Allowed {
-		return res, nil
-	}
 	for i, pd := range pend {
+		if !res.Allowed && res.Results[i].Allowed {
+			continue // would be charged: keep the bucket as it was
+		}
+		// Allowed: charge. Denied: the bucket keeps its refill and stamp,
+		// uncharged, as a single Take would.
 		r, sh := reqs[i], &s.shards[idx[i]]
 		switch {
 		case pd.over && pd.idle <= now:

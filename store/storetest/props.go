@@ -11,8 +11,11 @@ import (
 
 // Policies have fill times of at least a second: a Redis store that expires
 // keys after ResetAfter of real time must not lose a bucket while a rapid
-// case runs.
-var periods = []time.Duration{10 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
+// case runs. Odd periods make retry-afters that are not whole milliseconds.
+var periods = []time.Duration{
+	10 * time.Second, 7*time.Second + 3*time.Microsecond, time.Minute,
+	time.Hour + 7*time.Millisecond, 24 * time.Hour,
+}
 
 // genPolicy draws a small valid policy.
 func genPolicy(t *rapid.T, label string) algo.Policy {

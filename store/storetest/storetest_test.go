@@ -1,0 +1,158 @@
+package storetest_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/store/storetest"
+)
+
+// mapStore is the simplest correct store: one mutex, one map. A mutant
+// names a deliberate bug to plant in it.
+type mapStore struct {
+	mu     sync.Mutex
+	m      map[string]algo.State
+	clk    store.Clock
+	mutant string
+	closed bool
+}
+
+func (s *mapStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	res, err := s.TakeMulti(ctx, []store.Request{{Key: key, Policy: p, Cost: cost}})
+	if err != nil {
+		return algo.Result{}, err
+	}
+	return res.Results[0], nil
+}
+
+func (s *mapStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed && s.mutant != "works after Close":
+		return store.MultiResult{}, store.ErrClosed
+	case ctx.Err() != nil && s.mutant != "ignores context":
+		return store.MultiResult{}, ctx.Err()
+	}
+	now := s.clk.Now().UnixMicro()
+	out := store.MultiResult{Allowed: true, Denied: -1}
+	next := make([]algo.State, len(reqs))
+	for i, r := range reqs {
+		if r.Key == "" && s.mutant != "accepts empty key" {
+			return store.MultiResult{}, store.ErrEmptyKey
+		}
+		for j := range i {
+			if reqs[j].Key == r.Key {
+				return store.MultiResult{}, store.ErrDuplicateKey
+			}
+		}
+		old, at := s.m[r.Key], now
+		switch s.mutant {
+		case "forgets a bucket 1s early":
+			if (algo.TokenBucket{}).IdleAt(r.Policy, old) <= now+1e6 {
+				old = algo.State{}
+			}
+		case "refills twice as fast":
+			if old.Stamp > 0 && now > old.Stamp {
+				at = min(now+(now-old.Stamp), algo.MaxTime)
+			}
+		}
+		st, res, err := algo.TokenBucket{}.Take(r.Policy, old, at, r.Cost)
+		if err != nil {
+			return store.MultiResult{}, err
+		}
+		switch s.mutant {
+		case "stores caller's clock": // the bug DESIGN.md measured in a published script
+			st.Stamp = now
+		case "retry-after in ms":
+			res.RetryAfter = res.RetryAfter.Round(time.Millisecond)
+		}
+		next[i] = st
+		out.Results = append(out.Results, res)
+		if !res.Allowed {
+			out.Allowed = false
+			if out.Denied < 0 || res.RetryAfter > out.RetryAfter {
+				out.Denied, out.RetryAfter = i, res.RetryAfter
+			}
+		}
+	}
+	for i, r := range reqs { // a denied bucket keeps its new stamp, uncharged
+		if out.Allowed || !out.Results[i].Allowed || s.mutant == "multi not atomic" {
+			s.m[r.Key] = next[i]
+		}
+	}
+	return out, nil
+}
+
+func (s *mapStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// mutants maps each planted bug to the check that must catch it.
+var mutants = map[string]string{
+	"accepts empty key":         "BadInput",
+	"ignores context":           "Context",
+	"stores caller's clock":     "Backwards",
+	"retry-after in ms":         "RetryAfter",
+	"multi not atomic":          "Multi",
+	"works after Close":         "Close",
+	"forgets a bucket 1s early": "Reference",
+	"refills twice as fast":     "Law",
+}
+
+const childEnv = "STORETEST_MUTANTS"
+
+// TestMutants runs the suite on the plain store and on every mutant, when
+// TestSuiteCatchesBugs asks for it in a child process.
+func TestMutants(t *testing.T) {
+	if os.Getenv(childEnv) == "" {
+		t.Skip("run by TestSuiteCatchesBugs")
+	}
+	for _, mutant := range append([]string{"none"}, slices.Sorted(maps.Keys(mutants))...) {
+		t.Run(mutant, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
+				return &mapStore{m: map[string]algo.State{}, clk: clk, mutant: mutant}
+			})
+		})
+	}
+}
+
+// TestSuiteCatchesBugs: the plain map store passes, and each planted bug
+// fails the check meant for it. The suite runs in a child process, since a
+// failing suite fails the test that runs it.
+func TestSuiteCatchesBugs(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child process")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMutants$", "-test.v", "-rapid.nofailfile", "-rapid.checks=20")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, _ := cmd.CombinedOutput()
+	failed := map[string]bool{} // "mutant/Check"
+	for _, m := range regexp.MustCompile(`--- FAIL: TestMutants/([^/\s]+)/(\w+)`).FindAllStringSubmatch(string(out), -1) {
+		failed[m[1]+"/"+m[2]] = true
+	}
+	if !strings.Contains(string(out), "--- PASS: TestMutants/none") {
+		t.Fatalf("the plain map store did not pass:\n%s", out)
+	}
+	for mutant, check := range mutants {
+		if name := strings.ReplaceAll(mutant, " ", "_"); !failed[name+"/"+check] {
+			t.Errorf("mutant %q: check %s did not fail; failed: %v", mutant, check, failed)
+		}
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
+	}
+}
