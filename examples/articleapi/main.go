@@ -5,6 +5,9 @@
 //	go run ./examples/articleapi                  # in-process limits
 //	ab -n 1000 -c 200 http://127.0.0.1:3000/api/feed
 //
+// With -redis redis://127.0.0.1:6379/0 the buckets live in Redis, and any
+// number of instances share one limit.
+//
 // The article keys by a client-supplied x-user-id header, which lets any
 // client pick a fresh bucket per request. Here the user comes from the
 // request context, set by an auth middleware after it checks a bearer
@@ -29,9 +32,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -42,6 +48,7 @@ type options struct {
 	trustProxies    string // comma-separated CIDRs
 	tokens          string // user=token pairs
 	trustUserHeader bool
+	redisURL        string
 }
 
 func main() {
@@ -52,12 +59,14 @@ func main() {
 	flag.StringVar(&o.trustProxies, "trust-proxy", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is trusted")
 	flag.StringVar(&o.tokens, "tokens", "", "demo bearer tokens, user=token,...")
 	flag.BoolVar(&o.trustUserHeader, "trust-user-header", false, "key by the x-user-id header (only behind a gateway that sets it)")
+	flag.StringVar(&o.redisURL, "redis", "", "Redis URL such as redis://127.0.0.1:6379/0, to share the limits between instances (default: in-process)")
 	flag.Parse()
 
-	st, err := memstore.New(memstore.Config{})
+	st, closeStore, err := openStore(o.redisURL)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer closeStore()
 	h, err := newHandler(o, st)
 	if err != nil {
 		log.Fatal(err)
@@ -71,10 +80,33 @@ func main() {
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	slog.Info("listening", "addr", o.addr, "capacity", o.capacity, "rate", o.rate)
+	slog.Info("listening", "addr", o.addr, "capacity", o.capacity, "rate", o.rate, "redis", o.redisURL != "")
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+}
+
+// openStore returns the store the buckets live in, and how to release it:
+// Redis when a URL is given, so that several instances share one limit
+// (run two with -addr 127.0.0.1:3000 and :3001 and the same -redis), else
+// in-process.
+func openStore(redisURL string) (store.Store, func(), error) {
+	if redisURL == "" {
+		s, err := memstore.New(memstore.Config{})
+		return s, func() {}, err
+	}
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-redis: %w", err)
+	}
+	opts.ContextTimeoutEnabled = true // a slow Redis costs at most the store's timeout
+	rdb := redis.NewClient(opts)
+	s, err := redisstore.New(rdb, redisstore.Config{})
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return s, func() { s.Close(); rdb.Close() }, nil
 }
 
 // newHandler builds the app: auth, then the limiter, then the routes.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 )
 
@@ -103,5 +104,37 @@ func TestTrustedProxy(t *testing.T) {
 	}
 	if _, err := newHandler(options{trustProxies: "nonsense", capacity: 1, rate: 1}, nil); err == nil {
 		t.Error("bad -trust-proxy accepted")
+	}
+}
+
+// TestTwoInstancesOnRedis: two instances of the app on one Redis share the
+// client's bucket.
+func TestTwoInstancesOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	var apps []http.Handler
+	for range 2 {
+		st, closeStore, err := openStore("redis://" + srv.Addr + "/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeStore)
+		h, err := newHandler(options{capacity: 4, rate: 1, trustUserHeader: true}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps = append(apps, h)
+	}
+	user := "u-" + redistest.Prefix(t) // unique on a shared REDIS_URL server
+	got := 0
+	for i := range 8 {
+		if get(apps[i%2], "192.0.2.1:1", "X-User-Id", user).Code == http.StatusOK {
+			got++
+		}
+	}
+	if got != 4 {
+		t.Errorf("two instances admitted %d of 8, want one burst of 4", got)
+	}
+	if _, _, err := openStore("mysql://nope"); err == nil {
+		t.Error("bad -redis URL accepted")
 	}
 }

@@ -1,0 +1,275 @@
+package httplimit_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/httplimit"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// fleet is N instances of one app, each a real http.Server on its own
+// loopback port with its own store (and Redis client, when on Redis).
+type fleet struct {
+	urls   []string
+	client *http.Client
+}
+
+// startFleet starts one server per store, all running the middleware built
+// from cfg over /api/feed.
+func startFleet(t *testing.T, cfg httplimit.Config, stores []store.Store) *fleet {
+	t.Helper()
+	f := &fleet{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 10 * time.Second}}
+	t.Cleanup(f.client.CloseIdleConnections)
+	for _, st := range stores {
+		cfg := cfg
+		cfg.Store = st
+		mw, err := httplimit.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /api/feed", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"ok":true}`+"\n")
+		})))
+		srv := httptest.NewServer(mux) // a real http.Server on 127.0.0.1:0
+		t.Cleanup(srv.Close)
+		f.urls = append(f.urls, srv.URL)
+	}
+	return f
+}
+
+// load sends n requests from c concurrent clients, round-robin over the
+// instances (as a load balancer would), and counts the status codes per
+// instance.
+func (f *fleet) load(t *testing.T, n, c int, header http.Header) (codes []map[int]int) {
+	t.Helper()
+	var next atomic.Int64
+	var mu sync.Mutex
+	codes = make([]map[int]int, len(f.urls))
+	for i := range codes {
+		codes[i] = map[int]int{}
+	}
+	var wg sync.WaitGroup
+	for range c {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				inst := i % len(f.urls)
+				req, _ := http.NewRequest(http.MethodGet, f.urls[inst]+"/api/feed", nil)
+				req.Header = header.Clone()
+				resp, err := f.client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				codes[inst][resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+func total(codes []map[int]int, status int) int {
+	n := 0
+	for _, c := range codes {
+		n += c[status]
+	}
+	return n
+}
+
+// serverTime reads the Redis server's clock, the clock the buckets use.
+func serverTime(t *testing.T, rdb *redis.Client) time.Time {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// TestFleetAdmitsOneLimit: three instances sharing one redisstore (server
+// clock) admit one limit, capacity + rate·elapsed, under concurrent load;
+// three instances with their own memstores admit one limit each.
+func TestFleetAdmitsOneLimit(t *testing.T) {
+	const instances, clients, requests = 3, 8, 900
+	policy := algo.PerSecond(20).Burst(60)
+	srv := redistest.Start(t)
+	cfg := httplimit.Config{Prefix: redistest.Prefix(t), Limits: []httplimit.Limit{{Name: "burst", Policy: policy}}}
+
+	t.Run("shared redisstore", func(t *testing.T) {
+		var stores []store.Store
+		for range instances {
+			st, err := redisstore.New(srv.Client(), redisstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stores = append(stores, st)
+		}
+		f := startFleet(t, cfg, stores)
+		rdb := srv.Client()
+		start := serverTime(t, rdb)
+		codes := f.load(t, requests, clients, nil)
+		elapsed := serverTime(t, rdb).Sub(start)
+
+		ok, denied := total(codes, 200), total(codes, 429)
+		limit := policy.Capacity() + int64(elapsed.Seconds()*float64(policy.Rate().Tokens))
+		t.Logf("%d instances, %d clients, %d requests in %v (server clock): admitted %d, denied %d; limit %d (capacity %d + 20/s × %.3fs); per instance %v",
+			instances, clients, requests, elapsed.Round(time.Millisecond), ok, denied, limit, policy.Capacity(), elapsed.Seconds(), codes)
+		if ok+denied != requests {
+			t.Errorf("%d answers other than 200 and 429: %v", requests-ok-denied, codes)
+		}
+		if int64(ok) > limit {
+			t.Errorf("the fleet admitted %d, above the one limit %d", ok, limit)
+		}
+		// Demand never stops, so only tokens refilled after the last
+		// requests go unused: allow half a second of them.
+		if slack := int64(policy.Rate().Tokens) / 2; int64(ok) < limit-slack {
+			t.Errorf("the fleet admitted %d, more than %d below the limit %d", ok, slack, limit)
+		}
+		for i, c := range codes {
+			if c[200] == 0 {
+				t.Errorf("instance %d admitted nothing: %v", i, c)
+			}
+		}
+	})
+
+	t.Run("memstore per instance, for contrast", func(t *testing.T) {
+		var stores []store.Store
+		for range instances {
+			st, _ := memstore.New(memstore.Config{})
+			stores = append(stores, st)
+		}
+		f := startFleet(t, cfg, stores)
+		began := time.Now()
+		codes := f.load(t, requests, clients, nil)
+		elapsed := time.Since(began)
+		ok := total(codes, 200)
+		one := policy.Capacity() + int64(elapsed.Seconds()*20)
+		t.Logf("%d instances with their own memstore: admitted %d in %v, where one limit is %d", instances, ok, elapsed.Round(time.Millisecond), one)
+		// Each instance sees requests/instances ≥ capacity requests, so
+		// each admits at least its own full burst.
+		if int64(ok) < instances*policy.Capacity() {
+			t.Errorf("admitted %d, want at least %d (a burst per instance)", ok, instances*policy.Capacity())
+		}
+	})
+}
+
+// TestRedisOutage: with redis-server killed, a fail-open route serves and a
+// fail-closed route answers 503, never 429; when it is back (empty), limits
+// resume.
+func TestRedisOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := redisstore.New(srv.Client(), redisstore.Config{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t),
+		Logger: slog.New(slog.DiscardHandler), Limits: []httplimit.Limit{{Policy: algo.PerMinute(2).Burst(2)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, _ := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	feed, auth := mw.Handler(ok), login.Handler(ok)
+	get := func(h http.Handler) int {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	steps := []struct {
+		name       string
+		h          http.Handler
+		want       int
+		kill, back bool
+	}{
+		{"up: first", feed, 200, false, false},
+		{"up: second", auth, 200, false, false},
+		{"up: empty", feed, 429, false, false},
+		{"down: fail-open serves", feed, 200, true, false},
+		{"down: fail-closed refuses with 503", auth, 503, false, false},
+		{"back, empty: a fresh bucket", feed, 200, false, true},
+		{"back: limiting again", feed, 200, false, false},
+		{"back: empty again", auth, 429, false, false},
+	}
+	for i, s := range steps {
+		if s.kill {
+			srv.Kill(t)
+		}
+		if s.back {
+			srv.Revive(t)
+		}
+		if got := get(s.h); got != s.want {
+			t.Errorf("step %d (%s): %d, want %d", i, s.name, got, s.want)
+		}
+	}
+}
+
+// TestClusterMultiLimit: on a Redis Cluster, limits keyed by the same
+// identity share its hash tag, so TakeMulti is atomic; limits keyed by
+// different identities fall back to taking in order.
+func TestClusterMultiLimit(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	st, err := redisstore.New(cl.Client(), redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	tenant := func(r *http.Request) (httplimit.Key, error) { return httplimit.Key{Class: "tenant", ID: "acme"}, nil }
+	for _, c := range []struct {
+		name, prefix string
+		daily        httplimit.KeyFunc
+		burst        string // burst's RateLimit item after the daily limit refuses
+	}{
+		{"same identity: atomic", "atomic:", nil, `"burst";r=2;`},
+		{"ip and tenant: in order", "inorder:", tenant, `"burst";r=0;`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: prefix + c.prefix,
+				Limits: []httplimit.Limit{
+					{Name: "burst", Policy: algo.PerHour(1).Burst(5)},
+					{Name: "daily", Policy: algo.PerDay(3).Burst(3), Key: c.daily},
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			var w *httptest.ResponseRecorder
+			codes := map[int]int{}
+			for range 5 {
+				w = httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+				codes[w.Code]++
+			}
+			if codes[200] != 3 || codes[429] != 2 {
+				t.Errorf("codes %v, want 3×200 then 2×429 (daily)", codes)
+			}
+			if got := w.Header().Get("RateLimit"); len(got) < len(c.burst) || got[:len(c.burst)] != c.burst {
+				t.Errorf("RateLimit %q, want prefix %q", got, c.burst)
+			}
+		})
+	}
+}
