@@ -99,15 +99,30 @@ func TestSweepFreesIdleKeys(t *testing.T) {
 	}
 }
 
+// sweptAlgorithms are the algorithms the sweep differential runs on: a
+// window's IdleAt decides its sweeping just as the bucket's does.
+var sweptAlgorithms = []algo.Algorithm{algo.TokenBucket{}}
+
 // TestSweepNeverChangesADecision compares a store that sweeps from 4
 // buckets per shard with a map that never forgets, on random traffic.
 func TestSweepNeverChangesADecision(t *testing.T) {
-	sweeps := 0
+	for _, alg := range sweptAlgorithms {
+		t.Run(alg.Name(), func(t *testing.T) {
+			if sweeps := sweepDifferential(t, alg); sweeps == 0 {
+				t.Fatal("no case swept: the property was not exercised")
+			}
+		})
+	}
+}
+
+// sweepDifferential checks the property for alg and returns how many
+// Takes shrank the store by more than their own key.
+func sweepDifferential(t *testing.T, alg algo.Algorithm) (sweeps int) {
 	rapid.Check(t, func(t *rapid.T) {
 		clk := storetest.NewClock()
 		// One shard: the per-store hash seed must not change what rapid
 		// replays.
-		s, err := memstore.NewSweeping(memstore.Config{Clock: clk, Shards: 1}, 4)
+		s, err := memstore.NewSweeping(memstore.Config{Clock: clk, Shards: 1, Algorithm: alg}, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +141,7 @@ func TestSweepNeverChangesADecision(t *testing.T) {
 				sweeps++
 			}
 			var want algo.Result
-			ref[key], want, err = algo.TokenBucket{}.Take(p, ref[key], clk.Now().UnixMicro(), cost)
+			ref[key], want, err = alg.Take(p, ref[key], clk.Now().UnixMicro(), cost)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,9 +150,7 @@ func TestSweepNeverChangesADecision(t *testing.T) {
 			}
 		}
 	})
-	if sweeps == 0 {
-		t.Fatal("no case swept: the property was not exercised")
-	}
+	return sweeps
 }
 
 // TestTakeMultiOverflow: in a full store, new keys of one multi-take that

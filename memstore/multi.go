@@ -66,6 +66,8 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 			s.shards[i].mu.Unlock()
 		}
 	}()
+	// Close nils the maps in index order under each lock, so if the lowest
+	// shard held is still open, so are the others.
 	if s.shards[order[0]].m == nil {
 		return store.MultiResult{}, store.ErrClosed
 	}

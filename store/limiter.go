@@ -50,6 +50,12 @@ type LimiterConfig struct {
 //		// reject, and tell the client to come back after res.RetryAfter
 //	}
 //
+// Allow and Take never block: they suit servers, which should answer a
+// denied request at once (HTTP 429 with a Retry-After header built from
+// res.RetryAfter, rounded up to whole seconds). Wait blocks until admitted:
+// it suits clients and background jobs that pace themselves against a
+// quota. All three charge only when they admit.
+//
 // A Limiter holds no state of its own, so it is safe for concurrent use by
 // multiple goroutines, and any number of Limiters may share a Store. The
 // zero value is not usable: its methods return [ErrNilStore]. Make one with
