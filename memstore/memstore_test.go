@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -25,6 +27,9 @@ func newStore(t testing.TB, cfg memstore.Config) *memstore.Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// TestMain fails the run if any goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {

@@ -8,11 +8,15 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"go.uber.org/goleak"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 )
+
+// TestMain fails the run if any goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // timerClock is a clock.Mock that reports each Timer it makes, after the
 // timer is registered: a test that has received from timers knows that
