@@ -75,6 +75,29 @@ func TestMaxKeysOverflow(t *testing.T) {
 	}
 }
 
+// TestMaxKeysDropsIdleFirst: at MaxKeys, a new key gets its own bucket as
+// soon as some stored bucket is full again; buckets still refilling stay.
+func TestMaxKeysDropsIdleFirst(t *testing.T) {
+	clk := storetest.NewClock()
+	s := newStore(t, memstore.Config{Clock: clk, Shards: 1, MaxKeys: 3})
+	p := algo.PerSecond(1).Burst(4)
+	take(t, s, "quick", p, 1) // full again after 1s
+	take(t, s, "slow1", p, 4) // after 4s
+	take(t, s, "slow2", p, 4)
+	clk.Add(time.Second)
+	if got := take(t, s, "new", p, 1); got.Remaining != 3 {
+		t.Fatalf("new key got %+v, want its own bucket with 3 left", got)
+	}
+	for _, key := range []string{"slow1", "slow2"} {
+		if got := take(t, s, key, p, 0); got.Remaining != 1 {
+			t.Fatalf("%s has %d tokens after 1s, want 1: a refilling bucket was evicted", key, got.Remaining)
+		}
+	}
+	if n := s.Len(); n != 3 {
+		t.Fatalf("Len = %d, want 3 (slow1, slow2, new)", n)
+	}
+}
+
 // TestSweepFreesIdleKeys rotates through many keys; idle buckets are swept
 // out, so Len stays near the number of live ones.
 func TestSweepFreesIdleKeys(t *testing.T) {

@@ -137,3 +137,15 @@ func TestTakeMultiNoDeadlock(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestTakeMultiEmpty(t *testing.T) {
+	s := newStore(t, memstore.Config{})
+	res, err := s.TakeMulti(context.Background(), nil)
+	if err != nil || !res.Allowed || res.Denied != -1 || len(res.Results) != 0 {
+		t.Fatalf("TakeMulti(nil) = %+v, %v; want allowed with no results", res, err)
+	}
+	s.Close()
+	if _, err := s.TakeMulti(context.Background(), nil); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("TakeMulti(nil) after Close: %v, want store.ErrClosed", err)
+	}
+}

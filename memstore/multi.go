@@ -45,6 +45,12 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	}
 	res := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
 	if len(reqs) == 0 {
+		sh := &s.shards[0]
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if sh.m == nil {
+			return store.MultiResult{}, store.ErrClosed
+		}
 		return res, nil
 	}
 	now := s.clk.Now().UnixMicro()
