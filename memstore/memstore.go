@@ -58,7 +58,6 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"runtime"
-	"sync"
 
 	"github.com/benbjohnson/clock"
 
@@ -215,27 +214,4 @@ func (s *Store) Close() error {
 		sh.mu.Unlock()
 	}
 	return nil
-}
-
-// overflow holds the buckets shared by new keys that arrive at a full
-// shard, one per policy.
-type overflow struct {
-	mu sync.Mutex
-	m  map[algo.Policy]algo.State
-}
-
-// take applies a request to the overflow bucket for p.
-func (o *overflow) take(alg algo.Algorithm, p algo.Policy, now, cost int64) (algo.Result, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	st, res, err := alg.Take(p, o.m[p], now, cost)
-	if err != nil {
-		return algo.Result{}, fmt.Errorf("memstore: %w", err)
-	}
-	if alg.IdleAt(p, st) <= now {
-		delete(o.m, p)
-	} else {
-		o.m[p] = st
-	}
-	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"sync"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
@@ -130,6 +131,29 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		default:
 			sh.put(r.Key, entry{s: pd.st, idle: pd.idle})
 		}
+	}
+	return res, nil
+}
+
+// overflow holds the buckets shared by new keys that arrive at a full
+// shard, one per policy.
+type overflow struct {
+	mu sync.Mutex
+	m  map[algo.Policy]algo.State
+}
+
+// take applies a request to the overflow bucket for p.
+func (o *overflow) take(alg algo.Algorithm, p algo.Policy, now, cost int64) (algo.Result, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st, res, err := alg.Take(p, o.m[p], now, cost)
+	if err != nil {
+		return algo.Result{}, fmt.Errorf("memstore: %w", err)
+	}
+	if alg.IdleAt(p, st) <= now {
+		delete(o.m, p)
+	} else {
+		o.m[p] = st
 	}
 	return res, nil
 }
