@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -18,6 +20,7 @@ func testMulti(t *testing.T, e *env) {
 		t.Skip("store does not implement store.MultiTaker")
 	}
 	t.Run("reference", func(t *testing.T) { testMultiReference(t, e, m) })
+	t.Run("concurrent", func(t *testing.T) { testMultiConcurrent(t, e, m) })
 	t.Run("duplicate key", func(t *testing.T) { testMultiDuplicate(t, e, m) })
 	t.Run("bad input", func(t *testing.T) { testMultiBadInput(t, e, m) })
 }
@@ -98,6 +101,51 @@ func sameMulti(got, want store.MultiResult) bool {
 	}
 	return got.Denied >= 0 && got.Denied < len(got.Results) &&
 		!got.Results[got.Denied].Allowed && got.Results[got.Denied].RetryAfter == want.RetryAfter
+}
+
+// testMultiConcurrent: goroutines take from keys a and b together while
+// others take from a alone, at a frozen clock. Every charge must be whole:
+// b lost exactly what the multi-takes admitted, a that plus the singles.
+func testMultiConcurrent(t *testing.T, e *env, m store.MultiTaker) {
+	const goroutines, attempts = 4, 20
+	p := algo.PerSecond(1).Burst(60)
+	keys := e.tagged(2)
+	var multi, single atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 2 * goroutines {
+		wg.Go(func() {
+			for range attempts {
+				if g%2 == 0 {
+					res, err := m.TakeMulti(context.Background(), []store.Request{{Key: keys[0], Policy: p, Cost: 1}, {Key: keys[1], Policy: p, Cost: 1}})
+					if err != nil {
+						t.Errorf("TakeMulti: %v", err)
+						return
+					}
+					if res.Allowed {
+						multi.Add(1)
+					}
+					continue
+				}
+				res, err := e.s.Take(context.Background(), keys[0], p, 1)
+				if err != nil {
+					t.Errorf("Take: %v", err)
+					return
+				}
+				if res.Allowed {
+					single.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	a, b := e.take(t, keys[0], p, 0).Remaining, e.take(t, keys[1], p, 0).Remaining
+	if b != p.Capacity()-multi.Load() || a != p.Capacity()-multi.Load()-single.Load() || a < 0 {
+		t.Fatalf("%d multi and %d single takes admitted, but a has %d left and b %d (capacity %d)",
+			multi.Load(), single.Load(), a, b, p.Capacity())
+	}
+	if multi.Load()+single.Load() != p.Capacity() {
+		t.Fatalf("admitted %d from a at a frozen clock, want exactly its capacity %d", multi.Load()+single.Load(), p.Capacity())
+	}
 }
 
 // testMultiDuplicate: a key named twice is refused with
