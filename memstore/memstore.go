@@ -28,13 +28,19 @@
 // A shard whose live buckets fall below a quarter of its peak is rebuilt,
 // returning the map's memory to the runtime.
 //
+// "Exactly" assumes the clock does not run backwards. A bucket keeps the
+// latest time it has seen, so a stale caller mints nothing; a forgotten
+// bucket has no time of its own, and a stale request on it is evaluated at
+// the caller's time, crediting at most one skew's worth of refill once.
+//
 // # MaxKeys: what happens when the store is full
 //
 // A client that rotates keys (spoofed addresses, random user IDs) could grow
 // the map without end, so each shard holds at most ⌈MaxKeys/Shards⌉
 // buckets (keys do not spread perfectly: a million random keys under the
-// default bound fill 99.9% of it before the first shard is full). When a new key arrives at a full shard, idle buckets are swept
-// out first; that never changes a decision. If every stored bucket is still
+// default bound fill 99.9% of it before the first shard is full). When a
+// new key arrives at a full shard, idle buckets are swept out first; that
+// never changes a decision. If every stored bucket is still
 // refilling, no bucket is evicted: evicting one that is not full would hand
 // its owner a fresh burst, which is exactly what a key-rotating attacker
 // wants from an LRU. Instead the new key is charged to the store's overflow
