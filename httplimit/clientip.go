@@ -3,7 +3,6 @@ package httplimit
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -197,15 +196,20 @@ func (c *ClientIP) trusted(a netip.Addr) bool {
 // "[2001:db8::1]" or "[2001:db8::1]:443".
 func parseHop(s string) (netip.Addr, bool) {
 	s = strings.TrimSpace(s)
-	a, err := netip.ParseAddr(s)
+	var a netip.Addr
+	var err error
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 { // a port, most likely
+		var ap netip.AddrPort
+		if ap, err = netip.ParseAddrPort(s); err == nil {
+			a = ap.Addr()
+		} else {
+			a, err = netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+		}
+	} else {
+		a, err = netip.ParseAddr(s)
+	}
 	if err != nil {
-		host, _, serr := net.SplitHostPort(s)
-		if serr != nil {
-			host = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-		}
-		if a, err = netip.ParseAddr(host); err != nil {
-			return netip.Addr{}, false
-		}
+		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
 }

@@ -77,6 +77,10 @@ type Config struct {
 	// instances admit N times the limit. Default: a new memstore on the
 	// real clock.
 	Store store.Store
+	// Limiter, when set, supplies what Store and Limits leave unset: its
+	// Store, and a single limit of its Policy. Its key prefix is not
+	// used: bucket keys start with Prefix.
+	Limiter *store.Limiter
 	// Prefix starts every bucket key, to keep these buckets apart from
 	// other users of the store. Default "http:". Keys are
 	// Prefix + limit + ":" + tier ("*" for none) + ":" + class + ":{" + id + "}".

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -121,6 +120,17 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 	if len(d.Limits) == 0 {
 		return
 	}
+	// One backing array for the values and one string for all the
+	// numbers: two allocations for five fields. The keys are in the
+	// canonical form http.Header.Set would store them in.
+	vals := make([]string, 0, 5)
+	put := func(key, v string) {
+		vals = append(vals, v)
+		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	var buf [256]byte
+	b := buf[:0]
+	var cut [4]int // ends of the fields in b
 	if set.has(XRateLimitHeaders) {
 		r := d.Limits[d.Decider].Result
 		reset := now.Add(r.ResetAfter)
@@ -128,29 +138,42 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 		if reset.Nanosecond() > 0 {
 			resetSec++
 		}
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(r.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(resetSec, 10))
+		b = strconv.AppendInt(b, r.Limit, 10)
+		cut[0] = len(b)
+		b = strconv.AppendInt(b, r.Remaining, 10)
+		cut[1] = len(b)
+		b = strconv.AppendInt(b, resetSec, 10)
 	}
+	cut[2] = len(b)
 	if set.has(DraftHeaders) {
-		var pol, cur strings.Builder
 		for i, l := range d.Limits {
 			if i > 0 {
-				pol.WriteString(", ")
-				cur.WriteString(", ")
+				b = append(b, ", "...)
 			}
 			// Names are validName, so they need no escaping in an sf-string.
-			pol.WriteString(`"` + l.Name + `";q=`)
-			pol.WriteString(strconv.FormatInt(l.Policy.Capacity(), 10))
-			pol.WriteString(";w=")
-			pol.WriteString(strconv.FormatInt(max(1, ceilSeconds(l.Policy.FillTime())), 10))
-			cur.WriteString(`"` + l.Name + `";r=`)
-			cur.WriteString(strconv.FormatInt(l.Result.Remaining, 10))
-			cur.WriteString(";t=")
-			cur.WriteString(strconv.FormatInt(ceilSeconds(l.Result.ResetAfter), 10))
+			b = append(append(append(b, '"'), l.Name...), `";q=`...)
+			b = strconv.AppendInt(b, l.Policy.Capacity(), 10)
+			b = strconv.AppendInt(append(b, ";w="...), max(1, ceilSeconds(l.Policy.FillTime())), 10)
 		}
-		h.Set("RateLimit-Policy", pol.String())
-		h.Set("RateLimit", cur.String())
+		cut[3] = len(b)
+		for i, l := range d.Limits {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(append(append(b, '"'), l.Name...), `";r=`...)
+			b = strconv.AppendInt(b, l.Result.Remaining, 10)
+			b = strconv.AppendInt(append(b, ";t="...), ceilSeconds(l.Result.ResetAfter), 10)
+		}
+	}
+	all := string(b)
+	if set.has(XRateLimitHeaders) {
+		put("X-Ratelimit-Limit", all[:cut[0]])
+		put("X-Ratelimit-Remaining", all[cut[0]:cut[1]])
+		put("X-Ratelimit-Reset", all[cut[1]:cut[2]])
+	}
+	if set.has(DraftHeaders) {
+		put("Ratelimit-Policy", all[cut[2]:cut[3]])
+		put("Ratelimit", all[cut[3]:])
 	}
 }
 

@@ -26,7 +26,7 @@ func newClock() *storetest.Clock {
 }
 
 // newStore returns a memstore on clk.
-func newStore(t *testing.T, clk store.Clock) *memstore.Store {
+func newStore(t testing.TB, clk store.Clock) *memstore.Store {
 	t.Helper()
 	s, err := memstore.New(memstore.Config{Clock: clk})
 	if err != nil {

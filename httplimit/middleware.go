@@ -54,6 +54,15 @@ func New(cfg Config) (*Middleware, error) {
 		store: cfg.Store, prefix: cfg.Prefix, key: cfg.Key, tier: cfg.Tier, cost: cfg.Cost, fixedCost: 1,
 		skip: cfg.Skip, fail: cfg.Fail, denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock,
 	}
+	limits := cfg.Limits
+	if l := cfg.Limiter; l != nil {
+		if m.store == nil {
+			m.store = l.Store()
+		}
+		if len(limits) == 0 {
+			limits = []Limit{{Policy: l.Policy()}}
+		}
+	}
 	if m.store == nil {
 		s, err := defaultStore()
 		if err != nil {
@@ -99,7 +108,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, err
 	}
 	var err error
-	if m.limits, err = newLimits(cfg.Limits, m.prefix, m.key); err != nil {
+	if m.limits, err = newLimits(limits, m.prefix, m.key); err != nil {
 		return nil, err
 	}
 	return m, nil

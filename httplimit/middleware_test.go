@@ -43,6 +43,18 @@ func TestZeroConfig(t *testing.T) {
 	}
 }
 
+func TestFromLimiter(t *testing.T) {
+	clk := newClock()
+	lim, err := store.NewLimiter(newStore(t, clk), algo.PerMinute(3).Burst(3), store.LimiterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newMW(t, Config{Limiter: lim, Clock: clk}).Handler(ok)
+	if got := admitted(h, 5, "198.51.100.7:1"); got != 3 {
+		t.Errorf("admitted %d of 5, want the limiter's burst of 3", got)
+	}
+}
+
 // The article's tiers: anonymous 50/min, authenticated 200/min, paid
 // 2000/min, in one middleware.
 var tiers = Limit{
