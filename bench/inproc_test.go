@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// numKeys is the size of the distinct-key set.
+const numKeys = 100_000
+
+// hotKey is the key of the single-key benchmarks.
+const hotKey = "rl:user:000000000042"
+
+// distinctKeys are the 100k keys, 20 bytes each, shared by every
+// implementation.
+var distinctKeys = Keys(numKeys, "")
+
+func TestKeys(t *testing.T) {
+	seen := make(map[string]bool, len(distinctKeys))
+	for _, k := range distinctKeys {
+		if len(k) != KeyLen {
+			t.Fatalf("key %q is %d bytes, want %d", k, len(k), KeyLen)
+		}
+		seen[k] = true
+	}
+	if len(seen) != numKeys {
+		t.Fatalf("%d distinct keys, want %d", len(seen), numKeys)
+	}
+}
+
+// open builds impl under p and closes it when the test ends.
+func open(tb testing.TB, impl Impl, p Policy) Limiter {
+	tb.Helper()
+	return mustOpen(tb, impl.Name, func() (Limiter, func() error, error) { return impl.New(p) })
+}
+
+// mustOpen calls newFn, fails tb on error and releases the limiter when tb
+// ends.
+func mustOpen(tb testing.TB, name string, newFn func() (Limiter, func() error, error)) Limiter {
+	tb.Helper()
+	l, closeFn, err := newFn()
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		if err := closeFn(); err != nil {
+			tb.Errorf("%s: close: %v", name, err)
+		}
+	})
+	return l
+}
+
+// TestSamePolicy checks that every implementation enforces the same
+// policy: a fresh key of burst 100 admits exactly 100 calls at once.
+func TestSamePolicy(t *testing.T) {
+	for _, impl := range InProc {
+		t.Run(impl.Name, func(t *testing.T) {
+			checkBurst(t, open(t, impl, Article), hotKey)
+		})
+	}
+}
+
+// checkBurst fails t unless 150 calls at once on a fresh key of l, under
+// the Article policy, admit exactly its burst of 100.
+func checkBurst(t *testing.T, l Limiter, key string) {
+	t.Helper()
+	admitted := 0
+	for range 150 {
+		ok, err := l.Allow(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			admitted++
+		}
+	}
+	if admitted != 100 {
+		t.Fatalf("admitted %d of 150 calls at once, want the burst of 100", admitted)
+	}
+}
+
+// TestSpread checks that every implementation keeps one bucket per key
+// over the benchmark's key set.
+func TestSpread(t *testing.T) {
+	for _, impl := range InProc {
+		t.Run(impl.Name, func(t *testing.T) {
+			if err := CheckSpread(open(t, impl, Deny), distinctKeys); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRatebucketZeroAllocs pins the claim of the tables: a Take on an
+// existing key of ratebucket's memstore allocates nothing, admitted or
+// denied.
+func TestRatebucketZeroAllocs(t *testing.T) {
+	for _, p := range []Policy{Admit, Deny} {
+		t.Run(p.Name, func(t *testing.T) {
+			l := open(t, InProc[0], p)
+			if _, err := l.Allow(hotKey); err != nil {
+				t.Fatal(err)
+			}
+			if n := testing.AllocsPerRun(1000, func() { l.Allow(hotKey) }); n != 0 {
+				t.Fatalf("Take allocates %v times per call, want 0", n)
+			}
+		})
+	}
+}
+
+// eachImpl runs bench once per policy and implementation, as
+// policy=.../impl=... sub-benchmarks.
+func eachImpl(b *testing.B, bench func(b *testing.B, l Limiter, p Policy)) {
+	for _, p := range []Policy{Admit, Deny} {
+		for _, impl := range InProc {
+			b.Run("policy="+p.Name+"/impl="+impl.Name, func(b *testing.B) {
+				b.ReportAllocs()
+				bench(b, open(b, impl, p), p)
+			})
+		}
+	}
+}
+
+// allow is one measured call; an error ends the benchmark.
+func allow(b *testing.B, l Limiter, key string) bool {
+	ok, err := l.Allow(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ok
+}
+
+// reportAdmitted reports the fraction of measured calls admitted, so the
+// tables show which path each row exercised.
+func reportAdmitted(b *testing.B, admitted, calls int64) {
+	if calls > 0 {
+		b.ReportMetric(float64(admitted)/float64(calls), "admit/op")
+	}
+}
+
+func BenchmarkHotKey(b *testing.B) {
+	eachImpl(b, func(b *testing.B, l Limiter, _ Policy) {
+		allow(b, l, hotKey) // the Deny policy's one token goes here
+		var admitted, calls int64
+		for b.Loop() {
+			if allow(b, l, hotKey) {
+				admitted++
+			}
+			calls++
+		}
+		reportAdmitted(b, admitted, calls)
+	})
+}
+
+// prefill takes once from every key before the timer starts, so each
+// measured call finds its key's bucket in place, and returns the heap bytes
+// the limiter holds per key (reported after the loop: b.Loop and
+// ResetTimer clear metrics reported before). Under Deny each key must admit its one call:
+// otherwise keys share buckets.
+func prefill(b *testing.B, l Limiter, p Policy) (heapPerKey float64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	admitted := 0
+	for _, k := range distinctKeys {
+		if allow(b, l, k) {
+			admitted++
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if admitted != len(distinctKeys) {
+		b.Fatalf("pre-fill admitted %d of %d distinct keys under %s: keys share buckets", admitted, len(distinctKeys), p.Name)
+	}
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / numKeys
+}
+
+func BenchmarkDistinctKeys(b *testing.B) {
+	eachImpl(b, func(b *testing.B, l Limiter, p Policy) {
+		heap := prefill(b, l, p)
+		var admitted, calls int64
+		i := 0
+		for b.Loop() {
+			if allow(b, l, distinctKeys[i]) {
+				admitted++
+			}
+			calls++
+			if i++; i == numKeys {
+				i = 0
+			}
+		}
+		reportAdmitted(b, admitted, calls)
+		b.ReportMetric(heap, "heapB/key")
+	})
+}
+
+func BenchmarkParallelDistinctKeys(b *testing.B) {
+	eachImpl(b, func(b *testing.B, l Limiter, p Policy) {
+		heap := prefill(b, l, p)
+		b.ResetTimer()
+		var next, admitted, calls atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			// Goroutines start far apart in the key set and walk it.
+			i := int(next.Add(1)*7919) % numKeys
+			var a, c int64
+			for pb.Next() {
+				ok, err := l.Allow(distinctKeys[i])
+				if err != nil {
+					b.Error(err) // FailNow may not run off the benchmark goroutine
+					return
+				}
+				if ok {
+					a++
+				}
+				c++
+				if i++; i == numKeys {
+					i = 0
+				}
+			}
+			admitted.Add(a)
+			calls.Add(c)
+		})
+		reportAdmitted(b, admitted.Load(), calls.Load())
+		b.ReportMetric(heap, "heapB/key")
+	})
+}

@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startRedis starts a redis-server for one test and a client on it.
+func startRedis(t *testing.T) (*RedisServer, *redis.Client) {
+	t.Helper()
+	srv, err := StartRedis(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
+// openRedis builds impl under p over c and releases it when the test ends.
+func openRedis(t *testing.T, impl RedisImpl, c *redis.Client, p Policy) Limiter {
+	t.Helper()
+	return mustOpen(t, impl.Name, func() (Limiter, func() error, error) { return impl.New(c, p) })
+}
+
+// TestRedisSamePolicy checks that every Redis-backed implementation
+// enforces the article's policy (burst 100) and stores each bucket under
+// one key of KeyLen bytes, which the memory figures rely on.
+func TestRedisSamePolicy(t *testing.T) {
+	_, c := startRedis(t)
+	ctx := context.Background()
+	for _, impl := range OnRedis {
+		t.Run(impl.Name, func(t *testing.T) {
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			l := openRedis(t, impl, c, Article)
+			keys := Keys(3, impl.Prefix)
+			checkBurst(t, l, keys[0])
+			if err := TakeAll(l, keys[1:], 2); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := c.Keys(ctx, "*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(stored)
+			want := make([]string, len(keys))
+			for i, k := range keys {
+				want[i] = impl.Prefix + k
+			}
+			if !slices.Equal(stored, want) {
+				t.Fatalf("Redis holds %q for buckets %q, want %q", stored, keys, want)
+			}
+			for _, k := range stored {
+				if len(k) != KeyLen {
+					t.Errorf("stored key %q is %d bytes, want %d", k, len(k), KeyLen)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisTools runs each measurement once, small: the load loop, the
+// memory probe, the EVALSHA capture and redis-benchmark.
+func TestRedisTools(t *testing.T) {
+	srv, c := startRedis(t)
+	ctx := context.Background()
+	l := openRedis(t, OnRedis[0], c, Article)
+	keys := Keys(200, OnRedis[0].Prefix)
+
+	ld, err := RunLoad(l, keys, false, 4, 50*time.Millisecond)
+	if err != nil || ld.Errors != 0 {
+		t.Fatalf("RunLoad: %+v, %v", ld, err)
+	}
+	if ld.Calls == 0 || ld.Admitted != ld.Calls || ld.P50 <= 0 || ld.P99 < ld.P50 {
+		t.Fatalf("RunLoad on distinct keys under burst 100: %+v", ld)
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hot, err := RunLoad(l, keys, true, 4, 50*time.Millisecond)
+	if err != nil || hot.Calls <= 100 || hot.Admitted < 100 || hot.Admitted > 101 {
+		t.Fatalf("RunLoad on one hot key: %+v, %v (want the burst of 100 admitted, at most one refilled)", hot, err)
+	}
+
+	m, err := MeasureMemory(ctx, c, l, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Keys != int64(len(keys)) || m.KeyLen != KeyLen || m.Usage <= int64(KeyLen) || m.DeltaPerKey <= 0 {
+		t.Fatalf("MeasureMemory: %+v", m)
+	}
+
+	cmd, err := CaptureEval(ctx, c, func() error { _, err := l.Allow(keys[0]); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmd) < 4 || cmd[0] != "EVALSHA" || len(cmd[1]) != 40 || cmd[2] != "1" || cmd[3] != "rl:"+keys[0] {
+		t.Fatalf("captured %q", cmd)
+	}
+	cmd[3] = "rl:user:__rand_int__"
+	ce, err := RedisBenchmark(srv.Addr, 4, 2, 2000, len(keys), cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce.PerSecond <= 0 || ce.P99 < ce.P50 {
+		t.Fatalf("RedisBenchmark: %+v", ce)
+	}
+	n, err := c.DBSize(ctx).Result()
+	if err != nil || n < 10 {
+		t.Fatalf("after redis-benchmark on random keys: %d keys, %v", n, err)
+	}
+}

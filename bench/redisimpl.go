@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	throttledredis "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	ulule "github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+)
+
+// RefScript is the reference hash script (refscript.lua): a hash of
+// tokens and ts, float refill with the caller's clock in milliseconds,
+// EXPIRE of the fill time plus an hour.
+//
+//go:embed refscript.lua
+var RefScript string
+
+// refScript is RefScript run with EVALSHA, EVAL on NOSCRIPT.
+var refScript = redis.NewScript(RefScript)
+
+// RedisImpl is one Redis-backed implementation under test. Calls carry no
+// deadline of their own: the client's read timeout (go-redis's default, 3
+// s) bounds each one, the same for every implementation.
+type RedisImpl struct {
+	Name string
+	// Prefix is what the implementation puts before a user's key in
+	// Redis; [Keys] uses it to make every stored key [KeyLen] bytes.
+	Prefix string
+	// New builds a limiter enforcing p over c.
+	New func(c *redis.Client, p Policy) (Limiter, func() error, error)
+}
+
+// OnRedis lists the Redis-backed implementations, ratebucket first.
+var OnRedis = []RedisImpl{
+	{"ratebucket", "rl:", newRedisstore}, // ratebucket.go
+	{"redis_rate", "rate:", newRedisRate},
+	{"refscript", "rl:", newRefScript},
+	{"throttled", "rl:", newThrottledRedis},
+	{"ulule", "rl:", newUluleRedis},
+}
+
+// redisRate is go-redis's redis_rate (GCRA in Lua, server clock).
+type redisRate struct {
+	l     *redis_rate.Limiter
+	limit redis_rate.Limit
+}
+
+func newRedisRate(c *redis.Client, p Policy) (Limiter, func() error, error) {
+	limit := redis_rate.Limit{Rate: int(p.Tokens), Period: p.Period, Burst: int(p.Burst)}
+	return redisRate{redis_rate.NewLimiter(c), limit}, noClose, nil
+}
+
+func (r redisRate) Allow(key string) (bool, error) {
+	res, err := r.l.Allow(context.Background(), key, r.limit)
+	if err != nil {
+		return false, err
+	}
+	return res.Allowed > 0, nil
+}
+
+// refLimiter runs the reference hash script with the client's clock in
+// milliseconds, as the article's middleware does.
+type refLimiter struct {
+	c        *redis.Client
+	capacity int64
+	perSec   float64
+}
+
+func newRefScript(c *redis.Client, p Policy) (Limiter, func() error, error) {
+	return refLimiter{c, p.Burst, float64(p.Tokens) / p.Period.Seconds()}, noClose, nil
+}
+
+func (r refLimiter) Allow(key string) (bool, error) {
+	v, err := refScript.Run(context.Background(), r.c, []string{"rl:" + key}, r.capacity, r.perSec, time.Now().UnixMilli(), 1).Int64Slice()
+	if err != nil {
+		return false, err
+	}
+	if len(v) != 3 {
+		return false, fmt.Errorf("bench: reference script returned %v", v)
+	}
+	return v[0] == 1, nil
+}
+
+// newThrottledRedis is throttled's GCRA limiter over its go-redis v9 store
+// (GET, then SET NX or a compare-and-swap script: two round trips).
+func newThrottledRedis(c *redis.Client, p Policy) (Limiter, func() error, error) {
+	st, err := throttledredis.NewCtx(c, "rl:")
+	return newGCRA(st, err, p)
+}
+
+// ululeRedis is ulule/limiter's Redis store: a fixed window counter
+// (INCRBY and EXPIRE in a script) of Burst per FillTime.
+type ululeRedis struct{ l *ulule.Limiter }
+
+func newUluleRedis(c *redis.Client, p Policy) (Limiter, func() error, error) {
+	st, err := ululeredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "rl"})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ululeRedis{ulule.New(st, ulule.Rate{Period: p.FillTime(), Limit: p.Burst})}, noClose, nil
+}
+
+func (u ululeRedis) Allow(key string) (bool, error) {
+	lc, err := u.l.Get(context.Background(), key)
+	return !lc.Reached, err
+}

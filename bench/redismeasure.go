@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Memory is what one implementation's state costs Redis per key.
+type Memory struct {
+	// Keys is how many keys the implementation created for as many
+	// buckets (DBSIZE afterwards).
+	Keys int64
+	// KeyLen is the length of a stored key, as found by RANDOMKEY.
+	KeyLen int
+	// Usage is MEMORY USAGE of that key (SAMPLES 0: every field).
+	Usage int64
+	// DeltaPerKey is the growth of used_memory divided by Keys, less the
+	// growth of mem_clients_normal: idle connections' buffers shrink on
+	// their own schedule and would otherwise move the baseline by tens
+	// of bytes per key.
+	DeltaPerKey float64
+}
+
+// MeasureMemory empties the server (FLUSHALL: never point it at a server
+// you care about), takes once from every key through l
+// with 16 goroutines, and measures the state it left. The policy must keep
+// each key alive for the few seconds this takes.
+func MeasureMemory(ctx context.Context, c *redis.Client, l Limiter, keys []string) (Memory, error) {
+	var m Memory
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		return m, err
+	}
+	// Warm the connection pool and the script cache before the baseline:
+	// client buffers and scripts count in used_memory too.
+	if err := TakeAll(l, keys[:min(len(keys), 1000)], 16); err != nil {
+		return m, err
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		return m, err
+	}
+	before, err := dataMemory(ctx, c)
+	if err != nil {
+		return m, err
+	}
+	if err := TakeAll(l, keys, 16); err != nil {
+		return m, err
+	}
+	after, err := dataMemory(ctx, c)
+	if err != nil {
+		return m, err
+	}
+	if m.Keys, err = c.DBSize(ctx).Result(); err != nil {
+		return m, err
+	}
+	if m.Keys != int64(len(keys)) {
+		return m, fmt.Errorf("bench: %d keys in Redis after taking from %d buckets", m.Keys, len(keys))
+	}
+	key, err := c.RandomKey(ctx).Result()
+	if err != nil {
+		return m, err
+	}
+	m.KeyLen = len(key)
+	if m.Usage, err = c.MemoryUsage(ctx, key, 0).Result(); err != nil {
+		return m, err
+	}
+	m.DeltaPerKey = float64(after-before) / float64(m.Keys)
+	return m, nil
+}
+
+// dataMemory returns used_memory less mem_clients_normal.
+func dataMemory(ctx context.Context, c *redis.Client) (int64, error) {
+	used, err := UsedMemory(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	v, err := infoField(ctx, c, "memory", "mem_clients_normal")
+	if err != nil {
+		return 0, err
+	}
+	clients, err := strconv.ParseInt(v, 10, 64)
+	return used - clients, err
+}
+
+// TakeAll takes once from every key through l, from conc goroutines.
+func TakeAll(l Limiter, keys []string, conc int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, conc)
+	for g := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(keys); i += conc {
+				if _, err := l.Allow(keys[i]); err != nil {
+					errs[g] = fmt.Errorf("key %q: %w", keys[i], err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// monitorArg matches one quoted argument of a MONITOR line.
+var monitorArg = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+
+// CaptureEval runs call while MONITOR watches the server and returns the
+// last EVALSHA the client sent, as arguments (EVALSHA sha numkeys keys...
+// args...). A captured EVAL is turned into EVALSHA after SCRIPT LOAD. This
+// is how redis-benchmark replays exactly the command a library sends,
+// whatever its argument layout.
+func CaptureEval(ctx context.Context, c *redis.Client, call func() error) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// go-redis's MonitorCmd polls; a raw connection reading one status
+	// line per command is simpler and ends cleanly when closed.
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", c.Options().Addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write([]byte("*1\r\n$7\r\nMONITOR\r\n")); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	ch := make(chan string, 1024)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		rd := bufio.NewReader(conn)
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				return
+			}
+			select {
+			case ch <- strings.TrimRight(line, "\r\n"):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() { conn.Close(); <-readDone }()
+	// MONITOR starts asynchronously: echo markers until the monitor sees
+	// one, and after the call wait for a second marker, so no line is lost.
+	var last []string
+	waitFor := func(marker string, keep bool) error {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if err := c.Echo(ctx, marker).Err(); err != nil {
+				return err
+			}
+			for {
+				select {
+				case line := <-ch:
+					args, err := monitorArgs(line)
+					if err != nil {
+						return err
+					}
+					if len(args) == 2 && strings.EqualFold(args[0], "echo") && args[1] == marker {
+						return nil
+					}
+					if keep && len(args) > 2 && (strings.EqualFold(args[0], "evalsha") || strings.EqualFold(args[0], "eval")) {
+						last = args
+					}
+					continue
+				case <-ctx.Done():
+					return fmt.Errorf("bench: MONITOR: %w", ctx.Err())
+				case <-tick.C:
+				}
+				break
+			}
+		}
+	}
+	if err := waitFor("bench-capture-start", false); err != nil {
+		return nil, err
+	}
+	if err := call(); err != nil {
+		return nil, err
+	}
+	if err := waitFor("bench-capture-end", true); err != nil {
+		return nil, err
+	}
+	if last == nil {
+		return nil, errors.New("bench: MONITOR saw no EVAL or EVALSHA")
+	}
+	if strings.EqualFold(last[0], "eval") {
+		sha, err := c.ScriptLoad(ctx, last[1]).Result()
+		if err != nil {
+			return nil, err
+		}
+		last[1] = sha
+	}
+	last[0] = "EVALSHA"
+	return last, nil
+}
+
+// monitorArgs splits a MONITOR line into its unquoted arguments.
+func monitorArgs(line string) ([]string, error) {
+	var args []string
+	for _, m := range monitorArg.FindAllStringSubmatch(line, -1) {
+		a, err := strconv.Unquote(`"` + m[1] + `"`)
+		if err != nil {
+			return nil, fmt.Errorf("bench: MONITOR line %q: %w", line, err)
+		}
+		args = append(args, a)
+	}
+	return args, nil
+}
+
+// Ceiling is one redis-benchmark result.
+type Ceiling struct {
+	PerSecond float64
+	P50, P99  time.Duration
+}
+
+// RedisBenchmark runs redis-benchmark against addr with clients
+// connections, pipeline commands in flight per connection and n requests
+// of cmd, where __rand_int__ in cmd takes values below keyspace.
+func RedisBenchmark(addr string, clients, pipeline, n, keyspace int, cmd []string) (Ceiling, error) {
+	host, port, _ := strings.Cut(addr, ":")
+	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-P", strconv.Itoa(pipeline),
+		"-n", strconv.Itoa(n), "-r", strconv.Itoa(keyspace), "--csv"}
+	out, err := exec.Command("redis-benchmark", append(args, cmd...)...).Output()
+	if err != nil {
+		return Ceiling{}, fmt.Errorf("bench: redis-benchmark: %w", err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
+	if err != nil || len(rows) < 2 || len(rows[0]) < 7 {
+		return Ceiling{}, fmt.Errorf("bench: redis-benchmark printed %q", out)
+	}
+	col := map[string]string{}
+	for i, name := range rows[0] {
+		if i < len(rows[len(rows)-1]) {
+			col[name] = rows[len(rows)-1][i]
+		}
+	}
+	var c Ceiling
+	ms := func(name string) (time.Duration, error) {
+		f, err := strconv.ParseFloat(col[name], 64)
+		return time.Duration(f * float64(time.Millisecond)), err
+	}
+	if c.PerSecond, err = strconv.ParseFloat(col["rps"], 64); err != nil {
+		return c, fmt.Errorf("bench: redis-benchmark rps %q: %w", col["rps"], err)
+	}
+	if c.P50, err = ms("p50_latency_ms"); err != nil {
+		return c, err
+	}
+	if c.P99, err = ms("p99_latency_ms"); err != nil {
+		return c, err
+	}
+	return c, nil
+}
