@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+var benchCommand = &command{
+	name:    "bench",
+	summary: "measure a store's throughput and latency (memstore, or your Redis)",
+	usage: `bench [--redis URL] [--duration D] [--concurrency 1,16,64]
+                        [--keys N]
+
+Calls Store.Take as fast as it can from 1, 16 and 64 goroutines (by
+default) for --duration each, and prints calls per second and the p50, p99
+and p999 latency of one call. Use it to size a Redis: the numbers include
+the network round trip from this machine.
+
+Keys are spread over --keys distinct buckets; --keys 1 is one hot key.
+Denied calls cost the same as admitted ones, so the policy matters little.
+On Redis the keys live under a fresh prefix and are deleted afterwards.
+
+Examples:
+  ratebucket bench
+  ratebucket bench --redis redis://127.0.0.1:6379 --duration 5s
+  ratebucket bench --redis 10.0.0.5:6379 --concurrency 1,8,32,128 --keys 1`,
+	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+		rf := addRedisFlags(fs, "benchmark redisstore on this Redis instead of memstore")
+		pf := addPolicyFlags(fs, 100, "2/s")
+		duration := fs.Duration("duration", 2*time.Second, "how long to run each concurrency level")
+		conc := concurrencyFlag{1, 16, 64}
+		fs.Var(&conc, "concurrency", "comma-separated goroutine `counts`")
+		keys := fs.Int("keys", 10_000, "number of distinct keys (1 = one hot key)")
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q", args[0])
+			}
+			p, err := pf.policy()
+			if err != nil {
+				return err
+			}
+			if *duration <= 0 || *duration > time.Hour {
+				return usagef("--duration %v: want a duration from 1ms to 1h, such as 2s", *duration)
+			}
+			if err := positiveInt("keys", *keys, 1); err != nil {
+				return err
+			}
+			return runBench(ctx, e, rf, benchConfig{policy: p, duration: *duration, concurrency: conc, keys: *keys})
+		}
+	},
+}
+
+// benchConfig is one bench invocation.
+type benchConfig struct {
+	policy      algo.Policy
+	duration    time.Duration
+	concurrency []int
+	keys        int
+}
+
+// benchRow is the result of one concurrency level.
+type benchRow struct {
+	goroutines int
+	calls      uint64
+	admitted   uint64
+	elapsed    time.Duration
+	lat        histogram
+	err        error
+}
+
+func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) error {
+	be, err := openBackend(ctx, rf, "rb:bench:"+runID()+":")
+	if err != nil {
+		return err
+	}
+	defer be.close()
+	keys := make([]string, cfg.keys)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	fmt.Fprintf(e.stdout, "bench: %s, policy %v, %d key(s), %v per row\n\n", be.desc, cfg.policy, cfg.keys, cfg.duration)
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "goroutines\tcalls/s\tp50\tp99\tp999\tadmitted\t")
+	var firstErr error
+	for _, g := range cfg.concurrency {
+		if ctx.Err() != nil {
+			break
+		}
+		r := benchLevel(ctx, be.store, cfg, keys, g)
+		if r.err != nil {
+			firstErr = r.err
+			break
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", g, fmtRate(float64(r.calls)/r.elapsed.Seconds()),
+			fmtDur(r.lat.quantile(0.50)), fmtDur(r.lat.quantile(0.99)), fmtDur(r.lat.quantile(0.999)),
+			fmtPct(r.admitted, r.calls))
+	}
+	tw.Flush()
+	if be.onRedis() {
+		if err := deleteKeys(context.WithoutCancel(ctx), be, keys); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("deleting the benchmark keys: %w", err)
+		}
+	}
+	return firstErr
+}
+
+// benchLevel runs g goroutines for cfg.duration, each cycling through the
+// keys from its own offset, and merges what they measured.
+func benchLevel(ctx context.Context, s store.Store, cfg benchConfig, keys []string, g int) benchRow {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rows := make([]benchRow, g)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(cfg.duration)
+	for w := range rows {
+		wg.Go(func() {
+			r := &rows[w]
+			for i := w * len(keys) / g; ; i++ {
+				t0 := time.Now()
+				if !t0.Before(deadline) || ctx.Err() != nil {
+					return
+				}
+				res, err := s.Take(ctx, keys[i%len(keys)], cfg.policy, 1)
+				if err != nil {
+					r.err = err
+					cancel()
+					return
+				}
+				r.lat.record(time.Since(t0))
+				r.calls++
+				if res.Allowed {
+					r.admitted++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := benchRow{goroutines: g, elapsed: time.Since(start)}
+	for i := range rows {
+		total.calls += rows[i].calls
+		total.admitted += rows[i].admitted
+		total.lat.merge(&rows[i].lat)
+		if total.err == nil {
+			total.err = rows[i].err
+		}
+	}
+	return total
+}
+
+// deleteKeys resets the benchmark's keys in batches.
+func deleteKeys(ctx context.Context, be *backend, keys []string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		if err := be.rs.Reset(ctx, keys[:n]...); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// fmtRate formats a rate per second with a k or M suffix.
+func fmtRate(x float64) string {
+	switch {
+	case x >= 1e6:
+		return sig3(x/1e6) + "M"
+	case x >= 1e3:
+		return sig3(x/1e3) + "k"
+	default:
+		return sig3(x)
+	}
+}
+
+// fmtPct formats a/b as a percentage with one decimal.
+func fmtPct(a, b uint64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/bits"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+)
+
+// demoReport is what the demo measured; --json prints it as it is.
+type demoReport struct {
+	Store       string   `json:"store"`
+	Instances   int      `json:"instances"`
+	Stores      int      `json:"stores"` // 1 shared, or one per instance
+	URLs        []string `json:"urls"`
+	Capacity    int64    `json:"capacity"`
+	Rate        string   `json:"rate"`
+	Requests    int      `json:"requests"`
+	Concurrency int      `json:"concurrency"`
+	User        string   `json:"user,omitempty"`
+	UserHeader  string   `json:"user_header,omitempty"`
+
+	Status     map[int]int    `json:"status"`   // responses per HTTP status
+	Outcomes   map[string]int `json:"outcomes"` // the middleware's outcomes
+	Errors     int            `json:"errors"`   // requests with no response
+	FirstError string         `json:"first_error,omitempty"`
+	StoreError string         `json:"store_error,omitempty"`
+
+	// Admitted is what the limiter allowed: FromBurst came from the full
+	// bucket(s), Refilled from refill during the run.
+	Admitted  int64 `json:"admitted"`
+	FromBurst int64 `json:"from_burst"`
+	Refilled  int64 `json:"refilled"`
+	// ElapsedUS spans the run, from the first request sent to the last
+	// response read, in µs; every decision happened inside it.
+	ElapsedUS int64 `json:"elapsed_us"`
+	// Bound is the law, capacity + ⌊rate·elapsed⌋, which per-instance
+	// stores break.
+	Bound       int64 `json:"bound"`
+	BoundRefill int64 `json:"bound_refill"` // ⌊rate·elapsed⌋
+	LawHolds    bool  `json:"law_holds"`
+
+	Limiter latencyReport `json:"limiter_latency"` // the store call in the middleware
+	Request latencyReport `json:"request_latency"` // whole requests, client side
+
+	Redis *redisReport `json:"redis,omitempty"`
+}
+
+// latencyReport holds quantiles in nanoseconds.
+type latencyReport struct {
+	P50  time.Duration `json:"p50_ns"`
+	P99  time.Duration `json:"p99_ns"`
+	P999 time.Duration `json:"p999_ns"`
+	Max  time.Duration `json:"max_ns"`
+}
+
+func newLatencyReport(h *histogram) latencyReport {
+	return latencyReport{h.quantile(0.5), h.quantile(0.99), h.quantile(0.999), h.max}
+}
+
+// redisReport is what Redis did for the run.
+type redisReport struct {
+	// Sent counts the commands the instances' clients sent during the
+	// run, per command: the round trips the application paid for.
+	Sent       map[string]int64 `json:"sent"`
+	SentTotal  int64            `json:"sent_total"`
+	PerRequest float64          `json:"sent_per_request"`
+	// Server is the INFO commandstats delta: what Redis executed,
+	// including the calls the Lua script makes inside Redis and the
+	// handshakes of new connections.
+	Server map[string]int64 `json:"server"`
+	Prefix string           `json:"prefix"`
+	Keys   []string         `json:"keys"`
+	// BytesPerKey is the mean MEMORY USAGE of the run's keys.
+	BytesPerKey int64 `json:"bytes_per_key"`
+}
+
+// runDemo starts the fleet, runs the load, reports, and serves on when
+// asked.
+func runDemo(ctx context.Context, e *env, cfg *demoConfig) error {
+	f, err := startFleet(ctx, e, cfg)
+	if err != nil {
+		return err
+	}
+	defer f.stop()
+	r := &demoReport{
+		Store: f.backends[0].desc, Instances: cfg.instances, Stores: f.stores(), URLs: f.urls,
+		Capacity: cfg.policy.Capacity(), Rate: cfg.policy.Rate().String(), Requests: cfg.n, Concurrency: cfg.c,
+		User: cfg.user, UserHeader: cfg.userHeader,
+	}
+	if cfg.n > 0 {
+		if err := f.load(ctx, e, cfg, r); err != nil {
+			return err
+		}
+		if cfg.json {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		} else {
+			r.print(e.stdout)
+		}
+	}
+	if !cfg.serve {
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "\nserving until interrupted (Ctrl-C):\n")
+	for _, u := range f.urls {
+		fmt.Fprintf(e.stdout, "  %s/api/feed\n", u)
+	}
+	hdr := ""
+	if cfg.userHeader != "" {
+		hdr = fmt.Sprintf(" -H '%s: test-user'", cfg.userHeader)
+	}
+	fmt.Fprintf(e.stdout, "try: curl -i%s %s/api/feed\n", hdr, f.urls[0])
+	fmt.Fprintf(e.stdout, " or: ab -n 1000 -c 200%s %s/api/feed\n", hdr, f.urls[0])
+	if f.backends[0].onRedis() {
+		fmt.Fprintf(e.stdout, "and: ratebucket inspect --redis %s --prefix %s --capacity %d --rate %s '%s'\n",
+			cfg.redis.url, f.prefix, cfg.policy.Capacity(), cfg.policy.Rate(), demoKey(cfg))
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// demoKey is the bucket key httplimit uses for the demo's user.
+func demoKey(cfg *demoConfig) string {
+	if cfg.user == "" {
+		return "http:default:*:ip:{127.0.0.1}"
+	}
+	return "http:default:*:user:{" + cfg.user + "}"
+}
+
+// load runs the load generator against the fleet and fills r.
+func (f *demoFleet) load(ctx context.Context, e *env, cfg *demoConfig, r *demoReport) error {
+	var before, sentBefore map[string]int64
+	be := f.backends[0]
+	if be.onRedis() {
+		var err error
+		if before, err = commandStats(ctx, be.rdb); err != nil {
+			return fmt.Errorf("INFO commandstats: %w", err)
+		}
+		sentBefore = f.sent()
+	}
+	l := load{n: cfg.n, c: cfg.c, qps: cfg.qps, header: http.Header{}}
+	for _, u := range f.urls {
+		l.targets = append(l.targets, u+"/api/feed")
+	}
+	if cfg.user != "" {
+		l.header.Set(cfg.userHeader, cfg.user)
+	}
+	client := newLoadClient(cfg.c)
+	defer client.CloseIdleConnections()
+	prog := startProgress(e.stderr, int64(cfg.n), "requests")
+	res := l.run(ctx, client, prog)
+	prog.finish()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	check, outcomes, storeErr := f.obs.snapshot()
+	r.Status, r.Outcomes, r.Errors, r.FirstError = res.Status, outcomes, res.Errors, res.FirstError
+	if storeErr != nil {
+		r.StoreError = storeErr.Error()
+	}
+	r.ElapsedUS = (res.Elapsed + time.Microsecond - 1).Microseconds()
+	r.Admitted = int64(outcomes["allowed"])
+	burst := int64(f.stores()) * cfg.policy.Capacity()
+	r.FromBurst = min(r.Admitted, burst)
+	r.Refilled = r.Admitted - r.FromBurst
+	r.BoundRefill = refillIn(cfg.policy.Rate(), r.ElapsedUS)
+	r.Bound = cfg.policy.Capacity() + r.BoundRefill
+	r.LawHolds = r.Admitted <= r.Bound
+	r.Limiter, r.Request = newLatencyReport(&check), newLatencyReport(&res.request)
+	if !be.onRedis() {
+		return nil
+	}
+	after, err := commandStats(ctx, be.rdb)
+	if err != nil {
+		return fmt.Errorf("INFO commandstats: %w", err)
+	}
+	rr := &redisReport{Sent: statsDelta(sentBefore, f.sent()), Server: statsDelta(before, after), Prefix: f.prefix}
+	for _, n := range rr.Sent {
+		rr.SentTotal += n
+	}
+	rr.PerRequest = float64(rr.SentTotal) / float64(cfg.n)
+	var bytes int64
+	if rr.Keys, bytes, err = f.redisKeys(ctx); err != nil {
+		return err
+	}
+	if len(rr.Keys) > 0 {
+		rr.BytesPerKey = bytes / int64(len(rr.Keys))
+	}
+	r.Redis = rr
+	return nil
+}
+
+// refillIn returns ⌊rate·us⌋: the whole tokens rate refills in us µs,
+// computed in 128 bits so no product overflows.
+func refillIn(rate algo.Rate, us int64) int64 {
+	period := uint64(rate.Period.Microseconds())
+	hi, lo := bits.Mul64(uint64(us), uint64(rate.Tokens))
+	if hi >= period {
+		return 1<<63 - 1
+	}
+	q, _ := bits.Div64(hi, lo, period)
+	return int64(min(q, 1<<63-1))
+}
+
+// print writes r for a reader, within 80 columns.
+func (r *demoReport) print(w io.Writer) {
+	fmt.Fprintf(w, "demo: %d instance(s) of GET /api/feed on 127.0.0.1\n", r.Instances)
+	if r.Stores > 1 {
+		fmt.Fprintf(w, "store: %d memstores, one per instance (the broken setup)\n", r.Stores)
+	} else {
+		fmt.Fprintf(w, "store: %s, shared by all instances\n", r.Store)
+	}
+	who := "per client IP"
+	if r.UserHeader != "" {
+		who = fmt.Sprintf("per user (%s header, demo only), else per IP", r.UserHeader)
+	}
+	fmt.Fprintf(w, "policy: burst %d, %s %s\n", r.Capacity, r.Rate, who)
+	as := "anonymous"
+	if r.User != "" {
+		as = "as user " + r.User
+	}
+	elapsed := time.Duration(r.ElapsedUS) * time.Microsecond
+	fmt.Fprintf(w, "load: %d requests, %d in flight, %s, round-robin, %s\n\n", r.Requests, r.Concurrency, as, fmtSeconds(elapsed))
+
+	fmt.Fprintf(w, "responses  %s\n", fmtStatus(r.Status, r.Errors))
+	bucket := "the full bucket"
+	if r.Stores > 1 {
+		bucket = fmt.Sprintf("%d full buckets", r.Stores)
+	}
+	fmt.Fprintf(w, "admitted   %d = %d from %s + %d refilled in %s\n", r.Admitted, r.FromBurst, bucket, r.Refilled, fmtSeconds(elapsed))
+	verdict := "holds"
+	if !r.LawHolds {
+		verdict = "VIOLATED"
+	}
+	fmt.Fprintf(w, "law        %d admitted <= capacity + ⌊rate × elapsed⌋ = %d + %d = %d: %s\n",
+		r.Admitted, r.Capacity, r.BoundRefill, r.Bound, verdict)
+	if r.Stores > 1 && !r.LawHolds {
+		fmt.Fprintf(w, "           (%d stores, one per instance: each admits the whole limit)\n", r.Stores)
+	}
+	if r.StoreError != "" {
+		fmt.Fprintf(w, "store      errors: %d failed open; first: %s\n", r.Outcomes["failed_open"]+r.Outcomes["failed_closed"], r.StoreError)
+	}
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "errors     first: %s\n", r.FirstError)
+	}
+	fmt.Fprintf(w, "\nlatency          p50      p99     p999      max\n")
+	for _, row := range []struct {
+		name, note string
+		l          latencyReport
+	}{{"limiter", "store call in the middleware", r.Limiter}, {"request", "whole request, client side", r.Request}} {
+		fmt.Fprintf(w, "  %-8s %8s %8s %8s %8s  %s\n", row.name, fmtDur(row.l.P50), fmtDur(row.l.P99), fmtDur(row.l.P999), fmtDur(row.l.Max), row.note)
+	}
+	if rr := r.Redis; rr != nil {
+		fmt.Fprintf(w, "\nredis      %d EVALSHA for %d requests: %.2f round trips per request\n",
+			rr.Sent["evalsha"], r.Requests, float64(rr.Sent["evalsha"])/float64(r.Requests))
+		for _, text := range []string{
+			"sent " + fmtCommands(rr.Sent) + sentNote(rr.Sent),
+			"server ran " + fmtCommands(rr.Server) + " (with the calls the script makes inside Redis)",
+		} {
+			for i, line := range wrap(text, 80-13) {
+				fmt.Fprintf(w, "%s%s\n", strings.Repeat(" ", 11+2*min(i, 1)), line)
+			}
+		}
+		fmt.Fprintf(w, "           %d key(s) under %s, %d bytes per key (MEMORY USAGE)\n", len(rr.Keys), rr.Prefix, rr.BytesPerKey)
+	}
+}
+
+// sentNote explains the commands other than EVALSHA a run may send.
+func sentNote(sent map[string]int64) string {
+	var notes []string
+	if sent["eval"] > 0 {
+		notes = append(notes, "eval: loading the script after NOSCRIPT")
+	}
+	if sent["hello"] > 0 || sent["client"] > 0 {
+		notes = append(notes, "hello, client: opening connections")
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, "; ") + ")"
+}
+
+// fmtStatus formats status counts as "200: 100  429: 900", in code order.
+func fmtStatus(status map[int]int, errs int) string {
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(status)) {
+		parts = append(parts, fmt.Sprintf("%d: %d", code, status[code]))
+	}
+	if errs > 0 {
+		parts = append(parts, fmt.Sprintf("no response: %d", errs))
+	}
+	return strings.Join(parts, "  ")
+}
+
+// fmtSeconds formats d as seconds with three decimals.
+func fmtSeconds(d time.Duration) string { return fmt.Sprintf("%.3fs", d.Seconds()) }

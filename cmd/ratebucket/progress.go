@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// isTerminal reports whether w is a terminal (a character device), the
+// only place a progress bar belongs: redirected to a file or a pipe it
+// would be noise.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress draws a one-line bar, redrawn in place ten times a second, of
+// done out of total. The zero value is not usable; see startProgress.
+type progress struct {
+	w     io.Writer
+	total int64
+	label string
+	done  atomic.Int64
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// startProgress starts a bar on w when w is a terminal; otherwise it
+// returns a progress whose add and finish only count. finish must be
+// called.
+func startProgress(w io.Writer, total int64, label string) *progress {
+	p := &progress{w: w, total: total, label: label}
+	if !isTerminal(w) || total <= 0 {
+		return p
+	}
+	p.stop = make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.draw()
+			}
+		}
+	}()
+	return p
+}
+
+// add counts n more units done.
+func (p *progress) add(n int64) { p.done.Add(n) }
+
+// finish stops the bar and clears its line.
+func (p *progress) finish() {
+	if p.stop == nil {
+		return
+	}
+	close(p.stop)
+	p.wg.Wait()
+	fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 60))
+}
+
+// draw writes the bar once.
+func (p *progress) draw() {
+	fmt.Fprint(p.w, "\r"+bar(p.done.Load(), p.total, 30)+" "+p.label)
+}
+
+// bar renders done/total as "[#####.....]  50% 500/1000".
+func bar(done, total int64, width int) string {
+	done = min(max(done, 0), total)
+	filled := int(done * int64(width) / total)
+	return fmt.Sprintf("[%s%s] %3d%% %d/%d", strings.Repeat("#", filled),
+		strings.Repeat(".", width-filled), done*100/total, done, total)
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/redisstore"
+)
+
+// TestDemoRedis runs the demo on a real Redis: three instances, each with
+// its own client, share one bucket, and every request costs one script call.
+func TestDemoRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	r := runDemoJSON(t, "--redis", srv.Addr, "-n", "200", "-c", "20", "--capacity", "20", "--rate", "2")
+	checkLaw(t, r, 200, 20, 2)
+	if r.Stores != 1 || !strings.HasPrefix(r.Store, "redisstore on "+srv.Addr) {
+		t.Fatalf("store %q, %d stores; want one redisstore", r.Store, r.Stores)
+	}
+	rr := r.Redis
+	if rr == nil {
+		t.Fatal("no Redis report")
+	}
+	// One EVALSHA per request; each of the three clients may load the
+	// script once (EVAL after NOSCRIPT) on a fresh server.
+	if rr.Sent["evalsha"] != 200 || rr.Sent["eval"] > 3 {
+		t.Fatalf("sent %v: want 200 EVALSHA for 200 requests and at most 3 EVAL", rr.Sent)
+	}
+	if rr.Server["evalsha"] != 200 || rr.Server["eval"] != rr.Sent["eval"] {
+		t.Fatalf("server ran %v, clients sent %v: want the same script calls", rr.Server, rr.Sent)
+	}
+	want := "http:default:*:user:{test-user}"
+	if len(rr.Keys) != 1 || rr.Keys[0] != want || rr.BytesPerKey <= 0 || rr.BytesPerKey > 256 {
+		t.Fatalf("keys %v, %d bytes per key; want [%s] and a small size", rr.Keys, rr.BytesPerKey, want)
+	}
+}
+
+func TestDemoRedisText(t *testing.T) {
+	srv := redistest.Start(t)
+	stdout, stderr, code := runCLI(t, "demo", "--redis", srv.Addr, "-n", "40", "-c", "4", "--capacity", "10", "--rate", "1")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	wantText(t, stdout, "store: redisstore on "+srv.Addr+", shared", "200: 10  429: 30", "40 EVALSHA for 40 requests: 1.00 round trips", "bytes per key (MEMORY USAGE)")
+}
+
+// TestInspectReset charges a real key through redisstore, reads it back
+// with inspect, clears it with reset, and does the same for a key holding
+// garbage, the case reset is documented for.
+func TestInspectReset(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	rdb := srv.Client()
+	rs, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := algo.PerSecond(1).Burst(10)
+	ctx := context.Background()
+	if _, err := rs.Take(ctx, "user:42", p, 3); err != nil {
+		t.Fatal(err)
+	}
+	policy := []string{"--redis", srv.Addr, "--prefix", prefix, "--capacity", "10", "--rate", "1/s"}
+
+	stdout, stderr, code := runCLI(t, append([]string{"inspect", "--json", "user:42", "user:absent"}, policy...)...)
+	if code != exitOK {
+		t.Fatalf("inspect exited %d: %s", code, stderr)
+	}
+	var rows []inspectRow
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("got %d rows, want 2", len(rows))
+	}
+	// 3 of 10 taken a moment ago at 1 per second: 7 (or 8 if a second
+	// passed), refilling for up to 3s, with a TTL to match.
+	got := rows[0]
+	if !got.Exists || got.Tokens < 7 || got.Tokens > 8 || got.Limit != 10 || got.FullIn <= 0 || got.FullIn > 3e9 || got.TTL <= 0 || got.Key != "user:42" {
+		t.Fatalf("inspect user:42 = %+v", got)
+	}
+	if a := rows[1]; a.Exists || a.Tokens != 10 || a.FullIn != 0 {
+		t.Fatalf("inspect of an absent key = %+v, want a full bucket", a)
+	}
+
+	stdout, _, code = runCLI(t, append([]string{"inspect", "user:42"}, policy...)...)
+	if code != exitOK || !strings.Contains(stdout, "TOKENS") || !strings.Contains(stdout, prefix+"user:42") {
+		t.Fatalf("inspect table (exit %d):\n%s", code, stdout)
+	}
+
+	stdout, stderr, code = runCLI(t, "reset", "--redis", srv.Addr, "--prefix", prefix, "user:42")
+	if code != exitOK || !strings.Contains(stdout, "reset user:42 ("+prefix+"user:42)") {
+		t.Fatalf("reset exited %d: %s %s", code, stdout, stderr)
+	}
+	if n, err := rdb.Exists(ctx, prefix+"user:42").Result(); err != nil || n != 0 {
+		t.Fatalf("key still exists after reset: %d %v", n, err)
+	}
+
+	// Garbage in a bucket's key: inspect reports it and fails; reset
+	// clears it; the bucket then reads as full.
+	if err := rdb.HSet(ctx, prefix+"bad", "tokens", "lots").Err(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runCLI(t, append([]string{"inspect", "bad"}, policy...)...)
+	if code != exitFailure || !strings.Contains(stdout, "corrupt") {
+		t.Fatalf("inspect of garbage exited %d:\n%s", code, stdout)
+	}
+	wantOneLine(t, stderr, "ratebucket reset")
+	if _, _, code = runCLI(t, "reset", "--redis", srv.Addr, "--prefix", prefix, "bad"); code != exitOK {
+		t.Fatalf("reset of garbage exited %d", code)
+	}
+	if b, err := rs.Inspect(ctx, "bad", p); err != nil || b.Exists || b.Tokens != 10 {
+		t.Fatalf("after reset: %+v, %v", b, err)
+	}
+}
+
+func TestInspectUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"inspect without redis", []string{"inspect", "--capacity", "1", "--rate", "1", "k"}, "--redis URL is required"},
+		{"inspect without policy", []string{"inspect", "--redis", "127.0.0.1:1", "k"}, "--capacity N --rate R"},
+		{"inspect without rate", []string{"inspect", "--redis", "127.0.0.1:1", "--capacity", "5", "k"}, "--capacity N --rate R"},
+		{"inspect without keys", []string{"inspect", "--redis", "127.0.0.1:1", "--capacity", "5", "--rate", "1"}, "no KEY given"},
+		{"reset without keys", []string{"reset", "--redis", "127.0.0.1:1"}, "no KEY given"},
+		{"reset with an empty key", []string{"reset", "--redis", "127.0.0.1:1", ""}, "empty KEY"},
+		{"reset without redis", []string{"reset", "k"}, "--redis URL is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := runCLI(t, tt.args...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d: %s", code, exitUsage, stderr)
+			}
+			wantOneLine(t, stderr, tt.want)
+		})
+	}
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestUnreachableRedis: every subcommand that takes --redis fails with one
+// line and exit code 1 when nothing answers.
+func TestUnreachableRedis(t *testing.T) {
+	addr := closedPort(t)
+	for _, args := range [][]string{
+		{"demo", "-n", "10"},
+		{"bench", "--duration", "10ms"},
+		{"inspect", "--capacity", "1", "--rate", "1", "k"},
+		{"reset", "k"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, append(args, "--redis", "redis://"+addr)...)
+			if code != exitFailure {
+				t.Fatalf("exit %d, want %d: %s", code, exitFailure, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout = %q", stdout)
+			}
+			wantOneLine(t, stderr, "ratebucket "+args[0]+": cannot reach Redis at "+addr)
+		})
+	}
+}
+
+func TestBenchRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	stdout, stderr, code := runCLI(t, "bench", "--redis", srv.Addr, "--duration", "50ms", "--concurrency", "1,8", "--keys", "50")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	rows := benchRows(t, stdout)
+	if len(rows) != 2 || !strings.Contains(stdout, "redisstore on "+srv.Addr) {
+		t.Fatalf("bench on Redis:\n%s", stdout)
+	}
+	// The benchmark cleans up after itself.
+	if n, err := srv.Client().DBSize(context.Background()).Result(); err != nil || n != 0 {
+		t.Fatalf("%d keys left in Redis after bench (%v)", n, err)
+	}
+}

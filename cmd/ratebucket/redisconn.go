@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// connectTimeout bounds the first PING: an unreachable Redis is reported
+// after at most this long.
+const connectTimeout = 3 * time.Second
+
+// redisFlags are --redis URL and --cluster.
+type redisFlags struct {
+	url     string
+	cluster bool
+	// poolSize, when above go-redis's default (10 per CPU), sizes each
+	// client's connection pool; subcommands set it from their
+	// concurrency so that the latency they report is Redis's, not a wait
+	// for a free connection.
+	poolSize int
+}
+
+// addRedisFlags registers --redis and --cluster on fs. what says what the
+// flag selects, for the help text.
+func addRedisFlags(fs *flag.FlagSet, what string) *redisFlags {
+	rf := &redisFlags{}
+	fs.StringVar(&rf.url, "redis", "", what+": a `URL` such as redis://127.0.0.1:6379/0, or host:port")
+	fs.BoolVar(&rf.cluster, "cluster", false, "the --redis URL names a Redis Cluster node (more nodes with ?addr=host:port)")
+	return rf
+}
+
+// connect returns a client of the Redis named by the flags, after checking
+// that it answers PING. The caller closes it. Errors are one line: a bad URL
+// is a usage error, an unreachable server a runtime error.
+func (rf *redisFlags) connect(ctx context.Context) (redis.UniversalClient, error) {
+	url := rf.url
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	var c redis.UniversalClient
+	var addr string
+	if rf.cluster {
+		opts, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, usagef("--redis %q: %v", rf.url, err)
+		}
+		opts.DialTimeout, opts.ContextTimeoutEnabled = connectTimeout, true
+		opts.PoolSize = max(opts.PoolSize, rf.poolSize)
+		addr = strings.Join(opts.Addrs, ",")
+		c = redis.NewClusterClient(opts)
+	} else {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, usagef("--redis %q: %v", rf.url, err)
+		}
+		opts.DialTimeout, opts.ContextTimeoutEnabled = connectTimeout, true
+		opts.PoolSize = max(opts.PoolSize, rf.poolSize)
+		addr = opts.Addr
+		c = redis.NewClient(opts)
+	}
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cannot reach Redis at %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// quietLogger discards go-redis's internal log lines (reconnect notices,
+// handshake fallbacks), which would otherwise go to the process's stderr
+// around our one-line errors. Failures still reach the user as errors.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLogger{}) }
