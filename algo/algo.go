@@ -1,6 +1,9 @@
 package algo
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // State is what a store keeps for one key. Its meaning depends on the
 // [Algorithm] that produced it; stores treat it as opaque integers. The zero
@@ -74,5 +77,12 @@ func checkTake(p Policy, s State, now, cost int64) error {
 	return nil
 }
 
-// micros converts µs to a Duration.
-func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+// micros converts µs to a Duration, saturating at the largest Duration
+// (about 292 years): a clock more than a century behind the stored state can
+// produce a wait longer than a Duration holds.
+func micros(us int64) time.Duration {
+	if us > math.MaxInt64/int64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
+}

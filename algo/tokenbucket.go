@@ -26,6 +26,8 @@ func (TokenBucket) Name() string { return "tokenbucket" }
 //     (t'−t) < ⌈D/R⌉, so it is below D + R.
 //  3. Admit when D' + cost·Unit ≤ full, and charge: D” = D' + cost·Unit.
 //  4. Denied: RetryAfter = (t'−now) + ⌈(D' + cost·Unit − full) / R⌉.
+//  5. ResetAfter = (t'−now) + ⌈D”/R⌉ with D” the new deficit, or zero
+//     when D” = 0 (the bucket is full, even if the caller's clock is behind).
 //
 // Bounds (all in int64 here and in IEEE doubles in the Lua twin, exact below
 // 2^53): Validate ensures full ≤ 2^52 and R ≤ 2^52; Take ensures
@@ -58,7 +60,9 @@ func (TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, erro
 		res.RetryAfter = micros(t - now + ceilDiv(d+need-full, r))
 	}
 	res.Remaining = (full - d) / p.unit
-	res.ResetAfter = micros(t - now + ceilDiv(d, r))
+	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
+		res.ResetAfter = micros(t - now + ceilDiv(d, r))
+	}
 	return State{Level: d, Stamp: t}, res, nil
 }
 
