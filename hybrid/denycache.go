@@ -1,0 +1,313 @@
+package hybrid
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Defaults of [DenyCacheConfig].
+const (
+	// DefaultCacheSize is the default number of keys a DenyCache
+	// remembers.
+	DefaultCacheSize = 100_000
+	// DefaultCacheShards is the default number of independently locked
+	// shards.
+	DefaultCacheShards = 64
+	// DefaultClockMargin is the default ClockMargin: enough for a Redis
+	// server clock on an NTP-disciplined host, far below the 500ms a
+	// token takes at 2 per second.
+	DefaultClockMargin = time.Millisecond
+)
+
+// DenyCacheConfig configures a [DenyCache]. The zero value is ready to use.
+type DenyCacheConfig struct {
+	// Clock is the local clock that measures how long ago the primary
+	// answered. The default is the system clock, whose monotonic reading
+	// makes elapsed times immune to wall-clock steps.
+	Clock store.Clock
+	// Size is the most keys remembered at once; beyond it the least
+	// recently useful entry is evicted, which only costs a primary call.
+	// The default is DefaultCacheSize. An entry takes about 150 bytes plus
+	// the key.
+	Size int
+	// Shards is the number of independently locked parts of the cache,
+	// rounded up to a power of two. The default is DefaultCacheShards.
+	Shards int
+	// ClockMargin is added to every elapsed time before the cache decides
+	// to deny: it is the most the primary's clock may gain on Clock while
+	// an entry lives. With redisstore's server clock it covers the
+	// server's clock being stepped forward; with client clocks it must be
+	// at least the largest skew between the instances sharing the store
+	// (an instance whose clock is ahead refills buckets early). A larger
+	// margin is safer and saves fewer calls (a request within the margin
+	// of its retry instant goes to the primary); it never changes the
+	// RetryAfter reported. A further 500 ppm of the elapsed time is added
+	// for clock drift. The default is DefaultClockMargin; a negative value
+	// means no margin and no drift allowance, right only when the primary
+	// reads Clock itself (memstore, or redisstore with the same client
+	// clock).
+	ClockMargin time.Duration
+}
+
+// DenyCache is a [store.Store] that answers requests it can prove the
+// primary store would deny without asking the primary; every other request
+// goes to the primary, and its answer refreshes what the cache knows. See
+// the package documentation for the bound it uses.
+//
+// DenyCache assumes the primary runs the token bucket (algo.TokenBucket,
+// the default of every store here): a window algorithm refills all at once
+// at the window's end, which the bound does not model.
+//
+// A DenyCache is safe for simultaneous use by multiple goroutines. It starts
+// no goroutines.
+type DenyCache struct {
+	primary store.Store
+	clock   store.Clock
+	margin  int64 // µs; negative: exact, no drift allowance
+	cache   *boundCache
+	closed  atomic.Bool
+	calls   atomic.Int64
+	denied  atomic.Int64
+	seq     atomic.Uint64 // numbers primary calls in order of their start
+	latest  atomic.Int64  // latest Clock reading, Unix µs
+}
+
+var (
+	_ store.Store      = (*DenyCache)(nil)
+	_ store.MultiTaker = (*DenyCache)(nil)
+)
+
+// DenyCacheStats counts what a DenyCache did.
+type DenyCacheStats struct {
+	// Calls is the number of requests sent to the primary.
+	Calls int64
+	// Denied is the number of requests denied locally, without a call.
+	Denied int64
+	// Entries is the number of keys remembered now.
+	Entries int
+	// Evictions is the number of entries dropped to make room.
+	Evictions int64
+}
+
+// NewDenyCache returns a DenyCache in front of primary. It returns an error
+// wrapping [ErrInvalidConfig] for a nil primary or a negative Size or
+// Shards.
+func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) {
+	switch {
+	case primary == nil:
+		return nil, fmt.Errorf("%w: nil primary store", ErrInvalidConfig)
+	case cfg.Size < 0 || cfg.Shards < 0:
+		return nil, fmt.Errorf("%w: negative Size %d or Shards %d", ErrInvalidConfig, cfg.Size, cfg.Shards)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.Size == 0 {
+		cfg.Size = DefaultCacheSize
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultCacheShards
+	}
+	margin := int64(-1) // exact: see bound.elapsed
+	switch {
+	case cfg.ClockMargin == 0:
+		margin = DefaultClockMargin.Microseconds()
+	case cfg.ClockMargin > 0:
+		margin = ceilMicros(cfg.ClockMargin)
+	}
+	return &DenyCache{
+		primary: primary,
+		clock:   cfg.Clock,
+		margin:  margin,
+		cache:   newBoundCache(cfg.Size, min(cfg.Shards, cfg.Size)),
+	}, nil
+}
+
+// Take answers locally when the bound proves the primary would deny:
+// Allowed false, RetryAfter the instant the primary itself would give
+// absent other traffic (exact when the policy's Refill is 1, otherwise at
+// most 1µs later), Remaining and ResetAfter likewise. Otherwise it returns
+// the primary's answer and error. Bad input always reaches the primary, so
+// its errors come back unchanged. After Close it returns [store.ErrClosed].
+func (c *DenyCache) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	res, _, err := c.takeFrom(ctx, key, p, cost)
+	return res, err
+}
+
+func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool, error) {
+	if c.closed.Load() {
+		return algo.Result{}, false, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return algo.Result{}, false, err
+	}
+	if eligible(key, p, cost) {
+		if b, ok := c.cache.get(key); ok && b.p == p {
+			e, eff := c.elapsed(&b, c.now())
+			if res, ok := b.decide(cost, e, eff); ok {
+				c.denied.Add(1)
+				return res, false, nil
+			}
+		}
+	}
+	seq, t0 := c.seq.Add(1), c.now()
+	c.calls.Add(1)
+	res, primary, err := takeFrom(ctx, c.primary, key, p, cost)
+	if err == nil && primary {
+		c.learn(key, p, cost, seq, t0, res, res.Allowed)
+	}
+	return res, primary, err
+}
+
+// TakeMulti denies locally when every request has an entry and at least one
+// is certainly denied; Results then hold, for each bucket, what the primary
+// would answer for it alone absent other traffic. Otherwise the primary
+// decides. It returns an error wrapping [ErrNotMultiTaker] when the primary
+// is not a [store.MultiTaker].
+func (c *DenyCache) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	mr, _, err := c.takeMultiFrom(ctx, reqs)
+	return mr, err
+}
+
+func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error) {
+	if c.closed.Load() {
+		return store.MultiResult{}, false, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return store.MultiResult{}, false, err
+	}
+	if mr, ok := c.denyMulti(reqs); ok {
+		c.denied.Add(1)
+		return mr, false, nil
+	}
+	seq, t0 := c.seq.Add(1), c.now()
+	c.calls.Add(1)
+	mr, primary, err := takeMultiFrom(ctx, c.primary, reqs)
+	if err == nil && primary && len(mr.Results) == len(reqs) {
+		for i, r := range reqs {
+			c.learn(r.Key, r.Policy, r.Cost, seq, t0, mr.Results[i], mr.Allowed)
+		}
+	}
+	return mr, primary, err
+}
+
+// denyMulti returns the local answer to reqs, if the cache can prove a
+// denial.
+func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
+	if len(reqs) == 0 || hasDuplicate(reqs) {
+		return store.MultiResult{}, false
+	}
+	now := c.now()
+	mr := store.MultiResult{Results: make([]algo.Result, len(reqs)), Denied: -1}
+	for i, r := range reqs {
+		b, ok := c.cache.get(r.Key)
+		if !eligible(r.Key, r.Policy, r.Cost) || !ok || b.p != r.Policy {
+			return store.MultiResult{}, false
+		}
+		e, eff := c.elapsed(&b, now)
+		res, ok := b.pinned(r.Cost, e)
+		if !ok {
+			return store.MultiResult{}, false // not pinned to the µs
+		}
+		if b.denies(r.Cost, eff) && !res.Allowed {
+			mr.Denied = i // marks that some bucket is certainly denied
+		}
+		mr.Results[i] = res
+	}
+	if mr.Denied < 0 {
+		return store.MultiResult{}, false
+	}
+	mr.Denied = -1
+	for i, res := range mr.Results {
+		if !res.Allowed && (mr.Denied < 0 || res.RetryAfter > mr.RetryAfter) {
+			mr.Denied, mr.RetryAfter = i, res.RetryAfter
+		}
+	}
+	return mr, true
+}
+
+// now reads the clock and keeps the latest reading.
+func (c *DenyCache) now() time.Time {
+	now := c.clock.Now()
+	us := now.UnixMicro()
+	for l := c.latest.Load(); us > l && !c.latest.CompareAndSwap(l, us); l = c.latest.Load() {
+	}
+	return now
+}
+
+// elapsed returns b.elapsed at now, or e = −1 (no local answer) while the
+// clock reads earlier than its latest reading: a primary that forgets full
+// buckets (memstore, Redis expiry) may have forgotten this one by the latest
+// time and would answer from a full bucket, even at an earlier time.
+func (c *DenyCache) elapsed(b *bound, now time.Time) (e, eff int64) {
+	if c.latest.Load() > now.UnixMicro() {
+		return -1, 0
+	}
+	return b.elapsed(now, c.margin)
+}
+
+// learn records the bound implied by res. It creates an entry only when the
+// same request made again now would be denied (so keys well under their
+// limit cost no memory), and refreshes an existing entry always.
+func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 time.Time, res algo.Result, charged bool) {
+	if !eligible(key, p, max(cost, 1)) {
+		return
+	}
+	b, ok := learn(p, t0, cost, res, charged)
+	if !ok {
+		return
+	}
+	b.seq = seq
+	insert := !res.Allowed || res.Remaining < max(cost, 1)
+	c.cache.put(key, b, c.clock.Now(), c.margin, insert)
+}
+
+// Forget drops what the cache knows about keys. Call it after resetting
+// keys in the primary (redisstore's Reset): a reset adds tokens the cache
+// cannot see, so until then it may deny what the primary would admit.
+func (c *DenyCache) Forget(keys ...string) {
+	for _, k := range keys {
+		c.cache.drop(k)
+	}
+}
+
+// Stats returns counts of what the cache did.
+func (c *DenyCache) Stats() DenyCacheStats {
+	n, ev := c.cache.stats()
+	return DenyCacheStats{Calls: c.calls.Load(), Denied: c.denied.Load(), Entries: n, Evictions: ev}
+}
+
+// Primary returns the store the cache is in front of.
+func (c *DenyCache) Primary() store.Store { return c.primary }
+
+// Close drops every entry; later calls return [store.ErrClosed]. It does not
+// close the primary, which belongs to the caller. Close is idempotent.
+func (c *DenyCache) Close() error {
+	c.closed.Store(true)
+	c.cache.clear()
+	return nil
+}
+
+// eligible reports whether a request may be answered from the cache: the
+// inputs a store would reject (empty key, bad cost) always go to the
+// primary so that its error comes back.
+func eligible(key string, p algo.Policy, cost int64) bool {
+	return key != "" && cost > 0 && cost <= p.Capacity() && p.Unit() > 0
+}
+
+// hasDuplicate reports whether two requests name the same key.
+func hasDuplicate(reqs []store.Request) bool {
+	for i := range reqs {
+		for j := i + 1; j < len(reqs); j++ {
+			if reqs[i].Key == reqs[j].Key {
+				return true
+			}
+		}
+	}
+	return false
+}

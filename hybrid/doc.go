@@ -1,0 +1,62 @@
+// Package hybrid makes the local process help a shared store (Redis)
+// instead of only calling it. It has two wrappers, each a [store.Store]
+// around another store, that compose:
+//
+//	cache, _ := hybrid.NewDenyCache(redisStore, hybrid.DenyCacheConfig{})
+//	local, _ := memstore.New(memstore.Config{})
+//	limiter, _ := hybrid.NewFallback(cache, local, hybrid.FallbackConfig{Instances: 4})
+//	// use limiter wherever a store.Store goes: store.NewLimiter, httplimit
+//
+// # DenyCache: abuse stops costing Redis calls
+//
+// A client hammering a key whose bucket is empty makes one Redis call per
+// request, so the attacker chooses the Redis load. But after Redis answers
+// for a key at local time t0, this process knows an upper bound on the
+// bucket's tokens at any later time t: other instances can only take
+// tokens, never add them, and the bucket refills at the policy's rate:
+//
+//	tokens(t) ≤ min(capacity, tokens(t0) + rate·(t − t0))
+//
+//	tokens
+//	  cap |                         ______________ bound (capped)
+//	      |                   _____/
+//	 cost |- - - - - - - - -/- - - - - - - - - -  <- first instant a
+//	      |            ____/ ·                       request of cost may
+//	      |      _____/      ·                       be admitted: before
+//	      |_____/  deny here ·   ask the primary     it, deny locally
+//	      +--t0--------------+---------------------> t
+//
+// A request whose cost is above the bound is certainly denied, so the
+// [DenyCache] denies it locally, with the RetryAfter the primary itself
+// would give, and no call. Every other request goes to the primary, and the
+// answer refreshes the bound. An abusive client at 18,000 requests a minute
+// against burst 100 at 2 per second costs one primary call per refilled
+// token instead of one per request: 99.3% fewer calls, answers identical to
+// the plain store's (TestDenyCacheAbusiveClient).
+//
+// The bound must be exact, not just roughly right: Remaining is rounded
+// down to whole tokens, which says little (an empty bucket may be a
+// microsecond from its next token), so the cache works in the token
+// bucket's integer level units and reads ResetAfter and RetryAfter, which
+// are exact to the microsecond, to pin the bucket's deficit (see bound.go
+// for the argument). Time is measured on the local clock from the start of
+// the primary call, which can only overstate the time elapsed since the
+// primary evaluated it. [DenyCacheConfig.ClockMargin] covers the primary's
+// clock gaining on the local one (a Redis server clock, or other instances'
+// client clocks ahead of ours), and 500 ppm of drift is allowed on top.
+//
+// Memory is bounded: a fixed number of entries in independently locked
+// shards, evicted by a CLOCK hand. An entry is made only when the same
+// request made again at once would be denied, so keys under their limit cost
+// nothing. Evicting an entry only costs a primary call.
+//
+// What the bound cannot see: tokens added behind its back. A key reset in
+// Redis (call [DenyCache.Forget] after a reset), a Redis restarted empty,
+// or a store that forgets a bucket before it is full (memstore's overflow
+// bucket when MaxKeys is reached) grant tokens the cache does not know of;
+// until its entry runs out (at most the policy's fill time) the cache is
+// then stricter than the primary, as strict as the primary had it not lost
+// the state. A clock that steps backwards (possible with injected client
+// clocks only) also makes it stricter, never looser: a local denial does not
+// advance the primary's stamp as a denial by the primary does.
+package hybrid

@@ -1,0 +1,81 @@
+package hybrid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Errors returned by this package. Match them with [errors.Is].
+var (
+	// ErrInvalidConfig reports a configuration a constructor refused.
+	ErrInvalidConfig = errors.New("hybrid: invalid config")
+	// ErrNotMultiTaker reports a TakeMulti on a wrapper whose store is
+	// not a store.MultiTaker.
+	ErrNotMultiTaker = errors.New("hybrid: store does not support multi-limit takes")
+	// ErrOpen reports that a Fallback in FailClosed mode refused a
+	// request because the primary store is failing. It wraps the
+	// primary's last error when there is one.
+	ErrOpen = errors.New("hybrid: primary store unavailable")
+)
+
+// sourced is implemented by this package's wrappers so that they compose:
+// the bool reports whether the answer came from the innermost primary store
+// (Redis, say) rather than from a local cache or fallback. A DenyCache learns
+// only from primary answers, and a Fallback's breaker counts only primary
+// answers as proof that the primary is healthy.
+type sourced interface {
+	takeFrom(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool, error)
+	takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error)
+}
+
+// takeFrom calls s, telling whether the answer came from a primary store.
+func takeFrom(ctx context.Context, s store.Store, key string, p algo.Policy, cost int64) (algo.Result, bool, error) {
+	if w, ok := s.(sourced); ok {
+		return w.takeFrom(ctx, key, p, cost)
+	}
+	res, err := s.Take(ctx, key, p, cost)
+	return res, true, err
+}
+
+// takeMultiFrom is takeFrom for multi-limit takes.
+func takeMultiFrom(ctx context.Context, s store.Store, reqs []store.Request) (store.MultiResult, bool, error) {
+	if w, ok := s.(sourced); ok {
+		return w.takeMultiFrom(ctx, reqs)
+	}
+	m, ok := s.(store.MultiTaker)
+	if !ok {
+		return store.MultiResult{}, false, fmt.Errorf("%w: %T", ErrNotMultiTaker, s)
+	}
+	mr, err := m.TakeMulti(ctx, reqs)
+	return mr, true, err
+}
+
+// IsInputError reports whether err is the caller's fault rather than the
+// store's: an empty key, a bad policy or cost, keys in different cluster
+// slots, a corrupt key, or a closed store. Such errors are returned as they
+// are and never count against a primary's health.
+func IsInputError(err error) bool {
+	for _, e := range inputErrors {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+var inputErrors = []error{
+	store.ErrEmptyKey, store.ErrClosed, store.ErrCorruptState, store.ErrCrossSlot,
+	algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity,
+	algo.ErrInvalidTime, algo.ErrInvalidState, ErrNotMultiTaker,
+}
+
+// systemClock is the default clock: time.Now, whose monotonic reading makes
+// durations between two readings immune to wall-clock steps.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
