@@ -144,9 +144,10 @@ func TestFleetAdmitsOneLimit(t *testing.T) {
 		if int64(ok) > limit {
 			t.Errorf("the fleet admitted %d, above the one limit %d", ok, limit)
 		}
-		// Demand never stops, so only tokens refilled after the last
-		// requests go unused: allow half a second of them.
-		if slack := int64(policy.Rate().Tokens) / 2; int64(ok) < limit-slack {
+		// Demand never stops, so tokens go unused only at the ends: those
+		// refilled into the still-full bucket while the clients connect,
+		// and those refilled after the last requests. Allow a second's.
+		if slack := int64(policy.Rate().Tokens); int64(ok) < limit-slack {
 			t.Errorf("the fleet admitted %d, more than %d below the limit %d", ok, slack, limit)
 		}
 		for i, c := range codes {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,5 +144,30 @@ func TestKeysKeepLimitsAndClassesApart(t *testing.T) {
 		if w := do(h, "198.51.100.7:1", asUser("198.51.100.7", "")); w.Code != 200 {
 			t.Errorf("%s: %d, want 200 from its own bucket", name, w.Code)
 		}
+	}
+}
+
+func TestMiddlewareKeys(t *testing.T) {
+	clk := newClock()
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: append(twoLimits()[:1:1], tiers)})
+	for _, c := range []struct {
+		name string
+		edit func(*http.Request)
+		want []string
+	}{
+		{"anonymous", func(*http.Request) {}, []string{"http:burst:*:ip:{198.51.100.7}", "http:minute:*:ip:{198.51.100.7}"}},
+		{"paid user", asUser("42", "paid"), []string{"http:burst:*:user:{42}", "http:minute:paid:user:{42}"}},
+		{"odd user id, hashed", asUser("{x y}", ""), []string{"http:burst:*:user:{" + digest("{x y}") + "}", "http:minute:*:user:{" + digest("{x y}") + "}"}},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "198.51.100.7:1"
+		c.edit(r)
+		got, err := m.Keys(r)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: Keys = %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+	if _, err := newMW(t, Config{Key: User}).Keys(httptest.NewRequest(http.MethodGet, "/", nil)); !errors.Is(err, ErrNoKey) {
+		t.Errorf("anonymous on a user key: %v, want ErrNoKey", err)
 	}
 }

@@ -64,7 +64,7 @@ func New(cfg Config) (*Middleware, error) {
 		}
 	}
 	if m.store == nil {
-		s, err := defaultStore()
+		s, err := defaultStore(cfg.Clock)
 		if err != nil {
 			return nil, err
 		}
@@ -138,6 +138,23 @@ func (m *Middleware) With(opts ...Option) (*Middleware, error) {
 // and any router taking such middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+// Keys returns the bucket keys r is charged to, one per limit in order, as
+// the store sees them (a store may add its own prefix, as redisstore's
+// "rb:" does): for inspecting or resetting a client's buckets with the
+// store's tools. It charges nothing. The error is the one the request would
+// get instead of a decision, such as one wrapping [ErrNoKey].
+func (m *Middleware) Keys(r *http.Request) ([]string, error) {
+	_, takes, err := m.plan(r, 0)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(takes))
+	for i, t := range takes {
+		keys[i] = t.Key
+	}
+	return keys, nil
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -331,9 +348,10 @@ func (m *Middleware) observe(r *http.Request, ev Event) {
 }
 
 // defaultStore is the store of a Config without one: an in-process memstore
-// on the real clock. It starts no goroutine, so it needs no Close.
-func defaultStore() (store.Store, error) {
-	s, err := memstore.New(memstore.Config{})
+// on the Config's clock (nil: the real one). It starts no goroutine, so it
+// needs no Close.
+func defaultStore(clk store.Clock) (store.Store, error) {
+	s, err := memstore.New(memstore.Config{Clock: clk})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: default store: %w", err)
 	}

@@ -41,6 +41,20 @@ func TestZeroConfig(t *testing.T) {
 	if got := admitted(h, 1, "198.51.100.8:1"); got != 1 {
 		t.Error("another client shares the bucket")
 	}
+
+	// With only a Clock, the default store reads it too.
+	clk := newClock()
+	h = newMW(t, Config{Clock: clk}).Handler(ok)
+	admitted(h, 100, "198.51.100.7:1")
+	for _, step := range []struct {
+		after time.Duration
+		want  int
+	}{{0, 0}, {499 * time.Millisecond, 0}, {time.Millisecond, 1}, {time.Minute, 100}} {
+		clk.Add(step.after)
+		if got := admitted(h, 101, "198.51.100.7:1"); got != step.want {
+			t.Errorf("after %v more: admitted %d, want %d", step.after, got, step.want)
+		}
+	}
 }
 
 func TestFromLimiter(t *testing.T) {
