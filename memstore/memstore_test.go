@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -147,5 +148,44 @@ func TestTakeMultiEmpty(t *testing.T) {
 	s.Close()
 	if _, err := s.TakeMulti(context.Background(), nil); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("TakeMulti(nil) after Close: %v, want store.ErrClosed", err)
+	}
+}
+
+func TestTakeMultiDuplicateKeys(t *testing.T) {
+	p := algo.PerSecond(1).Burst(5)
+	reqs := func(n int, dup ...int) []store.Request {
+		r := make([]store.Request, n)
+		for i := range r {
+			r[i] = store.Request{Key: fmt.Sprint("k", i), Policy: p, Cost: 1}
+		}
+		for _, i := range dup {
+			r[i].Key = "dup"
+		}
+		return r
+	}
+	tests := []struct {
+		name string
+		reqs []store.Request
+		want error
+	}{
+		{"few distinct", reqs(3), nil},
+		{"few with a repeat", reqs(3, 0, 2), store.ErrDuplicateKey},
+		{"many distinct", reqs(40), nil},
+		{"many with a repeat", reqs(40, 3, 39), store.ErrDuplicateKey},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, memstore.Config{})
+			res, err := s.TakeMulti(context.Background(), tc.reqs)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("TakeMulti error %v, want %v", err, tc.want)
+			}
+			if err == nil && !res.Allowed {
+				t.Fatalf("TakeMulti = %+v, want allowed", res)
+			}
+			if err != nil && s.Len() != 0 {
+				t.Fatalf("refused TakeMulti stored %d buckets", s.Len())
+			}
+		})
 	}
 }
