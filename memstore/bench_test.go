@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // benchPolicy never runs dry or refills to full during a benchmark, so every
@@ -71,4 +72,18 @@ func BenchmarkTake(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkTakeMulti measures a two-bucket take (a per-user and a global
+// limit), on existing buckets.
+func BenchmarkTakeMulti(b *testing.B) {
+	s := newStore(b, memstore.Config{})
+	ctx := context.Background()
+	reqs := []store.Request{{Key: "user:1", Policy: benchPolicy, Cost: 1}, {Key: "global", Policy: benchPolicy, Cost: 1}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.TakeMulti(ctx, reqs); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

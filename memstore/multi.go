@@ -49,11 +49,17 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	}
 	now := s.clk.Now().UnixMicro()
 
-	idx := make([]uint64, len(reqs))
-	for i, r := range reqs {
-		idx[i] = maphash.String(s.seed, r.Key) & s.mask
+	// Scratch space on the stack for the usual few requests.
+	var idxBuf, orderBuf [8]uint64
+	var pendBuf [8]pending
+	idx, order := idxBuf[:0], orderBuf[:0]
+	var pend []pending
+	for _, r := range reqs {
+		idx = append(idx, maphash.String(s.seed, r.Key)&s.mask)
 	}
-	order := slices.Compact(slices.Sorted(slices.Values(idx)))
+	order = append(order, idx...)
+	slices.Sort(order)
+	order = slices.Compact(order)
 	for _, i := range order {
 		s.shards[i].mu.Lock()
 	}
@@ -72,7 +78,11 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		return store.MultiResult{}, store.ErrClosed
 	}
 
-	pend := make([]pending, len(reqs))
+	if len(reqs) <= len(pendBuf) {
+		pend = pendBuf[:len(reqs)]
+	} else {
+		pend = make([]pending, len(reqs))
+	}
 	for i, r := range reqs {
 		sh := &s.shards[idx[i]]
 		e, found := sh.m[r.Key]
@@ -146,7 +156,12 @@ func checkKeys(reqs []store.Request) error {
 			}
 			seen[r.Key] = i
 		} else {
-			j = slices.IndexFunc(reqs[:i], func(q store.Request) bool { return q.Key == r.Key })
+			for k := range i {
+				if reqs[k].Key == r.Key {
+					j = k
+					break
+				}
+			}
 		}
 		if j >= 0 {
 			return fmt.Errorf("memstore: requests %d and %d: key %q: %w", j, i, r.Key, store.ErrDuplicateKey)
