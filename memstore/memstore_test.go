@@ -107,6 +107,10 @@ func TestTakeExistingKeyAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { s.Take(ctx, "hot", p, 1) }); n != 0 {
 		t.Fatalf("Take on an existing key: %v allocations, want 0", n)
 	}
+	reqs := []store.Request{{Key: "hot", Policy: p, Cost: 1}, {Key: "global", Policy: p, Cost: 1}}
+	if n := testing.AllocsPerRun(1000, func() { s.TakeMulti(ctx, reqs) }); n != 1 {
+		t.Fatalf("TakeMulti on existing keys: %v allocations, want 1 (the Results)", n)
+	}
 }
 
 // TestTakeMultiNoDeadlock runs multi-takes over overlapping keys in
