@@ -1,0 +1,384 @@
+package hybrid
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Mode says how a [Fallback] answers a request the primary cannot: while
+// the breaker is open, when a half-open breaker has its probes in flight,
+// and when a call fails or times out.
+type Mode int
+
+const (
+	// LocalFallback answers from the local store with the policy scaled
+	// to this instance's share of the fleet (see [FallbackConfig]). It is
+	// the default, and needs a local store.
+	LocalFallback Mode = iota
+	// FailClosed refuses: the error wraps [ErrOpen] and the primary's
+	// last error. httplimit turns a store error into its own fail mode,
+	// fail-closed (503) for sensitive routes such as login or payment.
+	FailClosed
+	// FailOpen admits: Allowed true, Remaining as if the bucket were
+	// full. Use it where serving unlimited beats refusing, and only with
+	// the state-change hook watched.
+	FailOpen
+)
+
+// String returns "local-fallback", "fail-closed" or "fail-open".
+func (m Mode) String() string {
+	switch m {
+	case LocalFallback:
+		return "local-fallback"
+	case FailClosed:
+		return "fail-closed"
+	case FailOpen:
+		return "fail-open"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Defaults of [FallbackConfig].
+const (
+	DefaultTimeout          = 50 * time.Millisecond
+	DefaultFailureThreshold = 5
+	DefaultFailureRatio     = 0.5
+	DefaultMinCalls         = 20
+	DefaultWindow           = 10 * time.Second
+	DefaultCoolDown         = 2 * time.Second
+)
+
+// FallbackConfig configures a [Fallback]. The zero value is ready to use.
+type FallbackConfig struct {
+	// Mode answers what the primary cannot. The default is LocalFallback.
+	Mode Mode
+	// Instances is how many app instances share the primary. While the
+	// primary is failing, this instance limits each key to 1/Instances of
+	// the policy: capacity divided and rounded down (at least 1 token),
+	// rate divided exactly (the period multiplied), so the fleet admits
+	// about what one shared bucket would. The default is 1.
+	Instances int
+	// Timeout bounds each primary call (a context deadline), and so the
+	// latency a hanging primary adds to a request. The primary must
+	// honour context deadlines: for redisstore, build the go-redis client
+	// with ContextTimeoutEnabled: true. The default is DefaultTimeout.
+	Timeout time.Duration
+	// FailureThreshold opens the breaker after this many consecutive
+	// failures (errors or timeouts). The default is
+	// DefaultFailureThreshold.
+	FailureThreshold int
+	// FailureRatio opens the breaker when at least this fraction of the
+	// calls in the current Window failed, once MinCalls calls were made
+	// in it. The defaults are DefaultFailureRatio, DefaultMinCalls and
+	// DefaultWindow.
+	FailureRatio float64
+	MinCalls     int
+	Window       time.Duration
+	// CoolDown is how long the breaker stays open before it lets probes
+	// through. The default is DefaultCoolDown.
+	CoolDown time.Duration
+	// Probes is the most calls in flight to the primary while half-open;
+	// other calls are answered by Mode at once, so nothing queues behind
+	// a primary that may still hang. ProbeSuccesses is how many probes
+	// must succeed in a row to close. Both default to 1.
+	Probes, ProbeSuccesses int
+	// Clock times the breaker. The default is the system clock.
+	Clock store.Clock
+	// Logger receives one record per state change (Warn when opening,
+	// Info otherwise). The default is slog.Default().
+	Logger *slog.Logger
+	// OnStateChange, when set, is called after each state change, in
+	// order, from the goroutine whose call caused it. It may call
+	// Fallback.State but not Take or TakeMulti.
+	OnStateChange func(from, to State)
+}
+
+// Fallback is a [store.Store] that calls a primary store through a circuit
+// breaker and answers by its [Mode] when the primary cannot: closed, calls
+// go to the primary with a deadline; after repeated failures it opens and
+// stops calling the primary; after a cool-down it half-opens and lets a few
+// probes through; a successful probe closes it, a failed one opens it again.
+//
+// Bad input (an empty key, a bad policy or cost, a corrupt key) is returned
+// as the primary returned it and never counts against the primary, nor does
+// a caller's own context ending. Fallback is safe for simultaneous use by
+// multiple goroutines, starts no goroutines, and keeps no queue: a caller
+// waits at most Timeout for the primary.
+type Fallback struct {
+	primary, local store.Store
+	cfg            FallbackConfig
+	br             breaker
+
+	calls, failures, degraded atomic.Int64
+}
+
+var (
+	_ store.Store      = (*Fallback)(nil)
+	_ store.MultiTaker = (*Fallback)(nil)
+)
+
+// FallbackStats counts what a Fallback did.
+type FallbackStats struct {
+	State State
+	// Calls and Failures count primary calls and those that failed.
+	Calls, Failures int64
+	// Degraded counts requests answered by the Mode.
+	Degraded int64
+	// Opens counts transitions to Open.
+	Opens int64
+	// LastError is the primary's last failure, or nil.
+	LastError error
+}
+
+// NewFallback returns a Fallback around primary. local is the store used in
+// LocalFallback mode (a memstore.Store of its own) and may be nil in the
+// other modes. It returns an error wrapping [ErrInvalidConfig] for a nil
+// primary, a missing local store, or a field out of range.
+func NewFallback(primary, local store.Store, cfg FallbackConfig) (*Fallback, error) {
+	switch {
+	case primary == nil:
+		return nil, fmt.Errorf("%w: nil primary store", ErrInvalidConfig)
+	case cfg.Mode < LocalFallback || cfg.Mode > FailOpen:
+		return nil, fmt.Errorf("%w: unknown mode %v", ErrInvalidConfig, cfg.Mode)
+	case cfg.Mode == LocalFallback && local == nil:
+		return nil, fmt.Errorf("%w: LocalFallback needs a local store", ErrInvalidConfig)
+	case cfg.Instances < 0 || cfg.Timeout < 0 || cfg.FailureThreshold < 0 || cfg.MinCalls < 0 ||
+		cfg.Window < 0 || cfg.CoolDown < 0 || cfg.Probes < 0 || cfg.ProbeSuccesses < 0:
+		return nil, fmt.Errorf("%w: negative field in %+v", ErrInvalidConfig, cfg)
+	case cfg.FailureRatio < 0 || cfg.FailureRatio > 1:
+		return nil, fmt.Errorf("%w: FailureRatio %v outside [0, 1]", ErrInvalidConfig, cfg.FailureRatio)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&cfg.Instances, 1)
+	def(&cfg.FailureThreshold, DefaultFailureThreshold)
+	def(&cfg.MinCalls, DefaultMinCalls)
+	def(&cfg.Probes, 1)
+	def(&cfg.ProbeSuccesses, 1)
+	defDur(&cfg.Timeout, DefaultTimeout)
+	defDur(&cfg.Window, DefaultWindow)
+	defDur(&cfg.CoolDown, DefaultCoolDown)
+	if cfg.FailureRatio == 0 {
+		cfg.FailureRatio = DefaultFailureRatio
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	f := &Fallback{primary: primary, local: local, cfg: cfg}
+	f.br.cfg = cfg
+	f.br.windowStart = cfg.Clock.Now()
+	f.br.notify = f.report
+	return f, nil
+}
+
+// report logs a state change and calls the hook.
+func (f *Fallback) report(t transition) {
+	level := slog.LevelInfo
+	if t.to == Open {
+		level = slog.LevelWarn
+	}
+	attrs := []any{"from", t.from.String(), "to", t.to.String(), "mode", f.cfg.Mode.String()}
+	if t.err != nil {
+		attrs = append(attrs, "error", t.err.Error())
+	}
+	f.cfg.Logger.Log(context.Background(), level, "ratebucket: primary store circuit "+t.to.String(), attrs...)
+	if f.cfg.OnStateChange != nil {
+		f.cfg.OnStateChange(t.from, t.to)
+	}
+}
+
+// State returns the breaker's state.
+func (f *Fallback) State() State { return State(f.br.state.Load()) }
+
+// Stats returns counts of what the Fallback did.
+func (f *Fallback) Stats() FallbackStats {
+	err, opens := f.br.snapshot()
+	return FallbackStats{State: f.State(), Calls: f.calls.Load(), Failures: f.failures.Load(),
+		Degraded: f.degraded.Load(), Opens: opens, LastError: err}
+}
+
+// Take asks the primary through the breaker, or answers by Mode.
+func (f *Fallback) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	res, _, err := f.takeFrom(ctx, key, p, cost)
+	return res, err
+}
+
+// TakeMulti is Take for multi-limit takes: the primary and, in
+// LocalFallback mode, the local store must be store.MultiTakers, or it
+// returns an error wrapping [ErrNotMultiTaker].
+func (f *Fallback) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	mr, _, err := f.takeMultiFrom(ctx, reqs)
+	return mr, err
+}
+
+func (f *Fallback) takeFrom(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool, error) {
+	return guard(f, ctx,
+		func(ctx context.Context) (algo.Result, bool, error) { return takeFrom(ctx, f.primary, key, p, cost) },
+		func(cause error) (algo.Result, error) { return f.degrade(ctx, key, p, cost, cause) })
+}
+
+func (f *Fallback) takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error) {
+	return guard(f, ctx,
+		func(ctx context.Context) (store.MultiResult, bool, error) { return takeMultiFrom(ctx, f.primary, reqs) },
+		func(cause error) (store.MultiResult, error) { return f.degradeMulti(ctx, reqs, cause) })
+}
+
+// guard runs call on the primary through the breaker, with the deadline,
+// and answers with degrade what the primary does not.
+func guard[T any](f *Fallback, ctx context.Context, call func(context.Context) (T, bool, error), degrade func(error) (T, error)) (T, bool, error) {
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, false, err
+	}
+	t, ok := f.br.allow(f.cfg.Clock.Now())
+	if !ok {
+		f.degraded.Add(1)
+		res, err := degrade(nil)
+		return res, false, err
+	}
+	f.calls.Add(1)
+	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	res, primary, err := call(cctx)
+	cancel()
+	o := classify(ctx, primary, err)
+	f.br.done(f.cfg.Clock.Now(), t, o, err)
+	if o != failure {
+		return res, primary, err
+	}
+	f.failures.Add(1)
+	f.degraded.Add(1)
+	res, err = degrade(err)
+	return res, false, err
+}
+
+// classify tells what a primary call proved about the primary.
+func classify(ctx context.Context, primary bool, err error) outcome {
+	switch {
+	case err == nil && primary:
+		return success
+	case err == nil, IsInputError(err), ctx.Err() != nil:
+		return neutral // a local answer, the caller's mistake, or the caller gave up
+	}
+	return failure
+}
+
+// degrade answers a request the primary did not, by Mode. cause is the
+// failure that made this call degrade, or nil when the breaker refused it.
+func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost int64, cause error) (algo.Result, error) {
+	if err := checkInput(key, p, cost); err != nil {
+		return algo.Result{}, err
+	}
+	switch f.cfg.Mode {
+	case FailOpen:
+		return algo.Result{Allowed: true, Limit: p.Capacity(), Remaining: p.Capacity() - cost}, nil
+	case FailClosed:
+		return algo.Result{}, f.openErr(cause)
+	}
+	q := Share(p, f.cfg.Instances)
+	if cost > q.Capacity() {
+		// The share can never hold this request: deny until the primary
+		// may answer again.
+		return algo.Result{Limit: q.Capacity(), RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}, nil
+	}
+	return f.local.Take(ctx, key, q, cost)
+}
+
+// degradeMulti is degrade for multi-limit takes.
+func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause error) (store.MultiResult, error) {
+	for _, r := range reqs {
+		if err := checkInput(r.Key, r.Policy, r.Cost); err != nil {
+			return store.MultiResult{}, err
+		}
+	}
+	mr := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
+	switch f.cfg.Mode {
+	case FailOpen:
+		for i, r := range reqs {
+			mr.Results[i] = algo.Result{Allowed: true, Limit: r.Policy.Capacity(), Remaining: r.Policy.Capacity() - r.Cost}
+		}
+		return mr, nil
+	case FailClosed:
+		return store.MultiResult{}, f.openErr(cause)
+	}
+	scaled := make([]store.Request, len(reqs))
+	for i, r := range reqs {
+		scaled[i] = store.Request{Key: r.Key, Policy: Share(r.Policy, f.cfg.Instances), Cost: r.Cost}
+		if r.Cost > scaled[i].Policy.Capacity() {
+			ra := f.br.retryIn(f.cfg.Clock.Now())
+			mr.Allowed, mr.Denied, mr.RetryAfter = false, i, ra
+			mr.Results[i] = algo.Result{Limit: scaled[i].Policy.Capacity(), RetryAfter: ra}
+			return mr, nil
+		}
+	}
+	mr, _, err := takeMultiFrom(ctx, f.local, scaled)
+	return mr, err
+}
+
+// openErr is the FailClosed error: ErrOpen wrapping the primary's failure.
+func (f *Fallback) openErr(cause error) error {
+	if cause == nil {
+		cause, _ = f.br.snapshot()
+	}
+	if cause == nil {
+		return ErrOpen
+	}
+	return fmt.Errorf("%w: %w", ErrOpen, cause)
+}
+
+// checkInput returns the error a store gives for bad input, so that a
+// degraded answer never hides it.
+func checkInput(key string, p algo.Policy, cost int64) error {
+	switch {
+	case key == "":
+		return store.ErrEmptyKey
+	case p.Validate() != nil:
+		return p.Validate()
+	case cost < 0:
+		return algo.ErrInvalidCost
+	case cost > p.Capacity():
+		return algo.ErrCostExceedsCapacity
+	}
+	return nil
+}
+
+// Share returns this instance's share of p when n instances share it:
+// capacity ⌊C/n⌋ but at least 1, and the rate divided by n exactly (tokens
+// divided when n divides them, else the period multiplied), falling back to
+// ⌊tokens/n⌋ (at least 1) when the longer period is out of bounds. n ≤ 1,
+// or an invalid p, returns p.
+func Share(p algo.Policy, n int) algo.Policy {
+	if n <= 1 || p.Validate() != nil {
+		return p
+	}
+	k := int64(n)
+	c, r := max(1, p.Capacity()/k), p.Rate()
+	candidates := []algo.Rate{algo.Per(r.Tokens/k, r.Period), algo.Per(r.Tokens, r.Period*time.Duration(k)), algo.Per(max(1, r.Tokens/k), r.Period)}
+	if r.Tokens%k != 0 {
+		candidates = candidates[1:]
+	}
+	for _, rate := range candidates {
+		if r.Period <= algo.MaxPeriod/time.Duration(k) || rate.Period == r.Period {
+			if q := rate.Burst(c); q.Validate() == nil {
+				return q
+			}
+		}
+	}
+	return p
+}
