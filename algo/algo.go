@@ -77,12 +77,10 @@ func checkTake(p Policy, s State, now, cost int64) error {
 	return nil
 }
 
-// micros converts µs to a Duration, saturating at the largest Duration
-// (about 292 years): a clock more than a century behind the stored state can
-// produce a wait longer than a Duration holds.
-func micros(us int64) time.Duration {
-	if us > math.MaxInt64/int64(time.Microsecond) {
-		return math.MaxInt64
-	}
-	return time.Duration(us) * time.Microsecond
-}
+// maxMicros is the largest number of µs a Duration holds (about 292 years).
+const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+
+// micros converts µs to a Duration, saturating at maxMicros µs (still a
+// whole number of µs): a clock more than a century behind the stored state
+// can produce a wait longer than a Duration holds.
+func micros(us int64) time.Duration { return time.Duration(min(us, maxMicros)) * time.Microsecond }

@@ -32,10 +32,27 @@
 // [FixedWindow] counts requests per window and resets the count at each
 // boundary. A client can spend a full limit just before a boundary and again
 // just after it: 2× the limit in a moment. It also punishes honest bursts that
-// happen to straddle a boundary. [SlidingWindow] (the weighted two-window
-// counter) narrows the spike but only estimates. Both exist here to be
-// compared with the token bucket in package sim; they share [State] and
-// [Result] with it.
+// happen to straddle a boundary. [SlidingWindow] (Cloudflare's weighted
+// two-window counter) narrows the spike and keeps the never-exceed law, but
+// its estimate assumes the previous window's traffic was even, so what it
+// admits depends on when, inside a window, earlier requests came.
+//
+// Both exist to be compared with the token bucket, in package sim and in the
+// examples here, and the comparison is fair: their window is the policy's
+// [Policy.FillTime] (capacity/rate) and their limit is the capacity, so all
+// three admit the same burst and the same long-run rate. They implement the
+// same [Algorithm] interface over the same [State] and [Result]; a store
+// keeps any of them.
+//
+// # Stores and time
+//
+// Every [Algorithm] is a pure function of (policy, state, now, cost): the
+// caller passes the time in, and the same arguments give the same answer.
+// A state whose [Algorithm.IdleAt] has passed answers exactly as the zero
+// State, so a store may drop it. A caller whose clock is behind the stored
+// state is evaluated at the stored time: a lagging clock mints nothing and
+// never moves the state back. A denied request changes nothing a later
+// request can observe, and its RetryAfter is exact to the microsecond.
 //
 // # Exact integer arithmetic
 //
@@ -49,4 +66,9 @@
 // integers below 2^53). [Policy.Validate] enforces bounds that keep every
 // intermediate below 2^53; the argument is written next to the math in
 // tokenbucket.go.
+//
+// The window algorithms count whole tokens per window. The sliding window's
+// comparison prev·(W−e) + (curr+cost)·W ≤ Capacity·W can reach 2^92, so it
+// is formed in 128 bits with math/bits, again with no rounding; these two
+// have no Lua twin.
 package algo

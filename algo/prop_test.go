@@ -24,6 +24,61 @@ func TestPropNeverExceed(t *testing.T) {
 	}
 }
 
+// TestPropFixedWindowBound checks the bound FixedWindow does keep: an
+// interval touching k windows admits at most k·capacity. With k = 2 for an
+// interval of one microsecond, that is the boundary spike.
+func TestPropFixedWindowBound(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := drawPolicy(t)
+		w := window(p)
+		out := replay(t, algo.FixedWindow{}, p, algo.State{}, drawRun(t, p, maxRun, false))
+		prefix := make([]int64, len(out)+1)
+		for k, o := range out {
+			prefix[k+1] = prefix[k]
+			if o.res.Allowed {
+				prefix[k+1] += o.cost
+			}
+		}
+		for i := range out {
+			for j := i; j < len(out); j++ {
+				touched := (out[j].at/w - out[i].at/w) + 1
+				if sum := prefix[j+1] - prefix[i]; touched < 1<<62/p.Capacity() && sum > touched*p.Capacity() {
+					t.Fatalf("requests %d..%d touch %d windows but admitted %d", i, j, touched, sum)
+				}
+			}
+		}
+	})
+}
+
+// TestPropAnyState feeds every algorithm arbitrary in-range states, as a
+// store may read after a policy change or from a foreign writer: counts and
+// deficits far above full, stamps off the window grid, any clock. Take must
+// answer without error, within bounds, never move the stamp back, and keep
+// RetryAfter exact.
+func TestPropAnyState(t *testing.T) {
+	for _, a := range algorithms {
+		t.Run(a.Name(), rapid.MakeCheck(func(t *rapid.T) {
+			p := drawPolicy(t)
+			level := rapid.OneOf(rapid.Int64Range(0, 2*p.Capacity()*p.Unit()), rapid.Int64Min(0))
+			s := algo.State{Level: level.Draw(t, "level"), Prev: level.Draw(t, "prev"), Stamp: rapid.Int64Range(0, algo.MaxTime).Draw(t, "stamp")}
+			now := rapid.OneOf(rapid.Int64Range(0, algo.MaxTime), rapid.Int64Range(max(0, s.Stamp-3*window(p)), min(algo.MaxTime, s.Stamp+3*window(p)))).Draw(t, "now")
+			cost := rapid.Int64Range(0, p.Capacity()).Draw(t, "cost")
+			next, res := take(t, a, p, s, now, cost)
+			if next.Stamp < s.Stamp || res.Remaining < 0 || res.Remaining > p.Capacity() || res.Allowed != (res.RetryAfter == 0) || (cost == 0 && !res.Allowed) {
+				t.Fatalf("Take(%+v, %d, %d) = %+v, %+v", s, now, cost, next, res)
+			}
+			if ra := us(t, res.RetryAfter); !res.Allowed && now+ra <= algo.MaxTime {
+				if _, r := take(t, a, p, next, now+ra, cost); !r.Allowed {
+					t.Fatalf("Take(%+v, %d, %d) denied with RetryAfter %v, denied again then: %+v", s, now, cost, res.RetryAfter, r)
+				}
+				if _, r := take(t, a, p, next, now+ra-1, cost); r.Allowed {
+					t.Fatalf("Take(%+v, %d, %d) denied with RetryAfter %v, admitted 1µs earlier", s, now, cost, res.RetryAfter)
+				}
+			}
+		}))
+	}
+}
+
 // TestPropBackwardsClock checks that callers whose clocks lag mint nothing:
 // the stored stamp never decreases, and the law holds over the latest time
 // any caller has shown (the running maximum of the clocks), which is the
