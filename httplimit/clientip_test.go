@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -134,4 +136,50 @@ func TestIPv6RotationSharesABucket(t *testing.T) {
 	if w := do(h, "[2001:db8:1:3::a]:443"); w.Code != 200 {
 		t.Errorf("another /64: %d, want 200", w.Code)
 	}
+}
+
+// FuzzClientIP: whatever the headers hold, Addr never panics, answers the
+// peer when the peer is not trusted, and otherwise the peer or one of the
+// hops of the header it reads.
+func FuzzClientIP(f *testing.F) {
+	for _, s := range []string{"198.51.100.7", "1.2.3.4, 10.0.0.9", `for="[2001:db8::1]:80";proto=https, for=unknown`,
+		`for="\"x,y\""`, ",,,", "for=", `"`, "[::1", "[::ffff:10.0.0.1]:1"} {
+		f.Add("10.0.0.1:80", s)
+		f.Add("198.51.100.7:80", s)
+	}
+	proxies, _ := ParsePrefixes("10.0.0.0/8", "::1/128")
+	byXFF, _ := NewClientIP(IPConfig{TrustedProxies: proxies})
+	byFwd, _ := NewClientIP(IPConfig{TrustedProxies: proxies, Header: Forwarded})
+	f.Fuzz(func(t *testing.T, remote, header string) {
+		for _, c := range []*ClientIP{byXFF, byFwd} {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = remote
+			r.Header.Set("X-Forwarded-For", header)
+			r.Header.Set("Forwarded", header)
+			a, err := c.Addr(r)
+			peer, ok := parseHop(remote)
+			if !ok {
+				if !errors.Is(err, ErrNoClientIP) {
+					t.Fatalf("RemoteAddr %q: %v, %v; want ErrNoClientIP", remote, a, err)
+				}
+				continue
+			}
+			if err != nil || a == peer {
+				if err != nil {
+					t.Fatalf("Addr: %v", err)
+				}
+				continue
+			}
+			if !c.trusted(peer) {
+				t.Fatalf("untrusted peer %v, header %q: client %v", peer, header, a)
+			}
+			hops := strings.Split(header, ",")
+			if c == byFwd {
+				hops = forwardedFor([]string{header})
+			}
+			if !slices.ContainsFunc(hops, func(h string) bool { b, ok := parseHop(h); return ok && b == a }) {
+				t.Fatalf("peer %v, header %q: client %v is not one of its hops", peer, header, a)
+			}
+		}
+	})
 }
