@@ -212,3 +212,23 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// TestExtremeRatesLimit: the slowest and fastest valid rates still limit,
+// with exact waits; neither jams open nor shut.
+func TestExtremeRatesLimit(t *testing.T) {
+	year := algo.MaxPeriod
+	runSteps(t, algo.TokenBucket{}, algo.Per(1, year).Burst(1), []step{
+		{"t0", t0, 1, true, 0, 0, year},
+		{"t0", t0, 1, false, 0, year, year},
+		{"t0+366d-1µs", t0 + year.Microseconds() - 1, 1, false, 0, time.Microsecond, time.Microsecond},
+		{"t0+366d", t0 + year.Microseconds(), 1, true, 0, 0, year},
+	})
+	// 1e9 per second: 1000 tokens per µs.
+	runSteps(t, algo.TokenBucket{}, algo.PerSecond(algo.MaxPerSecond).Burst(1500), []step{
+		{"t0", t0, 1500, true, 0, 0, 2 * time.Microsecond},
+		{"t0", t0, 1, false, 0, time.Microsecond, 2 * time.Microsecond},
+		{"t0+1µs", t0 + 1, 1000, true, 0, 0, 2 * time.Microsecond},
+		{"t0+1µs", t0 + 1, 1, false, 0, time.Microsecond, 2 * time.Microsecond},
+		{"t0+3µs", t0 + 3, 1500, true, 0, 0, 2 * time.Microsecond},
+	})
+}
