@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -20,10 +19,6 @@ const (
 	// for=192.0.2.60;proto=https or for="[2001:db8::1]:4711".
 	Forwarded
 )
-
-// ErrInvalidConfig reports a Config, IPConfig, Limit or option outside its
-// documented bounds. New and With return it, wrapped with the reason.
-var ErrInvalidConfig = errors.New("httplimit: invalid configuration")
 
 // IPConfig says how to find a request's client address. The zero value
 // trusts nothing: the client is the TCP peer (http.Request.RemoteAddr), and

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -21,10 +22,10 @@ var DefaultPolicy = algo.PerSecond(2).Burst(100)
 // limit) is admitted only if all admit it. With a store implementing
 // [store.MultiTaker] (memstore and redisstore do) the limits are taken
 // atomically: all charge or none does. With any other store they are taken
-// one at a time, in order, stopping at the first refusal: never more is
-// admitted than each limit allows, but a request refused by a later limit
-// has already been charged by the earlier ones, so put the limit most likely
-// to refuse first. (redisstore on a Cluster refuses an atomic take whose
+// one at a time, in order, and charging stops at the first refusal (the
+// later limits are only read, for the headers): never more is admitted than
+// each limit allows, but a request refused by a later limit has already been
+// charged by the earlier ones, so put the limit most likely to refuse first. (redisstore on a Cluster refuses an atomic take whose
 // keys live in different slots; the middleware then takes them in order.)
 type Limit struct {
 	// Name identifies the limit in bucket keys, in the RateLimit and
@@ -64,9 +65,13 @@ type CostFunc func(r *http.Request) int64
 // err to the client. The 500s are also logged.
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
+// ErrInvalidConfig reports a Config, IPConfig, Limit or option outside its
+// documented bounds. New and With return it, wrapped with the reason.
+var ErrInvalidConfig = errors.New("httplimit: invalid configuration")
+
 // ErrUnknownTier reports a request whose tier has no policy in a Limit that
 // has no default Policy.
-var ErrUnknownTier = fmt.Errorf("httplimit: tier has no policy")
+var ErrUnknownTier = errors.New("httplimit: tier has no policy")
 
 // Config configures a [Middleware]. The zero value is ready to use: one
 // limit of [DefaultPolicy] per client IP ([IP]) in an in-process memstore,
@@ -74,8 +79,8 @@ var ErrUnknownTier = fmt.Errorf("httplimit: tier has no policy")
 type Config struct {
 	// Store keeps the buckets. Use a redisstore to share limits across a
 	// fleet: with in-process stores each instance limits alone, and N
-	// instances admit N times the limit. Default: a new memstore on the
-	// real clock.
+	// instances admit N times the limit. Default: a new memstore on
+	// Clock.
 	Store store.Store
 	// Limiter, when set, supplies what Store and Limits leave unset: its
 	// Store, and a single limit of its Policy. Its key prefix is not

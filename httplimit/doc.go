@@ -45,7 +45,7 @@
 // 200/min, paid 2000/min): the [TierFunc] picks one per request, and the
 // tier is part of the bucket key. A [CostFunc] or the [Cost] option prices a
 // route; a cost above a capacity is an error when the route is built, or
-// for a CostFunc a 500 naming the route, never a request that waits
+// for a CostFunc a 500 with the reason logged, never a request that waits
 // forever. A request may pass several limits at once (a burst and a daily
 // quota), taken atomically when the store implements [store.MultiTaker].
 //

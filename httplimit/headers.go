@@ -44,10 +44,12 @@ func (h Headers) has(set Headers) bool {
 type Decision struct {
 	// Allowed reports whether every limit admitted the request.
 	Allowed bool
-	// Limits holds each limit's answer. When the request was denied,
-	// nothing was charged (with a store that takes several limits
-	// atomically; see [Limit]) and each Result is what that limit alone
-	// answered.
+	// Limits holds each limit's answer. When the request was denied by
+	// a store that takes several limits atomically, nothing was charged,
+	// and each Result shows its bucket as it stands: a limit that would
+	// have admitted the request reports Allowed with the tokens it still
+	// has. (Taken in order, see [Limit], the limits before the refusing
+	// one were charged.)
 	Limits []LimitResult
 	// RetryAfter is the earliest the request could be admitted; zero
 	// when Allowed.

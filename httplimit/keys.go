@@ -20,10 +20,10 @@ type Key struct {
 	// metrics label. It must be 1 to 32 bytes of [A-Za-z0-9_.-].
 	Class string
 	// ID is the identity within the class: any bytes, but not empty. An
-	// ID longer than [MaxIDLen] bytes, or holding anything but printable
-	// ASCII other than '#', '{' and '}', is replaced in the bucket key by
-	// a SHA-256 digest, so hostile or binary input cannot bloat or break
-	// the store's key space.
+	// ID longer than [MaxIDLen] bytes, or holding a byte that is not
+	// printable ASCII or is a space, '#', '{' or '}', is replaced in the
+	// bucket key by a SHA-256 digest, so hostile or binary input cannot
+	// bloat or break the store's key space.
 	ID string
 }
 
