@@ -33,7 +33,7 @@
 // boundary. A client can spend a full limit just before a boundary and again
 // just after it: 2× the limit in a moment. It also punishes honest bursts that
 // happen to straddle a boundary. [SlidingWindow] (Cloudflare's weighted
-// two-window counter) narrows the spike and keeps the never-exceed law, but
+// two-window counter) keeps the never-exceed law, so it has no spike, but
 // its estimate assumes the previous window's traffic was even, so what it
 // admits depends on when, inside a window, earlier requests came.
 //

@@ -5,7 +5,10 @@ package algo
 //
 // In any interval [t1, t2] it admits at most
 // Capacity + ⌊rate·(t2−t1)⌋ tokens: the refill is exact in level units, and
-// a token can be spent only once all its units have refilled.
+// a token can be spent only once all its units have refilled. A client that
+// retries at each RetryAfter gets exactly that, with one loss that whole-µs
+// time imposes: when its cost fills the bucket, the µs at which it fits may
+// refill a little past full (less than Refill units), and that spills.
 type TokenBucket struct{}
 
 var _ Algorithm = TokenBucket{}

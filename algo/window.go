@@ -37,14 +37,16 @@ type FixedWindow struct{}
 //
 // State: Level is curr, Prev is prev, Stamp is the current window's start.
 //
-// How it fails: the estimate assumes the previous window's requests were
-// spread evenly over it. When they were bunched at its start, the estimate
-// overcounts and denies a client that a true sliding log would admit; when
-// they were bunched at its end, it undercounts. It never admits more than
-// Capacity + rate·t in any interval of length t, but it admits less than
-// that in a pattern-dependent way, and the spike across a boundary, though
-// much smaller than the fixed window's, is not zero. Its state is also
-// half again the size of the token bucket's.
+// How it fails: it approximates. The estimate assumes the previous window's
+// requests were spread evenly over it. When they were bunched at its start,
+// the estimate overcounts and denies a client that a true sliding log would
+// admit; when they were bunched at its end, it undercounts and admits what
+// the log would deny. It keeps the never-exceed law (at most
+// Capacity + rate·t in any interval of length t), so there is no boundary
+// spike, but below that bound what it admits depends on where, inside past
+// windows, earlier requests fell: a client cannot predict it from its own
+// recent rate as it can with a bucket. Its state is also half again the
+// size of the token bucket's.
 type SlidingWindow struct{}
 
 var (
