@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -159,4 +160,26 @@ func ExampleClientIP() {
 	// ip 198.51.100.23
 	// ip 203.0.113.9
 	// ip 2001:db8:1:2::/64
+}
+
+// An Observer sees every decision with low-cardinality fields, ready to
+// become metrics labels; here it counts outcomes per limit and key class.
+func ExampleObserver() {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	obs := httplimit.ObserverFunc(func(_ context.Context, e httplimit.Event) {
+		mu.Lock()
+		counts[e.Outcome.String()+" "+e.Limit+" "+e.Class]++
+		mu.Unlock()
+	})
+	st, _ := memstore.New(memstore.Config{Clock: clock.NewMock()})
+	mw, _ := httplimit.New(httplimit.Config{Store: st, Observer: obs,
+		Limits: []httplimit.Limit{{Name: "burst", Policy: algo.PerMinute(10).Burst(3)}}})
+	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 5 {
+		get(h, "/", "")
+	}
+	fmt.Println(counts)
+	// Output:
+	// map[allowed burst ip:3 denied burst ip:2]
 }

@@ -186,3 +186,17 @@ func TestCustomDeniedHandler(t *testing.T) {
 		t.Errorf("decision %+v", got)
 	}
 }
+
+func TestViolated(t *testing.T) {
+	d := Decision{Limits: []LimitResult{
+		{Name: "burst", Result: algo.Result{Allowed: false}},
+		{Name: "hourly", Result: algo.Result{Allowed: true}},
+		{Name: "daily", Result: algo.Result{Allowed: false}},
+	}}
+	if got := d.Violated(); len(got) != 2 || got[0] != "burst" || got[1] != "daily" {
+		t.Errorf("Violated() = %q, want [burst daily]", got)
+	}
+	if got := (Decision{Allowed: true, Limits: d.Limits[1:2]}).Violated(); got != nil {
+		t.Errorf("admitted: Violated() = %q", got)
+	}
+}
