@@ -45,7 +45,7 @@
 // a failover), answered by EVAL of the source. A call whose context has no
 // deadline gets [Config.Timeout]. The deadline reaches the socket only if the
 // client was built with ContextTimeoutEnabled: true (recommended); otherwise
-// the client's ReadTimeout (default 3s) bounds a slow call. [New] refuses a
+// the client's ReadTimeout (default 5s) bounds a slow call. [New] refuses a
 // *redis.Client or *redis.ClusterClient that would wait forever.
 //
 // # Errors
@@ -162,8 +162,11 @@ func checkBounded(client redis.UniversalClient) error {
 	default:
 		return nil
 	}
-	if read < 0 && !ctxOK {
-		return fmt.Errorf("%w: set ContextTimeoutEnabled: true (recommended) or a ReadTimeout", ErrUnboundedClient)
+	// After go-redis normalises its options, ReadTimeout 0 means none (-1
+	// given) and -1 means deadlines are never set (-2 given), not even
+	// from the context.
+	if read < 0 || read == 0 && !ctxOK {
+		return fmt.Errorf("%w: set ContextTimeoutEnabled: true (recommended) and a ReadTimeout >= -1", ErrUnboundedClient)
 	}
 	return nil
 }
@@ -183,9 +186,11 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 }
 
 // TakeMulti takes from several buckets in one script call: if every bucket
-// admits, all are charged; otherwise nothing is written, each Result is
-// what that bucket alone would answer, and Denied and RetryAfter name the
-// longest wait. It implements [store.MultiTaker].
+// admits, all are charged; otherwise none is charged, each Result is what
+// that bucket alone would answer, and Denied and RetryAfter name the
+// longest wait. It implements [store.MultiTaker]. (As in memstore, a
+// denying bucket keeps its refilled state and later stamp, as after a
+// denied Take; the others are left exactly as they were.)
 //
 // A key named twice is refused with store.ErrDuplicateKey. On Redis Cluster
 // all keys must hash to one slot (use a hash tag, see the package

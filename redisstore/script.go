@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -69,7 +70,27 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 
-	// "evalsha", sha, numkeys, keys..., 4 header args, 4 per key.
+	args := s.scriptArgs(op, clock, now, reqs)
+	cmd := redis.NewCmd(ctx, args...)
+	err := s.rdb.Process(ctx, noRetry{cmd})
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", scriptSrc
+		cmd = redis.NewCmd(ctx, args...)
+		err = s.rdb.Process(ctx, noRetry{cmd})
+	}
+	if err != nil {
+		return scriptError(ctx, err)
+	}
+	vals, err := cmd.Int64Slice()
+	if err != nil {
+		return fmt.Errorf("redisstore: script reply: %w", err)
+	}
+	return parseReply(vals, reqs, results, in)
+}
+
+// scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
+// then the 4 header arguments and 4 per key (see tokenbucket.lua).
+func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []any {
 	args := make([]any, 0, 3+5*len(reqs)+4)
 	args = append(args, "evalsha", script.Hash(), len(reqs))
 	for _, r := range reqs {
@@ -80,21 +101,7 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 		p := r.Policy
 		args = append(args, p.Capacity(), p.Unit(), p.Refill(), r.Cost)
 	}
-	cmd := redis.NewCmd(ctx, args...)
-	err := s.rdb.Process(ctx, noRetry{cmd})
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = "eval", scriptSrc
-		cmd = redis.NewCmd(ctx, args...)
-		err = s.rdb.Process(ctx, noRetry{cmd})
-	}
-	if err != nil {
-		return scriptError(err)
-	}
-	vals, err := cmd.Int64Slice()
-	if err != nil {
-		return fmt.Errorf("redisstore: script reply: %w", err)
-	}
-	return parseReply(vals, reqs, results, in)
+	return args
 }
 
 // bound gives ctx the store's Timeout when it has no deadline.
@@ -131,16 +138,23 @@ func parseReply(vals []int64, reqs []store.Request, results []algo.Result, in *i
 	return nil
 }
 
-// scriptError maps the script's own error replies to sentinels.
-func scriptError(err error) error {
+// scriptError maps the script's own error replies to sentinels, and adds
+// the context's error when it ended (a socket timeout at the context's
+// deadline is a net error, not context.DeadlineExceeded).
+func scriptError(ctx context.Context, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, "RBCORRUPT"):
 		return fmt.Errorf("redisstore: %w: %w", store.ErrCorruptState, err)
 	case strings.HasPrefix(msg, "RBARG"):
 		return fmt.Errorf("redisstore: script refused its arguments (a bug): %w", err)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return fmt.Errorf("redisstore: %w", err)
+	}
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded // the socket saw the deadline first
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("redisstore: %w: redis: %w", cerr, err)
 	}
 	return fmt.Errorf("redisstore: redis: %w", err)
 }

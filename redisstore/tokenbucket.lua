@@ -7,8 +7,9 @@
 -- ARGV[2] now, µs since the Unix epoch (client clock; ignored for "s")
 -- ARGV[3] TTL margin in ms beyond the fill time (client clock; -1 = no expiry)
 -- ARGV[4] op: "t" take (a denial still stores the refilled state, as algo
---         does), "m" multi (all admit and all are charged, or nothing is
---         written), "i" inspect (cost 0, nothing is written)
+--         does), "m" multi (all admit and all are charged; or none is, and
+--         only the denying buckets store their refilled state, as after a
+--         denied take), "i" inspect (cost 0, nothing is written)
 -- ARGV[5..] per key: capacity, unit, refill, cost (see algo.Policy)
 --
 -- Reply: {now, all admitted (0/1), then per key: admitted (0/1), remaining,
@@ -143,14 +144,16 @@ for i = 1, n do
   if op == 'i' then
     reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, redis.call('PTTL', KEYS[i])
   end
-  pend[i] = {d = d, t = t, changed = (d ~= d0 or t ~= t0), exists = exists, refill = refill}
+  pend[i] = {d = d, t = t, changed = (d ~= d0 or t ~= t0), exists = exists, refill = refill, ok = ok}
 end
 
-if op == 'i' or (op == 'm' and reply[2] == 0) then return reply end
+if op == 'i' then return reply end
 
 for i = 1, n do
   local p = pend[i]
-  if p.changed then
+  -- A denied multi leaves the buckets that would have admitted alone as
+  -- they were (not charged, not refilled).
+  if p.changed and not (reply[2] == 0 and p.ok == 1) then
     local idle = p.t + ceildiv(p.d, p.refill) -- when the bucket is full again
     if idle <= now then
       if p.exists then redis.call('DEL', KEYS[i]) end

@@ -3,7 +3,8 @@
 // three masters ([StartCluster]). Nothing is mocked: tests talk to the same
 // server binary production uses.
 //
-// Each server lives in its own t.TempDir(), with persistence off, and is
+// Each server lives in its own t.TempDir(), with persistence off and the
+// DEBUG command allowed from loopback (DEBUG SLEEP makes it slow), and is
 // killed (and waited for) by t.Cleanup. On Linux the server also gets a
 // parent-death signal, so a test binary that panics or is killed leaves no
 // redis-server behind.
@@ -268,6 +269,7 @@ func startProcess(bin, dir string, port int, extra ...string) (*process, error) 
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--save", "", "--appendonly", "no", "--logfile", logPath,
 		"--daemonize", "no", "--protected-mode", "no",
+		"--enable-debug-command", "local", // DEBUG SLEEP makes a server slow
 	}, extra...)
 	cmd := exec.Command(bin, args...)
 	dieWithParent(cmd)

@@ -1,0 +1,271 @@
+package redisstore_test
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/redisstore"
+)
+
+//go:embed tokenbucket.lua
+var scriptSrc string
+
+// calls returns how many times Redis has run cmd ("evalsha", "eval").
+func calls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info := rdb.Info(ctxT(t), "commandstats").Val()
+	m := regexp.MustCompile(`cmdstat_` + cmd + `:calls=(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// warm opens n pooled connections, so that go-redis's retries (in the
+// control case) find idle connections and really re-send.
+func warm(t *testing.T, rdb *redis.Client, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { rdb.Ping(ctxT(t)) })
+	}
+	wg.Wait()
+}
+
+// sleepServer makes the server sleep (DEBUG SLEEP, from its own
+// connection) and returns once it has stopped answering, with a channel
+// closed when it answers again.
+func sleepServer(t *testing.T, addr string, d time.Duration) <-chan struct{} {
+	t.Helper()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	awake := make(chan struct{})
+	go func() {
+		defer close(awake)
+		defer admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
+		defer cancel()
+		if err := admin.Do(ctx, "DEBUG", "SLEEP", d.Seconds()).Err(); err != nil {
+			t.Errorf("DEBUG SLEEP: %v", err)
+		}
+	}()
+	probe := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 20 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	for probe.Ping(context.Background()).Err() == nil { // answered: not asleep yet
+	}
+	return awake
+}
+
+// TestNoReplayAfterTimeout pins the double-charge bug of limiters that let
+// go-redis replay a timed-out script (rate-limit-redis#144): the server
+// sleeps (DEBUG SLEEP), the call times out on the client after the script
+// was sent, and when Redis wakes it runs every copy it received. The script
+// must have run exactly once. The control shows the same client replaying
+// a plain EvalSha: go-redis re-sends a command after a read timeout
+// (shouldRetry with retryTimeout, MaxRetries 3), 4 runs in all.
+func TestNoReplayAfterTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	p := algo.PerHour(1).Burst(100)
+	tests := []struct {
+		name string
+		take func(ctx context.Context, rdb *redis.Client, s *redisstore.Store) error
+		runs int64
+	}{
+		{"redisstore", func(ctx context.Context, _ *redis.Client, s *redisstore.Store) error {
+			_, err := s.Take(ctx, "k", p, 1)
+			return err
+		}, 1},
+		{"control: plain EvalSha replays", func(ctx context.Context, rdb *redis.Client, s *redisstore.Store) error {
+			sha := redis.NewScript(scriptSrc).Hash()
+			return rdb.EvalSha(ctx, sha, []string{s.Key("k")}, "s", 0, -1, "t", p.Capacity(), p.Unit(), p.Refill(), 1).Err()
+		}, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := srv.Options()
+			opts.ReadTimeout = 100 * time.Millisecond // MaxRetries stays at its default, 3
+			rdb := redis.NewClient(opts)
+			defer rdb.Close()
+			s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second})
+			inspector := newStore(t, srv.Client(), redisstore.Config{Prefix: s.Key("")})
+			if _, err := s.Inspect(ctxT(t), "k", p); err != nil { // loads the script
+				t.Fatal(err)
+			}
+			warm(t, rdb, 8)
+			awake := sleepServer(t, srv.Addr, 2*time.Second)
+			err := tc.take(ctxT(t), rdb, s)
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("call on a sleeping server: %v, want a timeout", err)
+			}
+			<-awake
+			b, err := inspector.Inspect(ctxT(t), "k", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if runs := p.Capacity() - b.Tokens; runs != tc.runs {
+				t.Fatalf("the script charged the bucket %d times, want %d", runs, tc.runs)
+			}
+		})
+	}
+}
+
+// TestTimeouts: a slow Redis gives an error matching
+// context.DeadlineExceeded at the context's deadline, or at Config.Timeout
+// when the context has none; it never hangs.
+func TestTimeouts(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	opts := srv.Options()
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	p := algo.PerSecond(1).Burst(5)
+	tests := []struct {
+		name    string
+		timeout time.Duration // Config.Timeout
+		ctx     func() (context.Context, context.CancelFunc)
+	}{
+		{"context deadline", time.Hour, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 150*time.Millisecond)
+		}},
+		{"store timeout", 150 * time.Millisecond, func() (context.Context, context.CancelFunc) {
+			return context.Background(), func() {}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, rdb, redisstore.Config{Timeout: tc.timeout})
+			if _, err := s.Take(ctxT(t), "k", p, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.Do(ctxT(t), "CLIENT", "PAUSE", 20000, "WRITE").Err(); err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Do(context.Background(), "CLIENT", "UNPAUSE")
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			start := time.Now()
+			res, err := s.Take(ctx, "k", p, 1)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Take on a paused server = %+v, %v; want an error matching context.DeadlineExceeded", res, err)
+			}
+			if d := time.Since(start); d > 5*time.Second { // the pause lasts 20s
+				t.Fatalf("Take returned after %v: it waited for the server", d)
+			}
+		})
+	}
+}
+
+// TestUnreachable: a Redis that is not there is an error wrapping the
+// network error, at once.
+func TestUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := newStore(t, rdb, redisstore.Config{})
+	srv.Kill(t)
+	_, err := s.Take(ctxT(t), "k", algo.PerSecond(1).Burst(5), 1)
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		t.Fatalf("Take on a dead server: %v, want an error wrapping *net.OpError", err)
+	}
+}
+
+// TestScriptFlush: after SCRIPT FLUSH the next call loads the script with
+// EVAL and succeeds; later calls use EVALSHA again.
+func TestScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := newStore(t, rdb, redisstore.Config{})
+	p := algo.PerHour(1).Burst(10)
+	for i := range 4 {
+		if i == 2 {
+			if err := rdb.ScriptFlush(ctxT(t)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := s.Take(ctxT(t), "k", p, 1)
+		if err != nil || res.Remaining != int64(9-i) {
+			t.Fatalf("take %d = %+v, %v; want %d remaining", i, res, err, 9-i)
+		}
+	}
+	// take 0 and take 2 found no script; takes 1 and 3 used the cached one.
+	if ev, sha := calls(t, rdb, "eval"), calls(t, rdb, "evalsha"); ev != 2 || sha != 4 {
+		t.Fatalf("EVAL ran %d times, EVALSHA %d; want 2 and 4 (2 of them NOSCRIPT)", ev, sha)
+	}
+}
+
+// TestRestartDuringTraffic: while Redis is down calls fail with an error
+// (within the timeout, not hanging), and after it comes back (empty,
+// without the script) they succeed again.
+func TestRestartDuringTraffic(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := newStore(t, rdb, redisstore.Config{Timeout: time.Second})
+	p := algo.PerSecond(1000).Burst(1000)
+	var ok, failed atomic.Int64
+	var phase atomic.Int32 // 0 before, 1 down (after Kill returns), 2 from Revive on
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				started := phase.Load()
+				_, err := s.Take(context.Background(), "k"+strconv.Itoa(g*7+i%7), p, 1)
+				switch {
+				case err == nil && started == 1 && phase.Load() == 1:
+					t.Errorf("Take succeeded while Redis was down")
+				case err == nil:
+					ok.Add(1)
+				default:
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		tick := time.NewTicker(time.Millisecond) // polls a condition; times nothing
+		defer tick.Stop()
+		for !cond() {
+			select {
+			case <-deadline:
+				close(stop)
+				wg.Wait()
+				t.Fatalf("timed out waiting for %s (ok %d, failed %d)", what, ok.Load(), failed.Load())
+			case <-tick.C:
+			}
+		}
+	}
+	waitFor("traffic", func() bool { return ok.Load() > 50 })
+	srv.Kill(t)
+	phase.Store(1)
+	f0 := failed.Load()
+	waitFor("errors while down", func() bool { return failed.Load() > f0+20 })
+	phase.Store(2) // from here calls may reach the new server
+	srv.Revive(t)
+	ok0 := ok.Load()
+	waitFor("success after restart", func() bool { return ok.Load() > ok0+50 })
+	close(stop)
+	wg.Wait()
+	if ev := calls(t, rdb, "eval"); ev < 1 {
+		t.Errorf("EVAL ran %d times after the restart; the script must have been reloaded", ev)
+	}
+}

@@ -1,0 +1,124 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Memory goals of issue 3 for a 20-byte key on Redis 7.0.
+const (
+	goalUsage = 72  // bytes, MEMORY USAGE of one key
+	goalDelta = 135 // bytes, used_memory delta per key over 100k keys
+)
+
+// layout writes n buckets (keys "rl:user:%012d", 20 bytes) in one encoding.
+type layout struct {
+	name  string
+	write func(pipe redis.Pipeliner, key string, i int)
+}
+
+// TestMemoryPerKey measures bytes per key of the bucket encodings on 100k
+// keys, each on a fresh server in the same run, both ways the issue asks:
+// MEMORY USAGE of one key, and the used_memory delta divided by 100k. Run
+// it with
+//
+//	go test -run TestMemoryPerKey -v ./redisstore/
+//
+// The reference is the article's layout (a hash {tokens, ts} with EXPIRE);
+// "server clock" is this store's default encoding (one int-encoded
+// integer with PEXPIREAT); "client clock" is "deficit:stamp" with PEXPIRE.
+// The server-clock encoding must meet the issue's goals.
+func TestMemoryPerKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 300k keys")
+	}
+	if redistest.Start(t).External() {
+		t.Skip("measures used_memory: needs a server of its own, not REDIS_URL")
+	}
+	const n = 100_000
+	p := algo.PerHour(100).Burst(100) // 36s a token: no key expires during the run
+	now := time.Now()
+	scriptOn := func(clk store.Clock) func(redis.Pipeliner, string, int) {
+		s, err := New(redis.NewClient(&redis.Options{}), Config{Prefix: "rl:", Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := "s"
+		if clk != nil {
+			clock = "c"
+		}
+		return func(pipe redis.Pipeliner, key string, i int) {
+			args := s.scriptArgs(opTake, clock, now.UnixMicro()+int64(i), []store.Request{{Key: key[len("rl:"):], Policy: p, Cost: 1 + int64(i%7)}})
+			pipe.Do(context.Background(), args...)
+		}
+	}
+	layouts := []layout{
+		{"reference hash {tokens, ts} + EXPIRE", func(pipe redis.Pipeliner, key string, i int) {
+			ctx := context.Background()
+			// The article's script stores tokens as a float.
+			pipe.HSet(ctx, key, "tokens", strconv.FormatFloat(99-float64(i%7)-0.000277*float64(i%3600), 'f', -1, 64), "ts", now.UnixMilli()+int64(i))
+			pipe.Expire(ctx, key, time.Hour)
+		}},
+		{"server clock (default)", scriptOn(nil)},
+		{"client clock", scriptOn(fixedClock(now))},
+	}
+	for _, l := range layouts {
+		usage, delta := measure(t, l, n)
+		t.Logf("%-40s MEMORY USAGE %3d B/key   used_memory delta %6.1f B/key", l.name, usage, delta)
+		if l.name == "server clock (default)" && (usage > goalUsage || delta > goalDelta) {
+			t.Errorf("%s: %d B by MEMORY USAGE (goal %d), %.1f B by delta (goal %d)", l.name, usage, goalUsage, delta, goalDelta)
+		}
+	}
+}
+
+// measure writes n keys in layout l on a fresh server and returns MEMORY
+// USAGE of one key and the used_memory delta per key.
+func measure(t *testing.T, l layout, n int) (usage int64, delta float64) {
+	t.Helper()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	if err := script.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := usedMemory(t, rdb)
+	for lo := 0; lo < n; lo += 1000 {
+		pipe := rdb.Pipeline()
+		for i := lo; i < min(lo+1000, n); i++ {
+			l.write(pipe, fmt.Sprintf("rl:user:%012d", i), i)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("%s: %v", l.name, err)
+		}
+	}
+	after := usedMemory(t, rdb)
+	if got := rdb.DBSize(ctx).Val(); got != int64(n) {
+		t.Fatalf("%s: %d keys, want %d", l.name, got, n)
+	}
+	usage = rdb.MemoryUsage(ctx, fmt.Sprintf("rl:user:%012d", n/2)).Val()
+	return usage, float64(after-before) / float64(n)
+}
+
+func usedMemory(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info := rdb.Info(context.Background(), "memory").Val()
+	m := regexp.MustCompile(`used_memory:(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		t.Fatalf("no used_memory in INFO memory")
+	}
+	v, _ := strconv.ParseInt(m[1], 10, 64)
+	return v
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
