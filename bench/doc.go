@@ -21,8 +21,8 @@
 //   - ParallelDistinctKeys: the same keys from b.RunParallel goroutines, each
 //     starting at its own offset.
 //
-// Two policies: [Admit] (burst 1e9, refilled 1e6/s: every call is admitted
-// and charged) and [Deny] (burst 1, 1 per minute: after the pre-fill every
+// Two policies: [Admit] (burst 1e9, refilled 1/s: every call is admitted
+// and charged, and buckets stay below full) and [Deny] (burst 1, 1 per minute: after the pre-fill every
 // call is denied). Denials are the cheap path for most limiters and the
 // common one under attack; admissions are the common one in normal traffic.
 //

@@ -127,6 +127,7 @@ func (s *samples) plain(group, impl, unit string, format func(float64) string) s
 
 func (s *samples) write(w io.Writer) {
 	var b bytes.Buffer
+	s.headlines(&b)
 	for _, bench := range []string{"HotKey", "DistinctKeys", "ParallelDistinctKeys"} {
 		s.inProcTable(&b, bench)
 	}
@@ -145,6 +146,67 @@ func (s *samples) runs(group string, unit string) int {
 		}
 	}
 	return 0
+}
+
+// headlines writes the comparisons the issues set goals for.
+func (s *samples) headlines(w io.Writer) {
+	var rows []string
+	for _, g := range s.groups {
+		if strings.HasPrefix(g, "Redis") || len(s.impls[g]) < 2 {
+			continue
+		}
+		base := s.median(g, ours, "sec/op")
+		best, bestV := "", math.Inf(1)
+		for _, impl := range s.impls[g] {
+			if v := s.median(g, impl, "sec/op"); impl != ours && v < bestV {
+				best, bestV = impl, v
+			}
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s |", g, sig(base*1e9),
+			s.plain(g, ours, "allocs/op", sig), best+" "+sig(bestV*1e9), ratio(bestV, base, "")))
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(w, "### Headlines: in process")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| benchmark | ratebucket ns/op | allocs/op | fastest peer, ns/op | peer ÷ ratebucket (time; above 1: ratebucket faster) |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+		fmt.Fprintln(w, strings.Join(rows, "\n"))
+		fmt.Fprintln(w)
+	}
+	d64 := "Redis/keys=distinct/conc=64"
+	if _, ok := s.vals[d64][ours]; !ok {
+		return
+	}
+	fmt.Fprintln(w, "### Headlines: Redis (goals of issue 3)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| comparison | measured | goal |")
+	fmt.Fprintln(w, "|---|---:|---|")
+	o64 := s.median(d64, ours, "checks/s")
+	for _, spec := range []string{"c=64/P=1", "c=50/P=1", "c=64/P=16"} {
+		if c := s.median("RedisCeiling/"+spec, ours, "checks/s"); !math.IsNaN(c) {
+			goal := ""
+			if spec == "c=64/P=1" {
+				goal = "≥ 0.9"
+			}
+			fmt.Fprintf(w, "| ratebucket, 64 goroutines, distinct keys ÷ redis-benchmark of its script (%s) | %s | %s |\n", spec, ratio(o64, c, ""), goal)
+		}
+	}
+	for _, impl := range s.impls[d64] {
+		if impl != ours {
+			goal := ""
+			if impl == "redis_rate" {
+				goal = "> 1"
+			}
+			fmt.Fprintf(w, "| ratebucket ÷ %s throughput, 64 goroutines, distinct keys | %s | %s |\n", impl, ratio(o64, s.median(d64, impl, "checks/s"), ""), goal)
+		}
+	}
+	p1, p16 := "Redis/keys=distinct/conc=1", "Redis/keys=distinct/conc=16"
+	fmt.Fprintf(w, "| p50 at 1 goroutine, ratebucket ÷ redis_rate | %s | |\n", ratio(s.median(p1, ours, "p50-us"), s.median(p1, "redis_rate", "p50-us"), ""))
+	fmt.Fprintf(w, "| p99 at 16 goroutines, ratebucket ÷ redis_rate | %s | |\n", ratio(s.median(p16, ours, "p99-us"), s.median(p16, "redis_rate", "p99-us"), ""))
+	fmt.Fprintf(w, "| MEMORY USAGE of one 20-byte key, ratebucket | %s B | ≤ 72 B |\n", s.plain("RedisMemory", ours, "usage-B/key", sig))
+	fmt.Fprintf(w, "| used_memory delta per key over %s keys, ratebucket | %s B | ≤ 135 B |\n",
+		s.plain("RedisMemory", ours, "keys", sig), s.plain("RedisMemory", ours, "delta-B/key", sig))
+	fmt.Fprintln(w)
 }
 
 // withPrefix returns the groups whose names start with prefix.
@@ -231,7 +293,7 @@ func (s *samples) memoryTable(w io.Writer) {
 	if len(s.impls[g]) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "### Redis memory per key (100k keys, one take each)")
+	fmt.Fprintf(w, "### Redis memory per key (%s keys, one take each)\n", s.plain(g, ours, "keys", sig))
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| impl | key bytes | MEMORY USAGE B | used_memory delta B/key |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|")

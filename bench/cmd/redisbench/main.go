@@ -149,9 +149,8 @@ func run(ctx context.Context, cfg config) error {
 					if ld.FirstErr != nil {
 						log.Printf("%s keys=%s conc=%d: %d errors, first: %v", cl.impl.Name, keys, conc, ld.Errors, ld.FirstErr)
 					}
-					fmt.Printf("BenchmarkRedis/keys=%s/conc=%d/impl=%s\t%d\t%.0f ns/op\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\t%.3f admit/op\t%.4f err/op\n",
-						keys, conc, cl.impl.Name, ld.Calls, float64(ld.Elapsed.Nanoseconds())/float64(ld.Calls),
-						ld.PerSecond(), us(ld.P50), us(ld.P99), float64(ld.Admitted)/float64(ld.Calls),
+					fmt.Printf("BenchmarkRedis/keys=%s/conc=%d/impl=%s\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\t%.3f admit/op\t%.4f err/op\n",
+						keys, conc, cl.impl.Name, ld.Calls, ld.PerSecond(), us(ld.P50), us(ld.P99), float64(ld.Admitted)/float64(ld.Calls),
 						float64(ld.Errors)/float64(ld.Calls+ld.Errors))
 					if ctx.Err() != nil {
 						return ctx.Err()
@@ -171,8 +170,8 @@ func run(ctx context.Context, cfg config) error {
 			if err != nil {
 				return fmt.Errorf("ceiling %s: %w", ce.name, err)
 			}
-			fmt.Printf("BenchmarkRedisCeiling/script=%s/c=%d/P=%d\t%d\t%.0f ns/op\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\n",
-				ce.name, ce.clients, ce.pipeline, n, 1e9/res.PerSecond, res.PerSecond, us(res.P50), us(res.P99))
+			fmt.Printf("BenchmarkRedisCeiling/script=%s/c=%d/P=%d\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\n",
+				ce.name, ce.clients, ce.pipeline, n, res.PerSecond, us(res.P50), us(res.P99))
 		}
 	}
 
@@ -187,8 +186,8 @@ func run(ctx context.Context, cfg config) error {
 			if err != nil {
 				return fmt.Errorf("%s: memory: %w", impl.Name, err)
 			}
-			fmt.Printf("BenchmarkRedisMemory/impl=%s\t%d\t%d usage-B/key\t%.1f delta-B/key\t%d keylen-B\n",
-				impl.Name, m.Keys, m.Usage, m.DeltaPerKey, m.KeyLen)
+			fmt.Printf("BenchmarkRedisMemory/impl=%s\t%d\t%d usage-B/key\t%.1f delta-B/key\t%d keylen-B\t%d keys\n",
+				impl.Name, m.Keys, m.Usage, m.DeltaPerKey, m.KeyLen, m.Keys)
 		}
 	}
 	return c.FlushAll(ctx).Err()
@@ -233,6 +232,7 @@ func captureCeilings(ctx context.Context, c *redis.Client, cells []cell, cfg con
 		if len(cmd) < 4 || cmd[2] != "1" {
 			return nil, fmt.Errorf("%s: captured %q: want one key", cl.impl.Name, cmd)
 		}
+		log.Printf("%s sends %q", cl.impl.Name, cmd)
 		cmd[3] = cl.impl.Prefix + "user:__rand_int__"
 		for _, spec := range strings.Split(cfg.ceiling, ",") {
 			cs, ps, ok := strings.Cut(spec, "x")
