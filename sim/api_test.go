@@ -1,0 +1,236 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+func TestConfigErrors(t *testing.T) {
+	// Never dialled: the config is refused before any store is built.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { rdb.Close() })
+	tests := []struct {
+		name string
+		cfg  Config
+		want error
+	}{
+		{"unknown scenario", Config{Scenario: "nope"}, ErrUnknownScenario},
+		{"empty scenario", Config{}, ErrUnknownScenario},
+		{"negative instances", Config{Scenario: "sensor", Instances: -1}, ErrInvalidConfig},
+		{"too many instances", Config{Scenario: "sensor", Instances: MaxInstances + 1}, ErrInvalidConfig},
+		{"more skews than instances", Config{Scenario: "sensor", Instances: 2, Skew: make([]time.Duration, 3)}, ErrInvalidConfig},
+		{"skew beyond an hour", Config{Scenario: "sensor", Skew: []time.Duration{2 * time.Hour}}, ErrInvalidConfig},
+		{"negative scale", Config{Scenario: "sensor", Scale: -1}, ErrInvalidConfig},
+		{"duration beyond a day", Config{Scenario: "sensor", Duration: MaxDuration + time.Second}, ErrInvalidConfig},
+		{"sub-microsecond duration", Config{Scenario: "sensor", Duration: time.Second + 1}, ErrInvalidConfig},
+		{"unknown topology", Config{Scenario: "sensor", Topology: 7}, ErrInvalidConfig},
+		{"invalid policy", Config{Scenario: "sensor", Policy: algo.PerSecond(0).Burst(10)}, algo.ErrInvalidPolicy},
+		{"redis per instance", Config{Scenario: "sensor", Redis: rdb, Topology: PerInstance}, ErrInvalidConfig},
+		{"redis fixed window", Config{Scenario: "sensor", Redis: rdb, Algorithm: algo.FixedWindow{}}, ErrInvalidConfig},
+		{"cost above the policy's capacity", Config{Scenario: "cost", Policy: algo.PerSecond(2).Burst(5)}, algo.ErrCostExceedsCapacity},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := Run(tt.cfg)
+			if !errors.Is(err, tt.want) || rep != nil {
+				t.Fatalf("Run = %v, %v; want nil, error matching %v", rep, err, tt.want)
+			}
+		})
+	}
+	if _, err := ParseTopology("mesh"); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("ParseTopology(mesh) error = %v", err)
+	}
+	failing := func(int, store.Clock, store.Store) (store.Store, error) { return nil, io.ErrUnexpectedEOF }
+	if _, err := Run(Config{Scenario: "sensor", Wrap: failing}); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("Run with a failing Wrap: error = %v, want the wrapper's", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := RunContext(ctx, Config{Scenario: "sensor"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("RunContext(cancelled) error = %v", err)
+	}
+}
+
+func TestLookupAndScenarios(t *testing.T) {
+	names := map[string]bool{}
+	for _, sc := range Scenarios() {
+		if names[sc.Name] || sc.Summary == "" || sc.Policy.Validate() != nil || sc.Duration <= 0 {
+			t.Errorf("scenario %+v: duplicate or incomplete", sc)
+		}
+		names[sc.Name] = true
+		got, err := Lookup(sc.Name)
+		if err != nil || got.Name != sc.Name {
+			t.Errorf("Lookup(%q) = %v, %v", sc.Name, got.Name, err)
+		}
+	}
+	for _, n := range []string{"mobile", "boundary-spike", "sensor", "abuser", "campus-nat-ip", "campus-nat-user", "cost"} {
+		if !names[n] {
+			t.Errorf("scenario %q missing", n)
+		}
+	}
+}
+
+// TestCountWrapsStores: Count counts every call and offers TakeMulti
+// exactly when the store does.
+func TestCountWrapsStores(t *testing.T) {
+	ms, err := memstore.New(memstore.Config{Clock: NewClock(Start)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	s, n := Count(ms)
+	p := algo.PerSecond(1).Burst(2)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := s.Take(ctx, "k", p, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, ok := s.(store.MultiTaker)
+	if !ok {
+		t.Fatal("Count(memstore) lost TakeMulti")
+	}
+	if _, err := m.TakeMulti(ctx, []store.Request{{Key: "a", Policy: p, Cost: 1}, {Key: "b", Policy: p, Cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n.Calls() != 4 {
+		t.Errorf("Calls() = %d, want 4", n.Calls())
+	}
+	if only, _ := Count(takeOnly{ms}); isMulti(only) {
+		t.Error("Count of a Take-only store claims TakeMulti")
+	}
+}
+
+func isMulti(s store.Store) bool {
+	_, ok := s.(store.MultiTaker)
+	return ok
+}
+
+type takeOnly struct{ s store.Store }
+
+func (o takeOnly) Take(ctx context.Context, k string, p algo.Policy, c int64) (algo.Result, error) {
+	return o.s.Take(ctx, k, p, c)
+}
+
+// TestWrapSeesBackendCalls: a wrapper that answers some calls itself
+// (here: every other one) shows up as fewer backend calls.
+func TestWrapSeesBackendCalls(t *testing.T) {
+	plain, err := Run(Config{Scenario: "sensor", Instances: 2, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	half, err := Run(Config{Scenario: "sensor", Instances: 2, Seed: 3,
+		Wrap: func(_ int, _ store.Clock, s store.Store) (store.Store, error) { return &everyOther{s: s}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.BackendCalls != plain.Total.Requests {
+		t.Errorf("plain run: %d backend calls for %d requests", plain.BackendCalls, plain.Total.Requests)
+	}
+	if half.BackendCalls >= plain.BackendCalls*6/10 {
+		t.Errorf("wrapped run made %d backend calls, plain %d: wrapper not counted above the backend", half.BackendCalls, plain.BackendCalls)
+	}
+}
+
+type everyOther struct {
+	s store.Store
+	n int
+}
+
+func (e *everyOther) Take(ctx context.Context, k string, p algo.Policy, c int64) (algo.Result, error) {
+	e.n++
+	if e.n%2 == 0 {
+		return algo.Result{Allowed: true, Limit: p.Capacity()}, nil
+	}
+	return e.s.Take(ctx, k, p, c)
+}
+
+func TestClock(t *testing.T) {
+	c := NewClock(Start)
+	if !c.Now().Equal(Start) {
+		t.Fatalf("Now() = %v, want %v", c.Now(), Start)
+	}
+	s := c.Skewed(-1500 * time.Microsecond)
+	c.Add(time.Minute)
+	if got, want := s.Now(), Start.Add(time.Minute-1500*time.Microsecond); !got.Equal(want) {
+		t.Errorf("skewed Now() = %v, want %v", got, want)
+	}
+	c.Set(Start)
+	if !c.Now().Equal(Start) {
+		t.Errorf("after Set, Now() = %v", c.Now())
+	}
+}
+
+func TestJSON(t *testing.T) {
+	r := matrix(t, "abuser")[tokenPerInstance]
+	js, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Topology != PerInstance || back.Total != r.Total || back.Law.Holds || back.Timeline != nil {
+		t.Errorf("JSON round trip lost data: %+v", back)
+	}
+	if !bytes.Contains(js, []byte(`"topology": "per-instance"`)) {
+		t.Errorf("topology not named in JSON:\n%s", js)
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		bars string
+	}{
+		{"per second", Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Seed: 1}, "requests per second at"},
+		{"binned over an hour", Config{Scenario: "sensor", Duration: time.Hour, Seed: 1}, "mean over 6 s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Run(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := WriteSVG(&b, r.Timeline); err != nil {
+				t.Fatal(err)
+			}
+			d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
+			rects := 0
+			for {
+				tok, err := d.Token()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("SVG is not well-formed XML: %v", err)
+				}
+				if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "rect" {
+					rects++
+				}
+			}
+			if rects < 3 || !strings.Contains(b.String(), "<polyline") || !strings.Contains(b.String(), tt.bars) {
+				t.Errorf("SVG has %d rects, polyline %v, label %q %v", rects, strings.Contains(b.String(), "<polyline"), tt.bars, strings.Contains(b.String(), tt.bars))
+			}
+		})
+	}
+	if err := WriteSVG(io.Discard, &Timeline{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("WriteSVG(empty) error = %v", err)
+	}
+}

@@ -1,0 +1,157 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+)
+
+// Widths are the interval lengths of [Report.Windows].
+var Widths = []time.Duration{time.Second, 10 * time.Second, time.Minute}
+
+// recorder builds a run's clients and collects what happens to them.
+type recorder struct {
+	cfg      *Config
+	scenario Scenario
+	base     algo.Policy
+	length   time.Duration
+	classes  []class
+	clients  []*client
+	keys     map[string]*bucketLog
+	focus    string // the key the timeline follows
+	timeline *Timeline
+}
+
+// bucketLog is every admission at one key, across all instances.
+type bucketLog struct {
+	policy algo.Policy
+	adm    []Admission
+}
+
+func newRecorder(cfg *Config, sc Scenario, base algo.Policy, length time.Duration) *recorder {
+	r := &recorder{cfg: cfg, scenario: sc, base: base, length: length,
+		classes: sc.classes(base), keys: map[string]*bucketLog{}}
+	scale := max(cfg.Scale, 1)
+	for ci, cl := range r.classes {
+		for i := range cl.count * scale {
+			entitled := cl.entitled
+			if entitled == (algo.Policy{}) {
+				entitled = cl.policy
+			}
+			pair := rand.New(rand.NewPCG(cfg.Seed^0x9a1e5eed, uint64(i)))
+			c := &client{class: ci, key: cl.key(i), policy: cl.policy, entitled: entitled,
+				gen: cl.gen(i, pair), rng: rand.New(rand.NewPCG(cfg.Seed, streamID(cl.name, i)))}
+			r.clients = append(r.clients, c)
+			if r.focus == "" && cl.name == sc.Focus {
+				r.focus = c.key
+			}
+		}
+	}
+	secs := int((length + time.Second - 1) / time.Second)
+	r.timeline = &Timeline{Key: r.focus, Step: time.Second,
+		Admitted: make([]int64, secs), Denied: make([]int64, secs), Tokens: make([]int64, secs)}
+	for i := range r.timeline.Tokens {
+		r.timeline.Tokens[i] = -1
+	}
+	return r
+}
+
+// record notes the answer res to client c's request e.
+func (r *recorder) record(c *client, e event, res algo.Result) {
+	c.requests++
+	c.offered += e.cost
+	if c.key == r.focus {
+		s := e.at / sec
+		if res.Allowed {
+			r.timeline.Admitted[s]++
+		} else {
+			r.timeline.Denied[s]++
+		}
+		r.timeline.Tokens[s] = res.Remaining
+	}
+	if !res.Allowed {
+		return
+	}
+	c.admitted++
+	c.admittedCost += e.cost
+	b := r.keys[c.key]
+	if b == nil {
+		b = &bucketLog{policy: c.policy}
+		r.keys[c.key] = b
+	}
+	b.adm = append(b.adm, Admission{At: dur(e.at), Cost: e.cost})
+}
+
+// legit reports whether c stayed within its entitlement's long-run rate:
+// what it asked for over the run, cost-weighted, is at most rate·duration.
+func (r *recorder) legit(c *client) bool {
+	p := c.entitled
+	return mulDiv(p.Refill(), r.length.Microseconds(), p.Unit()) >= c.offered
+}
+
+// report assembles the Report of a finished run.
+func (r *recorder) report(calls int64) (*Report, error) {
+	alg := r.cfg.algorithm()
+	backend := "memstore"
+	if r.cfg.Redis != nil {
+		backend = "redisstore"
+	}
+	rep := &Report{
+		Scenario: r.scenario.Name, Algorithm: alg.Name(), Topology: r.cfg.Topology,
+		Instances: r.cfg.instances(), Skew: append([]time.Duration(nil), r.cfg.Skew...),
+		Backend: backend, Seed: r.cfg.Seed, Duration: r.length, Policy: r.base.String(),
+		BackendCalls: calls, Timeline: r.timeline,
+	}
+	r.timeline.Title = rep.Title()
+	r.timeline.Policy = r.base
+	for range r.classes {
+		rep.Classes = append(rep.Classes, Stats{})
+	}
+	for _, c := range r.clients {
+		s := &rep.Classes[c.class]
+		s.Clients++
+		s.Requests += c.requests
+		s.Admitted += c.admitted
+		s.AdmittedCost += c.admittedCost
+		if r.legit(c) {
+			s.Legit++
+			s.LegitRequests += c.requests
+			s.LegitDenied += c.requests - c.admitted
+		}
+	}
+	rep.Total.Class = "all"
+	for i := range rep.Classes {
+		s := &rep.Classes[i]
+		s.Class = r.classes[i].name
+		s.Denied = s.Requests - s.Admitted
+		rep.Total.add(*s)
+	}
+	keys := sortedKeys(r.keys)
+	for _, w := range Widths {
+		best := Window{Width: w}
+		for _, k := range keys {
+			b := r.keys[k]
+			peak, from := Peak(b.adm, w)
+			bound := windowBound(b.policy, w)
+			if best.Key == "" || peak*best.Bound > best.Peak*bound {
+				best = Window{Width: w, Key: k, From: from, Peak: peak, Bound: bound}
+			}
+		}
+		rep.Windows = append(rep.Windows, best)
+	}
+	rep.Law = Law{Holds: true, Slack: r.cfg.spread()}
+	first := true
+	for _, k := range keys {
+		b := r.keys[k]
+		law, err := Check(b.policy, b.adm, r.cfg.spread())
+		if err != nil {
+			return nil, err
+		}
+		law.Key = k
+		if first || law.excess > rep.Law.excess {
+			rep.Law, first = law, false
+		}
+	}
+	return rep, nil
+}

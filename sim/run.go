@@ -1,0 +1,320 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Errors returned by this package. Match them with [errors.Is].
+var (
+	// ErrUnknownScenario reports a scenario name that [Lookup] does not
+	// know.
+	ErrUnknownScenario = errors.New("sim: unknown scenario")
+	// ErrInvalidConfig reports a [Config] field out of range or a
+	// combination the simulator cannot run.
+	ErrInvalidConfig = errors.New("sim: invalid config")
+)
+
+// Limits on [Config] fields.
+const (
+	// MaxInstances is the largest Config.Instances.
+	MaxInstances = 1000
+	// MaxScale is the largest Config.Scale.
+	MaxScale = 1000
+	// MaxDuration is the longest Config.Duration: a simulated day.
+	MaxDuration = 24 * time.Hour
+)
+
+// Config describes one run. The zero value plus a Scenario name is a valid
+// run: token bucket, one instance, memstore, seed 0, the scenario's policy
+// and duration.
+type Config struct {
+	// Scenario names the traffic, as listed by [Scenarios]. Required.
+	Scenario string
+	// Algorithm is the rate-limiting rule. The default is
+	// algo.TokenBucket{}; see [Algorithms].
+	Algorithm algo.Algorithm
+	// Topology says whether instances share one store or keep their own.
+	// The default is Shared.
+	Topology Topology
+	// Instances is the number of app instances behind the load balancer,
+	// which sends each request to one of them uniformly at random. The
+	// default is 1.
+	Instances int
+	// Skew offsets each instance's clock: instance i reads virtual time
+	// plus Skew[i]; instances past len(Skew) have none. The default is no
+	// skew.
+	Skew []time.Duration
+	// Seed selects the random traffic. The same Config gives the same
+	// Report, bit for bit.
+	Seed uint64
+	// Duration is the virtual time covered. The default is the scenario's.
+	Duration time.Duration
+	// Policy replaces the scenario's main policy (see [Scenario.Policy]).
+	// The zero Policy keeps it.
+	Policy algo.Policy
+	// Scale multiplies the number of clients in every class: Scale 50 on
+	// "mobile" simulates 5,000 clients. The default is 1.
+	Scale int
+	// Redis, when set, makes the store redisstore over this client, with
+	// one redisstore.Store per instance, each on its own client clock
+	// (virtual time plus its skew). Redis runs only the token bucket, and
+	// only Shared. Keys go under a fresh "rb:sim:<random>:" prefix and are
+	// deleted when the run ends. Runs are bound by round trips: expect
+	// thousands of requests per second, not millions.
+	Redis redis.UniversalClient
+	// Wrap, when set, wraps each instance's store before its Limiters are
+	// built: s is the backend store (already counted, so calls a wrapper
+	// answers itself do not count as backend calls) and clk the clock the
+	// instance reads. A local deny cache is measured this way.
+	Wrap func(instance int, clk store.Clock, s store.Store) (store.Store, error)
+}
+
+func (c *Config) instances() int { return max(c.Instances, 1) }
+
+func (c *Config) skew(i int) int64 {
+	if i < len(c.Skew) {
+		return c.Skew[i].Microseconds()
+	}
+	return 0
+}
+
+// spread returns the largest skew minus the smallest, instances without
+// one counting as 0.
+func (c *Config) spread() time.Duration {
+	lo, hi := int64(0), int64(0)
+	for i := range c.instances() {
+		lo, hi = min(lo, c.skew(i)), max(hi, c.skew(i))
+	}
+	return dur(hi - lo)
+}
+
+func (c *Config) algorithm() algo.Algorithm {
+	if c.Algorithm == nil {
+		return algo.TokenBucket{}
+	}
+	return c.Algorithm
+}
+
+func (c *Config) check() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, a...)...)
+	}
+	switch {
+	case c.Instances < 0 || c.Instances > MaxInstances:
+		return bad("instances %d outside [1, %d]", c.Instances, MaxInstances)
+	case len(c.Skew) > c.instances():
+		return bad("%d skews for %d instances", len(c.Skew), c.instances())
+	case c.Scale < 0 || c.Scale > MaxScale:
+		return bad("scale %d outside [1, %d]", c.Scale, MaxScale)
+	case c.Duration < 0 || c.Duration > MaxDuration || c.Duration%time.Microsecond != 0:
+		return bad("duration %v outside [1µs, %v] or not whole µs", c.Duration, MaxDuration)
+	case c.Topology != Shared && c.Topology != PerInstance:
+		return bad("topology %d", int(c.Topology))
+	case c.Redis != nil && c.Topology != Shared:
+		return bad("redisstore is shared by nature: use topology shared")
+	case c.Redis != nil && c.algorithm().Name() != (algo.TokenBucket{}).Name():
+		return bad("redisstore runs only the token bucket, not %s", c.algorithm().Name())
+	}
+	for _, s := range c.Skew {
+		if s < -time.Hour || s > time.Hour {
+			return bad("skew %v outside ±1h", s)
+		}
+	}
+	if c.Policy != (algo.Policy{}) {
+		if err := c.Policy.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+// Algorithms returns the algorithms the simulator compares: the token
+// bucket, the fixed window and the sliding window.
+func Algorithms() []algo.Algorithm {
+	return []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}, algo.SlidingWindow{}}
+}
+
+// Run simulates cfg and reports what happened. See [RunContext].
+func Run(cfg Config) (*Report, error) { return RunContext(context.Background(), cfg) }
+
+// RunContext simulates cfg and reports what happened; ctx bounds the run
+// (only a Redis-backed run takes long enough to care). Every error wraps a
+// sentinel: [ErrUnknownScenario], [ErrInvalidConfig], an algo error for a
+// request its policy cannot hold (such as a cost above capacity), or the
+// store's error.
+func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
+	sc, err := Lookup(cfg.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	base, length := sc.Policy, sc.Duration
+	if cfg.Policy != (algo.Policy{}) {
+		base = cfg.Policy
+	}
+	if cfg.Duration > 0 {
+		length = cfg.Duration
+	}
+	clk := NewClock(Start)
+	f, err := newFleet(&cfg, clk)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := f.close(); cerr != nil && err == nil {
+			rep, err = nil, cerr
+		}
+	}()
+	r := newRecorder(&cfg, sc, base, length)
+	if err := r.simulate(ctx, f, clk); err != nil {
+		return nil, err
+	}
+	return r.report(f.calls())
+}
+
+// client is one simulated user, device or attacker.
+type client struct {
+	class    int
+	key      string
+	policy   algo.Policy
+	entitled algo.Policy
+	gen      generator
+	rng      *rand.Rand
+
+	requests, admitted, offered, admittedCost int64
+}
+
+// event is a client's next request.
+type event struct {
+	at, cost int64
+	seq      uint64
+	client   int32
+}
+
+// events is a binary min-heap of events by (at, seq): ties go to the
+// earlier-scheduled, so the order is total and runs are reproducible.
+type events []event
+
+func (h events) less(i, j int) bool {
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].seq < h[j].seq
+}
+
+func (h *events) push(e event) {
+	*h = append(*h, e)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *events) pop() event {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		m, l, r := i, 2*i+1, 2*i+2
+		if l < n && s.less(l, m) {
+			m = l
+		}
+		if r < n && s.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// streamID gives each client its own random stream, independent of how
+// many clients other classes have.
+func streamID(class string, i int) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(class))
+	return h.Sum64() ^ uint64(i)*0x9e3779b97f4a7c15
+}
+
+// simulate runs the event loop: pop the earliest request, move the clock
+// there, send it through a random instance's Limiter, record the answer,
+// and ask the client for its next request.
+func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock) error {
+	var h events
+	var seq uint64
+	end := r.length.Microseconds()
+	schedule := func(c int, q req, ok bool) {
+		if ok && q.at < end {
+			h.push(event{at: q.at, cost: q.cost, seq: seq, client: int32(c)})
+			seq++
+		}
+	}
+	for i, c := range r.clients {
+		q, ok := c.gen.next(c.rng, 0, nil)
+		schedule(i, q, ok)
+	}
+	lb := rand.New(rand.NewPCG(r.cfg.Seed, 0x10adba1a))
+	n := r.cfg.instances()
+	start := Start.UnixMicro()
+	for steps := 0; len(h) > 0; steps++ {
+		if steps&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		e := h.pop()
+		c := r.clients[e.client]
+		clk.us.Store(start + e.at)
+		i := 0
+		if n > 1 {
+			i = lb.IntN(n)
+		}
+		lim, err := f.use(i).limiter(c.policy)
+		if err != nil {
+			return err
+		}
+		res, err := lim.Take(ctx, c.key, e.cost)
+		if err != nil {
+			return fmt.Errorf("sim: %s: %s at %v, cost %d: %w",
+				r.scenario.Name, r.classes[c.class].name, dur(e.at), e.cost, err)
+		}
+		r.record(c, e, res)
+		q, ok := c.gen.next(c.rng, e.at, &res)
+		schedule(int(e.client), q, ok)
+	}
+	return nil
+}
+
+// dur converts µs to a Duration.
+func dur(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Topology says how app instances keep bucket state.
+type Topology int
+
+const (
+	// Shared is one store for every instance: what Redis gives a fleet.
+	// Over memstore it is a single in-process store standing in for that
+	// shared Redis; requests carry the calling instance's (possibly
+	// skewed) clock, exactly as redisstore's client clock sends the
+	// caller's time to Lua. With no skew it is also what redisstore's
+	// server clock gives: one clock for the whole fleet.
+	Shared Topology = iota
+	// PerInstance gives each instance its own memstore and its own
+	// clock: the broken multi-instance setup in which a client spread
+	// over N instances gets about N times the limit.
+	PerInstance
+)
+
+// String returns "shared" or "per-instance".
+func (t Topology) String() string {
+	switch t {
+	case Shared:
+		return "shared"
+	case PerInstance:
+		return "per-instance"
+	}
+	return fmt.Sprintf("Topology(%d)", int(t))
+}
+
+// MarshalText encodes t as its String, for JSON reports.
+func (t Topology) MarshalText() ([]byte, error) {
+	if t != Shared && t != PerInstance {
+		return nil, fmt.Errorf("%w: topology %d", ErrInvalidConfig, int(t))
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText decodes a String, as [ParseTopology] does.
+func (t *Topology) UnmarshalText(b []byte) error {
+	v, err := ParseTopology(string(b))
+	if err == nil {
+		*t = v
+	}
+	return err
+}
+
+// ParseTopology returns the Topology named "shared" or "per-instance", or an
+// error wrapping [ErrInvalidConfig].
+func ParseTopology(s string) (Topology, error) {
+	switch s {
+	case "shared":
+		return Shared, nil
+	case "per-instance":
+		return PerInstance, nil
+	}
+	return 0, fmt.Errorf("%w: topology %q (want shared or per-instance)", ErrInvalidConfig, s)
+}
+
+// Counter counts the calls that reach a store. It is safe for simultaneous
+// use.
+type Counter struct{ n atomic.Int64 }
+
+// Calls returns how many Take and TakeMulti calls have been made.
+func (c *Counter) Calls() int64 { return c.n.Load() }
+
+// Count wraps s so that every Take (and TakeMulti, when s has it) is counted
+// by the returned Counter before being passed on unchanged. The wrapper
+// implements [store.MultiTaker] exactly when s does. The simulator counts
+// backend calls this way; a caching wrapper placed above it (see
+// [Config.Wrap]) shows up as fewer calls.
+func Count(s store.Store) (store.Store, *Counter) {
+	c := new(Counter)
+	if m, ok := s.(store.MultiTaker); ok {
+		return countingMulti{counting{s, c}, m}, c
+	}
+	return counting{s, c}, c
+}
+
+type counting struct {
+	s store.Store
+	c *Counter
+}
+
+func (k counting) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	k.c.n.Add(1)
+	return k.s.Take(ctx, key, p, cost)
+}
+
+type countingMulti struct {
+	counting
+	m store.MultiTaker
+}
+
+func (k countingMulti) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	k.c.n.Add(1)
+	return k.m.TakeMulti(ctx, reqs)
+}
+
+// fleet is the app instances of one run and the stores behind them.
+type fleet struct {
+	instances []*instance
+	counters  []*Counter
+	caller    *callerClock // non-nil for a shared memstore
+	closers   []func() error
+}
+
+// instance is one app instance: a Limiter per policy over its store.
+type instance struct {
+	store    store.Store
+	skew     int64 // µs
+	limiters map[algo.Policy]*store.Limiter
+}
+
+// limiter returns the instance's Limiter for p, creating it on first use.
+func (in *instance) limiter(p algo.Policy) (*store.Limiter, error) {
+	if l, ok := in.limiters[p]; ok {
+		return l, nil
+	}
+	l, err := store.NewLimiter(in.store, p, store.LimiterConfig{})
+	if err != nil {
+		return nil, err
+	}
+	in.limiters[p] = l
+	return l, nil
+}
+
+// calls returns the backend calls made so far.
+func (f *fleet) calls() int64 {
+	var n int64
+	for _, c := range f.counters {
+		n += c.Calls()
+	}
+	return n
+}
+
+// use prepares the fleet for a call from instance i: a shared memstore
+// then reads that instance's clock.
+func (f *fleet) use(i int) *instance {
+	in := f.instances[i]
+	if f.caller != nil {
+		f.caller.skew.Store(in.skew)
+	}
+	return in
+}
+
+// close closes every store, keeping the first error.
+func (f *fleet) close() error {
+	var errs []error
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		errs = append(errs, f.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// add registers instance i over backend store s (already counted or not).
+func (f *fleet) add(cfg *Config, clk store.Clock, i int, s store.Store) error {
+	if cfg.Wrap != nil {
+		w, err := cfg.Wrap(i, clk, s)
+		if err != nil {
+			return fmt.Errorf("sim: wrap instance %d: %w", i, err)
+		}
+		s = w
+	}
+	f.instances = append(f.instances, &instance{
+		store: s, skew: cfg.skew(i), limiters: map[algo.Policy]*store.Limiter{},
+	})
+	return nil
+}
+
+// newFleet builds the instances of cfg over virtual clock c.
+func newFleet(cfg *Config, c *Clock) (f *fleet, err error) {
+	f = new(fleet)
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, f.close())
+		}
+	}()
+	if cfg.Redis != nil {
+		return f, f.addRedis(cfg, c)
+	}
+	alg := cfg.algorithm()
+	switch cfg.Topology {
+	case Shared:
+		f.caller = &callerClock{c: c}
+		ms, err := memstore.New(memstore.Config{Clock: f.caller, Algorithm: alg})
+		if err != nil {
+			return f, fmt.Errorf("sim: memstore: %w", err)
+		}
+		f.closers = append(f.closers, ms.Close)
+		s, n := Count(ms)
+		f.counters = append(f.counters, n)
+		for i := range cfg.instances() {
+			if err := f.add(cfg, f.caller, i, s); err != nil {
+				return f, err
+			}
+		}
+	case PerInstance:
+		for i := range cfg.instances() {
+			clk := c.Skewed(dur(cfg.skew(i)))
+			ms, err := memstore.New(memstore.Config{Clock: clk, Algorithm: alg})
+			if err != nil {
+				return f, fmt.Errorf("sim: memstore: %w", err)
+			}
+			f.closers = append(f.closers, ms.Close)
+			s, n := Count(ms)
+			f.counters = append(f.counters, n)
+			if err := f.add(cfg, clk, i, s); err != nil {
+				return f, err
+			}
+		}
+	}
+	return f, nil
+}
