@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -87,8 +86,10 @@ func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) erro
 		keys[i] = "k" + strconv.Itoa(i)
 	}
 	fmt.Fprintf(e.stdout, "bench: %s, policy %v, %d key(s), %v per row\n\n", be.desc, cfg.policy, cfg.keys, cfg.duration)
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "goroutines\tcalls/s\tp50\tp99\tp999\tadmitted\t")
+	// Fixed widths rather than a tabwriter, so each row shows as soon as
+	// its level has run.
+	const row = "%10s %9s %9s %9s %9s %9s\n"
+	fmt.Fprintf(e.stdout, row, "goroutines", "calls/s", "p50", "p99", "p999", "admitted")
 	var firstErr error
 	for _, g := range cfg.concurrency {
 		if ctx.Err() != nil {
@@ -99,11 +100,10 @@ func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) erro
 			firstErr = r.err
 			break
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", g, fmtRate(float64(r.calls)/r.elapsed.Seconds()),
+		fmt.Fprintf(e.stdout, row, strconv.Itoa(g), fmtRate(float64(r.calls)/r.elapsed.Seconds()),
 			fmtDur(r.lat.quantile(0.50)), fmtDur(r.lat.quantile(0.99)), fmtDur(r.lat.quantile(0.999)),
 			fmtPct(r.admitted, r.calls))
 	}
-	tw.Flush()
 	if be.onRedis() {
 		if err := deleteKeys(context.WithoutCancel(ctx), be, keys); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("deleting the benchmark keys: %w", err)

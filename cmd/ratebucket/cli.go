@@ -41,7 +41,7 @@ type env struct {
 }
 
 // commands lists the subcommands in the order the overview shows them.
-var commands = []*command{demoCommand, inspectCommand, resetCommand, benchCommand}
+var commands = []*command{simCommand, demoCommand, inspectCommand, resetCommand, benchCommand}
 
 // run executes the command line args (without the program name), writing
 // to stdout and stderr, and returns the process exit code. SIGINT and

@@ -193,3 +193,45 @@ func TestBenchRedis(t *testing.T) {
 		t.Fatalf("%d keys left in Redis after bench (%v)", n, err)
 	}
 }
+
+// TestCluster runs bench, inspect and reset against a local Redis Cluster
+// through --cluster: keys spread over the three masters.
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	url := "redis://" + cl.Addrs[0] + "?addr=" + cl.Addrs[1] // go-redis finds the third itself
+	stdout, stderr, code := runCLI(t, "bench", "--cluster", "--redis", url, "--duration", "30ms", "--concurrency", "4", "--keys", "30")
+	if code != exitOK || !strings.Contains(stdout, "redisstore on cluster ") {
+		t.Fatalf("bench on the cluster exited %d: %s%s", code, stdout, stderr)
+	}
+	prefix := redistest.Prefix(t)
+	rs, err := redisstore.New(cl.Client(), redisstore.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := algo.PerMinute(60).Burst(5)
+	keys := []string{"user:1", "user:2", "user:3", "user:4"}
+	for _, k := range keys {
+		if _, err := rs.Take(context.Background(), k, p, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append([]string{"inspect", "--cluster", "--redis", url, "--prefix", prefix, "--capacity", "5", "--rate", "60/m", "--json"}, keys...)
+	stdout, stderr, code = runCLI(t, args...)
+	var rows []inspectRow
+	if code != exitOK || json.Unmarshal([]byte(stdout), &rows) != nil || len(rows) != 4 {
+		t.Fatalf("inspect on the cluster exited %d: %s%s", code, stdout, stderr)
+	}
+	for _, r := range rows {
+		if !r.Exists || r.Tokens < 3 || r.Tokens > 4 {
+			t.Fatalf("inspect %s = %+v, want 3 tokens left", r.Key, r.Bucket)
+		}
+	}
+	if _, stderr, code = runCLI(t, append([]string{"reset", "--cluster", "--redis", url, "--prefix", prefix}, keys...)...); code != exitOK {
+		t.Fatalf("reset on the cluster exited %d: %s", code, stderr)
+	}
+	for _, k := range keys {
+		if b, err := rs.Inspect(context.Background(), k, p); err != nil || b.Exists {
+			t.Fatalf("%s after reset: %+v %v", k, b, err)
+		}
+	}
+}

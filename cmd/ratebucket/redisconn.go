@@ -42,7 +42,10 @@ func (rf *redisFlags) connect(ctx context.Context) (redis.UniversalClient, error
 	if !strings.Contains(url, "://") {
 		url = "redis://" + url
 	}
-	var c redis.UniversalClient
+	// check is a client without retries: go-redis backs off and retries a
+	// refused dial, which would make an unreachable Redis take seconds to
+	// report.
+	var c, check redis.UniversalClient
 	var addr string
 	if rf.cluster {
 		opts, err := redis.ParseClusterURL(url)
@@ -52,7 +55,9 @@ func (rf *redisFlags) connect(ctx context.Context) (redis.UniversalClient, error
 		opts.DialTimeout, opts.ContextTimeoutEnabled = connectTimeout, true
 		opts.PoolSize = max(opts.PoolSize, rf.poolSize)
 		addr = strings.Join(opts.Addrs, ",")
-		c = redis.NewClusterClient(opts)
+		probe := *opts
+		probe.MaxRetries, probe.MaxRedirects = -1, 0
+		c, check = redis.NewClusterClient(opts), redis.NewClusterClient(&probe)
 	} else {
 		opts, err := redis.ParseURL(url)
 		if err != nil {
@@ -61,11 +66,15 @@ func (rf *redisFlags) connect(ctx context.Context) (redis.UniversalClient, error
 		opts.DialTimeout, opts.ContextTimeoutEnabled = connectTimeout, true
 		opts.PoolSize = max(opts.PoolSize, rf.poolSize)
 		addr = opts.Addr
-		c = redis.NewClient(opts)
+		probe := *opts
+		probe.MaxRetries = -1
+		c, check = redis.NewClient(opts), redis.NewClient(&probe)
 	}
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	if err := c.Ping(pctx).Err(); err != nil {
+	err := check.Ping(pctx).Err()
+	check.Close()
+	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("cannot reach Redis at %s: %w", addr, err)
 	}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/sim"
+)
+
+var simCommand = &command{
+	name:    "sim",
+	summary: "compare token bucket, fixed and sliding window in simulated traffic",
+	usage: `sim [--scenario NAME|all] [--algo token,fixed,sliding]
+                     [--instances N] [--seed S] [--svg DIR] [--json]
+
+Runs the simulator's scenarios (a phone's feed burst, a boundary-spike
+attacker, steady sensors, an abuser, a campus NAT, mixed costs) in virtual
+time, deterministically: the same seed prints the same numbers. Each
+scenario runs under the token bucket, the fixed window and the sliding
+window, with the instances sharing one store (what Redis gives) and with a
+memstore per instance (the broken setup), and prints one table per scenario:
+
+  admitted, denied   requests, over all clients
+  false 429          share of legitimate clients' requests that were denied
+  peak 1s/10s/60s    most admitted in any window of that length, against
+                     its bound capacity + rate*w (above 1 breaks the law)
+  law                "ok" when no interval admits more than
+                     capacity + rate*length, else the worst ratio and "!"
+
+--svg writes one chart per run (admitted and denied per second, tokens in
+the bucket) that a browser opens. --redis runs the token bucket, shared, on
+your Redis (with a client clock in virtual time), to check it agrees.
+
+Examples:
+  ratebucket sim
+  ratebucket sim --scenario boundary-spike --algo fixed,token
+  ratebucket sim --scenario mobile --instances 5 --seed 7 --svg charts
+  ratebucket sim --list
+  ratebucket sim --json > runs.json`,
+	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+		var cfg simConfig
+		rf := addRedisFlags(fs, "run on this Redis (token bucket, shared) instead of memstore")
+		fs.StringVar(&cfg.scenario, "scenario", "all", "scenario `name`, or all (see --list)")
+		fs.StringVar(&cfg.algos, "algo", "all", "comma-separated `algorithms`: token, fixed, sliding, or all")
+		fs.StringVar(&cfg.topos, "topology", "all", "comma-separated `layouts`: shared, per-instance, or all")
+		fs.IntVar(&cfg.instances, "instances", 3, "app instances behind the load balancer")
+		fs.Uint64Var(&cfg.seed, "seed", 1, "random seed of the traffic")
+		fs.DurationVar(&cfg.duration, "duration", 0, "virtual time per run (0: each scenario's own)")
+		fs.IntVar(&cfg.scale, "scale", 1, "multiply the number of clients in every class")
+		fs.StringVar(&cfg.svgDir, "svg", "", "write one SVG timeline per run into `dir`")
+		fs.BoolVar(&cfg.json, "json", false, "print the reports as JSON")
+		fs.BoolVar(&cfg.detail, "detail", false, "also print each run's per-class table")
+		fs.BoolVar(&cfg.list, "list", false, "list the scenarios and exit")
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q", args[0])
+			}
+			cfg.redis = rf
+			return runSim(ctx, e, &cfg)
+		}
+	},
+}
+
+// simConfig is one sim invocation.
+type simConfig struct {
+	redis                  *redisFlags
+	scenario, algos, topos string
+	instances, scale       int
+	seed                   uint64
+	duration               time.Duration
+	svgDir                 string
+	json, detail, list     bool
+}
+
+// simRun is one cell of the matrix: which algorithm on which layout.
+type simRun struct {
+	algo algo.Algorithm
+	topo sim.Topology
+}
+
+// plan checks the flags and returns the scenarios and runs to make.
+func (cfg *simConfig) plan() ([]sim.Scenario, []simRun, error) {
+	var scenarios []sim.Scenario
+	if cfg.scenario == "all" {
+		scenarios = sim.Scenarios()
+	} else {
+		for _, name := range strings.Split(cfg.scenario, ",") {
+			s, err := sim.Lookup(strings.TrimSpace(name))
+			if err != nil {
+				return nil, nil, usageError{err}
+			}
+			scenarios = append(scenarios, s)
+		}
+	}
+	algos, err := pick("--algo", cfg.algos, sim.Algorithms(), func(a algo.Algorithm) []string {
+		return []string{sim.ShortName(a.Name()), a.Name()}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	topos, err := pick("--topology", cfg.topos, []sim.Topology{sim.Shared, sim.PerInstance}, func(t sim.Topology) []string {
+		return []string{t.String()}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case cfg.instances < 1 || cfg.instances > sim.MaxInstances:
+		return nil, nil, usagef("--instances %d: want 1 to %d", cfg.instances, sim.MaxInstances)
+	case cfg.scale < 1 || cfg.scale > sim.MaxScale:
+		return nil, nil, usagef("--scale %d: want 1 to %d", cfg.scale, sim.MaxScale)
+	case cfg.duration < 0 || cfg.duration > sim.MaxDuration:
+		return nil, nil, usagef("--duration %v: want up to %v of virtual time", cfg.duration, sim.MaxDuration)
+	}
+	var runs []simRun
+	for _, a := range algos {
+		for _, t := range topos {
+			if cfg.redis.url != "" && (a.Name() != (algo.TokenBucket{}).Name() || t != sim.Shared) {
+				continue // Redis runs the token bucket, shared
+			}
+			runs = append(runs, simRun{a, t})
+		}
+	}
+	if len(runs) == 0 {
+		return nil, nil, usagef("--redis runs only the token bucket on a shared store: include token in --algo and shared in --topology")
+	}
+	return scenarios, runs, nil
+}
+
+// pick parses a comma-separated list of names (or "all") against the
+// choices, each known by the names names returns.
+func pick[T any](flagName, list string, choices []T, names func(T) []string) ([]T, error) {
+	if strings.TrimSpace(list) == "all" {
+		return choices, nil
+	}
+	var out []T
+	var known []string
+	for _, c := range choices {
+		known = append(known, names(c)[0])
+	}
+	for _, want := range strings.Split(list, ",") {
+		want = strings.ToLower(strings.TrimSpace(want))
+		i := slices.IndexFunc(choices, func(c T) bool { return slices.Contains(names(c), want) })
+		if i < 0 {
+			return nil, usagef("%s %q: want a comma-separated list of %s, or all", flagName, want, strings.Join(known, ", "))
+		}
+		out = append(out, choices[i])
+	}
+	return out, nil
+}
+
+// runSim runs the plan and prints it.
+func runSim(ctx context.Context, e *env, cfg *simConfig) error {
+	scenarios, runs, err := cfg.plan()
+	if err != nil {
+		return err
+	}
+	if cfg.list {
+		for _, s := range scenarios {
+			fmt.Fprintf(e.stdout, "%-16s %s\n", s.Name, s.Summary)
+		}
+		return nil
+	}
+	base := sim.Config{Instances: cfg.instances, Seed: cfg.seed, Duration: cfg.duration, Scale: cfg.scale}
+	if cfg.redis.url != "" {
+		rdb, err := cfg.redis.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		base.Redis = rdb
+	}
+	if cfg.svgDir != "" {
+		if err := os.MkdirAll(cfg.svgDir, 0o755); err != nil {
+			return err
+		}
+	}
+	prog := startProgress(e.stderr, int64(len(scenarios)*len(runs)), "runs")
+	defer prog.finish()
+	var all []*sim.Report
+	var charts []string
+	for i, s := range scenarios {
+		var reports []*sim.Report
+		for _, r := range runs {
+			c := base
+			c.Scenario, c.Algorithm, c.Topology = s.Name, r.algo, r.topo
+			rep, err := sim.RunContext(ctx, c)
+			if err != nil {
+				return fmt.Errorf("scenario %s, %s, %v: %w", s.Name, r.algo.Name(), r.topo, err)
+			}
+			prog.add(1)
+			reports = append(reports, rep)
+			if cfg.svgDir != "" {
+				path, err := writeChart(cfg.svgDir, rep)
+				if err != nil {
+					return err
+				}
+				charts = append(charts, path)
+			}
+		}
+		all = append(all, reports...)
+		if cfg.json {
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		if err := printScenario(e, s, reports, cfg.detail); err != nil {
+			return err
+		}
+	}
+	prog.finish()
+	if cfg.json {
+		return writeJSON(e, all)
+	}
+	fmt.Fprint(e.stdout, simLegend)
+	if len(scenarios) > 1 {
+		fmt.Fprint(e.stdout, " Over all the runs above:\n\n")
+		simVerdict(e.stdout, all)
+	} else {
+		fmt.Fprintln(e.stdout)
+	}
+	if len(charts) > 0 {
+		fmt.Fprintf(e.stdout, "Wrote %d SVG charts, such as %s, to\n  %s\n", len(charts), filepath.Base(charts[0]), cfg.svgDir)
+	}
+	return nil
+}
+
+// simLegend explains the columns, after the tables, where a reader who has
+// just run the command looks first.
+const simLegend = `
+admit, deny: requests admitted and denied, over all clients. false429: the
+share of legitimate clients' requests (within the policy's long-run rate)
+that were denied. peak: the most admitted at one key in any 1 s, 10 s and
+60 s window, divided by its bound capacity + rate*w. law: "ok" when no
+interval admits more than capacity + rate*length, else the worst interval's
+admitted/bound and "!". shared×N: N instances share one store, as with Redis;
+per-inst×N: each instance has its own memstore.`
+
+// simVerdict sums up the runs as a table: for each algorithm and layout, in
+// how many scenarios the law held, and in which legitimate clients were
+// denied.
+func simVerdict(w io.Writer, reports []*sim.Report) {
+	type tally struct {
+		algo, setup string
+		runs, held  int
+		denied      []string // scenarios with false 429s
+	}
+	var rows []*tally
+	byName := map[string]*tally{}
+	for _, r := range reports {
+		name := r.Algorithm + " " + r.Setup()
+		t, ok := byName[name]
+		if !ok {
+			t = &tally{algo: sim.ShortName(r.Algorithm), setup: r.Setup()}
+			byName[name] = t
+			rows = append(rows, t)
+		}
+		t.runs++
+		if r.Law.Holds {
+			t.held++
+		}
+		if r.Total.LegitDenied > 0 {
+			t.denied = append(t.denied, r.Scenario)
+		}
+	}
+	fmt.Fprintf(w, "| algo    | store      | law held | false 429s in                        |\n")
+	fmt.Fprintf(w, "|---------|------------|---------:|--------------------------------------|\n")
+	for _, t := range rows {
+		where := fmt.Sprintf("%d of %d", len(t.denied), t.runs)
+		if len(t.denied) > 0 {
+			if list := strings.Join(t.denied, ", "); len(where)+len(list) <= 33 {
+				where += ": " + list
+			}
+		}
+		fmt.Fprintf(w, "| %-7s | %-10s | %3d of %d | %-36s |\n", t.algo, t.setup, t.held, t.runs, where)
+	}
+}
+
+// printScenario writes one scenario's heading and comparison table.
+func printScenario(e *env, s sim.Scenario, reports []*sim.Report, detail bool) error {
+	r := reports[0]
+	fmt.Fprintf(e.stdout, "## %s\n", s.Name)
+	summary := strings.ToUpper(s.Summary[:1]) + s.Summary[1:] + "."
+	for _, line := range wrap(summary, 80) {
+		fmt.Fprintln(e.stdout, line)
+	}
+	fmt.Fprintf(e.stdout, "Policy %s; %d instance(s); %v simulated; seed %d.\n\n", r.Policy, r.Instances, r.Duration, r.Seed)
+	if err := sim.WriteTable(e.stdout, reports...); err != nil {
+		return err
+	}
+	if detail {
+		for _, r := range reports {
+			fmt.Fprintf(e.stdout, "\n%s", r.Markdown())
+		}
+	}
+	return nil
+}
+
+// writeChart writes rep's timeline as DIR/<scenario>-<algo>-<setup>.svg.
+func writeChart(dir string, rep *sim.Report) (path string, err error) {
+	name := fmt.Sprintf("%s-%s-%s.svg", rep.Scenario, sim.ShortName(rep.Algorithm), rep.Topology)
+	path = filepath.Join(dir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if err := sim.WriteSVG(f, rep.Timeline); err != nil {
+		f.Close()
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return path, f.Close()
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(e *env, v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
