@@ -224,10 +224,8 @@ func runSim(ctx context.Context, e *env, cfg *simConfig) error {
 	}
 	fmt.Fprint(e.stdout, simLegend)
 	if len(scenarios) > 1 {
-		fmt.Fprint(e.stdout, " Over all the runs above:\n\n")
+		fmt.Fprint(e.stdout, "\nOver all the runs above:\n\n")
 		simVerdict(e.stdout, all)
-	} else {
-		fmt.Fprintln(e.stdout)
 	}
 	if len(charts) > 0 {
 		fmt.Fprintf(e.stdout, "Wrote %d SVG charts, such as %s, to\n  %s\n", len(charts), filepath.Base(charts[0]), cfg.svgDir)
@@ -243,8 +241,9 @@ share of legitimate clients' requests (within the policy's long-run rate)
 that were denied. peak: the most admitted at one key in any 1 s, 10 s and
 60 s window, divided by its bound capacity + rate*w. law: "ok" when no
 interval admits more than capacity + rate*length, else the worst interval's
-admitted/bound and "!". shared×N: N instances share one store, as with Redis;
-per-inst×N: each instance has its own memstore.`
+admitted/bound and "!". shared×N: N instances share one store, as with Redis
+(redis×N: on Redis itself); per-inst×N: each instance has its own memstore.
+`
 
 // simVerdict sums up the runs as a table: for each algorithm and layout, in
 // how many scenarios the law held, and in which legitimate clients were

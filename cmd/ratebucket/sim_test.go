@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
@@ -134,5 +136,32 @@ func TestSimUsageErrors(t *testing.T) {
 			}
 			wantOneLine(t, stderr, tt.want)
 		})
+	}
+}
+
+// TestSimRedisAgrees runs a scenario on a real Redis (redisstore with the
+// simulator's clock) and on memstore: the token bucket must give the same
+// numbers on both, request for request.
+func TestSimRedisAgrees(t *testing.T) {
+	srv := redistest.Start(t)
+	args := []string{"sim", "--scenario", "boundary-spike", "--duration", "1m", "--json"}
+	decode := func(stdout, stderr string, code int) sim.Report {
+		t.Helper()
+		var reports []sim.Report
+		if code != exitOK || json.Unmarshal([]byte(stdout), &reports) != nil || len(reports) != 1 {
+			t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+		}
+		return reports[0]
+	}
+	onRedis := decode(runCLI(t, append(args, "--redis", srv.Addr)...))
+	inMemory := decode(runCLI(t, append(args, "--algo", "token", "--topology", "shared")...))
+	if onRedis.Backend != "redisstore" || inMemory.Backend != "memstore" {
+		t.Fatalf("backends %q and %q", onRedis.Backend, inMemory.Backend)
+	}
+	if !reflect.DeepEqual(onRedis.Classes, inMemory.Classes) || onRedis.Law != inMemory.Law || !reflect.DeepEqual(onRedis.Windows, inMemory.Windows) {
+		t.Fatalf("redisstore and memstore disagree:\nredis  %+v %+v\nmemory %+v %+v", onRedis.Classes, onRedis.Law, inMemory.Classes, inMemory.Law)
+	}
+	if onRedis.Total.Denied == 0 || !onRedis.Law.Holds {
+		t.Fatalf("the attacker was never denied, or the law broke: %+v %v", onRedis.Total, onRedis.Law)
 	}
 }
