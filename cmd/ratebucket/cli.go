@@ -172,6 +172,10 @@ func (c *command) exec(ctx context.Context, e *env, args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintf(e.stderr, "ratebucket %s: interrupted\n", c.name)
+		return exitFailure
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(e.stderr, "ratebucket %s: %s (see 'ratebucket %s --help')\n", c.name, oneLine(err), c.name)

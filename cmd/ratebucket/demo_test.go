@@ -142,3 +142,16 @@ func TestDemoServe(t *testing.T) {
 		t.Fatalf("demo --serve exited %d after interrupt: %s", code, stderr.String())
 	}
 }
+
+// TestDemoInterrupted: Ctrl-C during the load run stops it and says so in
+// one line.
+func TestDemoInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr strings.Builder
+	code := runContext(ctx, []string{"demo", "-n", "100"}, &stdout, &stderr)
+	if code != exitFailure || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q", code, stdout.String())
+	}
+	wantOneLine(t, stderr.String(), "ratebucket demo: interrupted")
+}

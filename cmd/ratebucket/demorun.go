@@ -21,7 +21,8 @@ type demoFleet struct {
 	servers  []*http.Server
 	backends []*backend // one shared, or one per instance
 	obs      *demoObserver
-	prefix   string // redisstore prefix of this run's keys
+	prefix   string         // redisstore prefix of this run's keys
+	serving  sync.WaitGroup // the servers' Serve loops
 }
 
 // startFleet opens the stores and starts cfg.instances servers on loopback.
@@ -71,7 +72,7 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 		srv := &http.Server{Handler: trustUserHeader(cfg.userHeader, mux), ReadHeaderTimeout: 10 * time.Second}
 		f.servers = append(f.servers, srv)
 		f.urls = append(f.urls, "http://"+ln.Addr().String())
-		go srv.Serve(ln) // returns http.ErrServerClosed at stop
+		f.serving.Go(func() { srv.Serve(ln) }) // returns http.ErrServerClosed at stop
 	}
 	return f, nil
 }
@@ -106,6 +107,7 @@ func (f *demoFleet) stop() {
 			srv.Close()
 		}
 	}
+	f.serving.Wait()
 	for _, be := range f.backends {
 		be.close()
 	}
