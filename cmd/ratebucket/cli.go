@@ -127,8 +127,8 @@ func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintln(w, strings.TrimRight("  "+dash+f.Name+" "+typ, " "))
 		switch def := f.DefValue; {
-		case def == "" || def == "false" || def == "0":
-		case fmt.Sprintf("%T", f.Value) == "*flag.stringValue":
+		case def == "" || def == "false" || def == "0" || def == "0s":
+		case isString(f.Value):
 			usage += fmt.Sprintf(" (default %q)", def)
 		default:
 			usage += " (default " + def + ")"
@@ -137,6 +137,17 @@ func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "      %s\n", line)
 		}
 	})
+}
+
+// isString reports whether a flag holds a string, whose default is shown
+// quoted.
+func isString(v flag.Value) bool {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(string)
+	return ok
 }
 
 // wrap splits text into lines of at most width runes, at spaces.
