@@ -125,3 +125,24 @@ func evalCalls(t *testing.T, rdb *redis.ClusterClient) int {
 	}
 	return int(total.Load())
 }
+
+// TestRing: on a Ring a multi-limit take needs keys with one hash tag (the
+// Ring shards by it); without one it fails with store.ErrCrossSlot.
+func TestRing(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
+	defer ring.Close()
+	s := newStore(t, ring, redisstore.Config{})
+	p := algo.PerHour(1).Burst(3)
+	tagged := []store.Request{{Key: "{user:1}:burst", Policy: p, Cost: 2}, {Key: "{user:1}:daily", Policy: p, Cost: 1}}
+	if res, err := s.TakeMulti(ctxT(t), tagged); err != nil || !res.Allowed {
+		t.Fatalf("TakeMulti with one hash tag = %+v, %v; want allowed", res, err)
+	}
+	if res, err := s.Take(ctxT(t), "{user:1}:burst", p, 0); err != nil || res.Remaining != 1 {
+		t.Fatalf("peek after TakeMulti = %+v, %v; want 1 remaining (the single take reaches the same shard)", res, err)
+	}
+	untagged := []store.Request{{Key: "user:1", Policy: p, Cost: 1}, {Key: "tenant:1", Policy: p, Cost: 1}}
+	if res, err := s.TakeMulti(ctxT(t), untagged); !errors.Is(err, store.ErrCrossSlot) {
+		t.Fatalf("TakeMulti without a shared tag = %+v, %v; want store.ErrCrossSlot", res, err)
+	}
+}

@@ -49,7 +49,9 @@ func TestMemoryPerKey(t *testing.T) {
 	p := algo.PerHour(100).Burst(100) // 36s a token: no key expires during the run
 	now := time.Now()
 	scriptOn := func(clk store.Clock) func(redis.Pipeliner, string, int) {
-		s, err := New(redis.NewClient(&redis.Options{}), Config{Prefix: "rl:", Clock: clk})
+		rdb := redis.NewClient(&redis.Options{}) // never used: the pipeline is the measured server's
+		t.Cleanup(func() { rdb.Close() })
+		s, err := New(rdb, Config{Prefix: "rl:", Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,9 +34,14 @@ func genEdgePolicy(t *rapid.T, label string) algo.Policy {
 	capacity := rapid.OneOf(
 		rapid.Just(int64(1)),
 		rapid.Just(int64(1_000_000_000)),
+		rapid.Just(int64(-1)), // the largest the rate allows: full near 2^52
 		rapid.Int64Range(1, 100),
 		rapid.Int64Range(1, algo.MaxCapacity),
 	).Draw(t, label+"capacity")
+	if capacity == -1 {
+		unit := rate.Period.Microseconds() / gcd(rate.Tokens, rate.Period.Microseconds())
+		capacity = min(algo.MaxCapacity, algo.MaxLevel/unit)
+	}
 	p, err := algo.NewPolicy(capacity, rate)
 	for err != nil && capacity > 1 { // too large for this rate: shrink to fit
 		capacity /= 7
@@ -46,6 +51,13 @@ func genEdgePolicy(t *rapid.T, label string) algo.Policy {
 		t.Skipf("no valid policy at %v", rate)
 	}
 	return p
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // genEdgeStep draws a clock move: none, a microsecond or a few, about one

@@ -188,3 +188,33 @@ func TestNew(t *testing.T) {
 		t.Fatal("New(nil) succeeded")
 	}
 }
+
+// TestServerClockWritesOnlyCharges: with the server clock a denial or a
+// peek does not write (no SET reaches Redis, nothing to replicate).
+func TestServerClockWritesOnlyCharges(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := newStore(t, rdb, redisstore.Config{})
+	p := algo.PerHour(1).Burst(2)
+	steps := []struct {
+		name   string
+		cost   int64
+		allow  bool
+		writes bool
+	}{
+		{"peek of a new key", 0, true, false},
+		{"charge", 2, true, true},
+		{"denial", 1, false, false},
+		{"peek", 0, true, false},
+	}
+	for _, st := range steps {
+		before := calls(t, rdb, "set")
+		res, err := s.Take(ctxT(t), "k", p, st.cost)
+		if err != nil || res.Allowed != st.allow {
+			t.Fatalf("%s: Take = %+v, %v; want Allowed %v", st.name, res, err, st.allow)
+		}
+		if wrote := calls(t, rdb, "set") > before; wrote != st.writes {
+			t.Errorf("%s: wrote %v, want %v", st.name, wrote, st.writes)
+		}
+	}
+}

@@ -6,10 +6,12 @@
 -- ARGV[1] clock: "s" = server clock (redis TIME), "c" = client clock
 -- ARGV[2] now, µs since the Unix epoch (client clock; ignored for "s")
 -- ARGV[3] TTL margin in ms beyond the fill time (client clock; -1 = no expiry)
--- ARGV[4] op: "t" take (a denial still stores the refilled state, as algo
---         does), "m" multi (all admit and all are charged; or none is, and
---         only the denying buckets store their refilled state, as after a
---         denied take), "i" inspect (cost 0, nothing is written)
+-- ARGV[4] op: "t" take, "m" multi (all admit and all are charged, or none
+--         is), "i" inspect (cost 0, nothing is written). With a client
+--         clock a denial or peek that refilled stores the refilled state
+--         and later stamp, as algo returns it (in a denied multi only the
+--         denying buckets do, as memstore); with the server clock only
+--         charges write.
 -- ARGV[5..] per key: capacity, unit, refill, cost (see algo.Policy)
 --
 -- Reply: {now, all admitted (0/1), then per key: admitted (0/1), remaining,
@@ -20,8 +22,11 @@
 -- are algo's (Policy.Validate): full = capacity*unit <= 2^52, refill <= 2^52,
 -- cost <= capacity, times < 2^53. With them every intermediate is at most
 -- d + cost*unit <= 2*full <= 2^53 (algo/tokenbucket.go has the argument).
--- Division uses math.fmod, which is exact for doubles, never floor(a/b),
--- whose rounded quotient can be one too large near 2^53.
+-- Division uses math.fmod, which is exact for doubles: a - fmod(a, b) is
+-- an exact multiple of b and dividing it is exact. (math.floor(a/b) would
+-- also be exact for the dividends here, all at most 2^52 or divided by
+-- 1000: the rounded quotient k - r/b reaches k only if b*2^e >= 2^53 for
+-- 2^e <= k, i.e. a >= 2^53 - b. fmod needs no such argument.)
 --
 -- State encoding (absent key = full bucket):
 --   server clock: an integer string "<deficit><3 digits u>" (deficit*1000+u,
@@ -144,16 +149,22 @@ for i = 1, n do
   if op == 'i' then
     reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, redis.call('PTTL', KEYS[i])
   end
-  pend[i] = {d = d, t = t, changed = (d ~= d0 or t ~= t0), exists = exists, refill = refill, ok = ok}
+  pend[i] = {d = d, t = t, changed = (d ~= d0 or t ~= t0), exists = exists, refill = refill, ok = ok, cost = cost}
 end
 
 if op == 'i' then return reply end
 
 for i = 1, n do
   local p = pend[i]
+  local charged = p.ok == 1 and p.cost > 0 and (op == 't' or reply[2] == 1)
   -- A denied multi leaves the buckets that would have admitted alone as
-  -- they were (not charged, not refilled).
-  if p.changed and not (reply[2] == 0 and p.ok == 1) then
+  -- they were (not charged, not refilled). With the server clock only a
+  -- charge writes: a denial or peek that merely refilled changes nothing a
+  -- later call on the same clock can see (it computes the same refill from
+  -- the older state), so it saves the write and its replication.
+  local write = p.changed and not (reply[2] == 0 and p.ok == 1)
+  if clock == 's' then write = charged end
+  if write then
     local idle = p.t + ceildiv(p.d, p.refill) -- when the bucket is full again
     if idle <= now then
       if p.exists then redis.call('DEL', KEYS[i]) end

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -142,3 +143,7 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 func dialOnce(addr string) (interface{ Close() error }, error) {
 	return net.DialTimeout("tcp", addr, 200*time.Millisecond)
 }
+
+// TestMain fails the run if a goroutine (a process waiter, a client) is
+// left behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
