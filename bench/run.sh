@@ -7,7 +7,8 @@
 #
 #   bench/run.sh          full run, about 8-10 minutes on 2 cores
 #   bench/run.sh -w       the same, then rewrite the generated part of
-#                         ../BENCHMARKS.md (between the run.sh markers)
+#                         ../BENCHMARKS.md (between the run.sh markers) and
+#                         the chart bench/throughput.svg
 #   SMOKE=1 bench/run.sh  every step once and tiny (< 1 minute): checks the
 #                         pipeline, measures nothing worth quoting
 #
@@ -53,7 +54,7 @@ benchstat -col /impl "$OUT/inproc.txt" > "$OUT/benchstat-inproc.txt"
 grep -v '^BenchmarkRedisCeiling\|^BenchmarkRedisMemory' "$OUT/redis.txt" > "$OUT/redis-load.txt"
 grep -v '^BenchmarkRedis/\|^BenchmarkRedisMemory' "$OUT/redis.txt" > "$OUT/redis-ceiling.txt"
 { benchstat -col /impl "$OUT/redis-load.txt"; echo; benchstat -col /script "$OUT/redis-ceiling.txt"; } > "$OUT/benchstat-redis.txt"
-go run ./cmd/benchtables "$OUT/inproc.txt" "$OUT/redis.txt" > "$OUT/tables.md"
+go run ./cmd/benchtables -svg "$OUT/throughput.svg" "$OUT/inproc.txt" "$OUT/redis.txt" > "$OUT/tables.md"
 elapsed=$(( $(date +%s) - start ))
 
 cmdline="COUNT=$COUNT BENCHTIME=$BENCHTIME ROUNDS=$ROUNDS DUR=$DUR CEILING_N=$CEILING_N${SMOKE:+ SMOKE=1} bench/run.sh"
@@ -96,5 +97,6 @@ if $write; then
 		/<!-- run.sh:end -->/ { skip = 0 }
 		!skip { print }' "$md" > "$OUT/BENCHMARKS.md"
 	mv "$OUT/BENCHMARKS.md" "$md"
-	echo "run.sh: rewrote $md" >&2
+	cp "$OUT/throughput.svg" throughput.svg
+	echo "run.sh: rewrote $md and bench/throughput.svg" >&2
 fi

@@ -5,11 +5,14 @@
 // does; "±∞" when there are too few runs for one), and ratios of medians
 // against ratebucket and against the redis-benchmark ceiling.
 //
-//	go run ./cmd/benchtables inproc.txt redis.txt
+//	go run ./cmd/benchtables [-svg throughput.svg] inproc.txt redis.txt
+//
+// With -svg it also draws Redis throughput against goroutines.
 package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -33,11 +36,13 @@ type samples struct {
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		log.Fatal("usage: benchtables FILE...")
+	svg := flag.String("svg", "", "also write a throughput chart to this SVG file")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		log.Fatal("usage: benchtables [-svg FILE] FILE...")
 	}
 	s := &samples{impls: map[string][]string{}, vals: map[string]map[string]map[string][]float64{}}
-	for _, name := range os.Args[1:] {
+	for _, name := range flag.Args() {
 		f, err := os.Open(name)
 		if err != nil {
 			log.Fatal(err)
@@ -48,6 +53,15 @@ func main() {
 		f.Close()
 	}
 	s.write(os.Stdout)
+	if *svg != "" {
+		var b bytes.Buffer
+		if err := s.writeSVG(&b); err != nil {
+			log.Fatal(err)
+		}
+		if err := os.WriteFile(*svg, b.Bytes(), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
 }
 
 // read adds every benchmark result in r.
