@@ -23,6 +23,8 @@ round-robin over the instances, and reports the 200s and 429s, how many
 were admitted after the first burst by refill against the law
 admitted <= capacity + rate*elapsed, the latency of the limiter's own check
 and of whole requests, and on Redis the commands it ran and memory per key.
+On Redis each client's pool holds c/N connections, opened before the run,
+and the script is loaded first, as in an app that has been up a while.
 
 The user comes from the --user-header header (x-user-id). That header is
 trusted ONLY because this is a local demo: it stands in for your

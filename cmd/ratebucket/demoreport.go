@@ -144,6 +144,9 @@ func (f *demoFleet) load(ctx context.Context, e *env, cfg *demoConfig, r *demoRe
 	var before, sentBefore map[string]int64
 	be := f.backends[0]
 	if be.onRedis() {
+		if err := f.warm(ctx, cfg.redis.poolSize, cfg.policy); err != nil {
+			return err
+		}
 		var err error
 		if before, err = commandStats(ctx, be.rdb); err != nil {
 			return fmt.Errorf("INFO commandstats: %w", err)
