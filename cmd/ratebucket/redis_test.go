@@ -38,6 +38,15 @@ func TestDemoRedis(t *testing.T) {
 	if len(rr.Keys) != 1 || rr.Keys[0] != want || rr.BytesPerKey <= 0 || rr.BytesPerKey > 256 {
 		t.Fatalf("keys %v, %d bytes per key; want [%s] and a small size", rr.Keys, rr.BytesPerKey, want)
 	}
+	// The key --serve prints for inspect is the one httplimit uses, for a
+	// user and for an anonymous client keyed by IP.
+	if got := demoKey(&demoConfig{user: "test-user"}); got != want {
+		t.Fatalf("demoKey = %q, httplimit used %q", got, want)
+	}
+	anon := runDemoJSON(t, "--redis", srv.Addr, "-n", "20", "-c", "2", "--capacity", "5", "--rate", "1", "--user", "")
+	if got := demoKey(&demoConfig{}); anon.Redis == nil || len(anon.Redis.Keys) != 1 || anon.Redis.Keys[0] != got {
+		t.Fatalf("anonymous run used keys %v, demoKey says %q", anon.Redis, got)
+	}
 }
 
 func TestDemoRedisText(t *testing.T) {
