@@ -74,9 +74,16 @@ func TestRedisTools(t *testing.T) {
 	l := openRedis(t, OnRedis[0], c, Article)
 	keys := Keys(200, OnRedis[0].Prefix)
 
+	cpu0, err := ServerCPU(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ld, err := RunLoad(l, keys, false, 4, 50*time.Millisecond)
 	if err != nil || ld.Errors != 0 {
 		t.Fatalf("RunLoad: %+v, %v", ld, err)
+	}
+	if cpu1, err := ServerCPU(ctx, c); err != nil || cpu1 <= cpu0 {
+		t.Fatalf("server CPU went from %v to %v s over %d checks (%v)", cpu0, cpu1, ld.Calls, err)
 	}
 	if ld.Calls == 0 || ld.Admitted != ld.Calls || ld.P50 <= 0 || ld.P99 < ld.P50 {
 		t.Fatalf("RunLoad on distinct keys under burst 100: %+v", ld)

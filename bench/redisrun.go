@@ -96,6 +96,26 @@ func UsedMemory(ctx context.Context, c redis.UniversalClient) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
+// ServerCPU returns the CPU time the server process has used (INFO cpu:
+// used_cpu_user + used_cpu_sys), in seconds. Its growth over a measurement
+// divided by the checks made is the server's cost per check, round-trip
+// handling included.
+func ServerCPU(ctx context.Context, c redis.UniversalClient) (float64, error) {
+	var total float64
+	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, err := infoField(ctx, c, "cpu", f)
+		if err != nil {
+			return 0, err
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: INFO cpu %s: %w", f, err)
+		}
+		total += x
+	}
+	return total, nil
+}
+
 // infoField returns one field of INFO section.
 func infoField(ctx context.Context, c redis.UniversalClient, section, field string) (string, error) {
 	info, err := c.Info(ctx, section).Result()

@@ -263,15 +263,15 @@ func (s *samples) redisTable(w io.Writer, keys string) {
 		return
 	}
 	fmt.Fprintf(w, "### Redis, %s keys (n=%d rounds)\n\n", keys, s.runs(groups[0], "checks/s"))
-	fmt.Fprintln(w, "| goroutines | impl | checks/s | ratebucket ÷ impl | p50 µs | p99 µs | admitted | errors |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| goroutines | impl | checks/s | ratebucket ÷ impl | p50 µs | p99 µs | server CPU µs/check | admitted | errors |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, g := range groups {
 		conc := strings.TrimPrefix(g, prefix)
 		base := s.median(g, ours, "checks/s")
 		for _, impl := range s.impls[g] {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", conc, impl,
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", conc, impl,
 				s.cell(g, impl, "checks/s", thousands), ratio(base, s.median(g, impl, "checks/s"), impl),
-				s.cell(g, impl, "p50-us", sig), s.cell(g, impl, "p99-us", sig),
+				s.cell(g, impl, "p50-us", sig), s.cell(g, impl, "p99-us", sig), s.plain(g, impl, "srvcpu-us/op", sig),
 				s.plain(g, impl, "admit/op", pct), s.plain(g, impl, "err/op", pct))
 		}
 	}
@@ -284,8 +284,8 @@ func (s *samples) ceilingTable(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "### Ceiling: redis-benchmark replaying each library's EVALSHA on 100k random keys (n=%d rounds)\n\n", s.runs(groups[0], "checks/s"))
-	fmt.Fprintln(w, "| script | clients | pipeline | checks/s | p50 µs | p99 µs | ratebucket (Go, 64 goroutines, distinct) ÷ this |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| script | clients | pipeline | checks/s | p50 µs | p99 µs | server CPU µs/check | ratebucket (Go, 64 goroutines, distinct) ÷ this |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	ours64 := s.median("Redis/keys=distinct/conc=64", ours, "checks/s")
 	for _, g := range groups {
 		var c, p string
@@ -295,8 +295,9 @@ func (s *samples) ceilingTable(w io.Writer) {
 			if impl == ours {
 				r = ratio(ours64, s.median(g, impl, "checks/s"), "")
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", impl, c, p,
-				s.cell(g, impl, "checks/s", thousands), s.cell(g, impl, "p50-us", sig), s.cell(g, impl, "p99-us", sig), r)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", impl, c, p,
+				s.cell(g, impl, "checks/s", thousands), s.cell(g, impl, "p50-us", sig), s.cell(g, impl, "p99-us", sig),
+				s.plain(g, impl, "srvcpu-us/op", sig), r)
 		}
 	}
 	fmt.Fprintln(w)

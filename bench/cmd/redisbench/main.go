@@ -7,7 +7,8 @@
 // for every implementation in bench.OnRedis, closed-loop throughput and
 // p50/p99 latency at each concurrency on 100k distinct keys (policy burst
 // 100, 2/s: nearly every call admitted) and on one hot key (nearly every
-// call denied); then the ceiling: redis-benchmark replaying, on the same
+// call denied), with the server's CPU time per check (INFO cpu); then the
+// ceiling: redis-benchmark replaying, on the same
 // server, the exact EVALSHA each Lua-based library sends (captured with
 // MONITOR), loaded with SCRIPT LOAD, on random keys. The server is emptied
 // before every measurement. Finally, memory per key: MEMORY USAGE of one
@@ -142,16 +143,24 @@ func run(ctx context.Context, cfg config) error {
 					if err := c.FlushAll(ctx).Err(); err != nil {
 						return err
 					}
+					cpu0, err := bench.ServerCPU(ctx, c)
+					if err != nil {
+						return err
+					}
 					ld, err := bench.RunLoad(cl.l, cl.keys, hot, conc, cfg.dur)
 					if err != nil {
 						return fmt.Errorf("%s keys=%s conc=%d: %w", cl.impl.Name, keys, conc, err)
 					}
+					cpu1, err := bench.ServerCPU(ctx, c)
+					if err != nil {
+						return err
+					}
 					if ld.FirstErr != nil {
 						log.Printf("%s keys=%s conc=%d: %d errors, first: %v", cl.impl.Name, keys, conc, ld.Errors, ld.FirstErr)
 					}
-					fmt.Printf("BenchmarkRedis/keys=%s/conc=%d/impl=%s\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\t%.3f admit/op\t%.4f err/op\n",
+					fmt.Printf("BenchmarkRedis/keys=%s/conc=%d/impl=%s\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\t%.3f admit/op\t%.4f err/op\t%.2f srvcpu-us/op\n",
 						keys, conc, cl.impl.Name, ld.Calls, ld.PerSecond(), us(ld.P50), us(ld.P99), float64(ld.Admitted)/float64(ld.Calls),
-						float64(ld.Errors)/float64(ld.Calls+ld.Errors))
+						float64(ld.Errors)/float64(ld.Calls+ld.Errors), (cpu1-cpu0)*1e6/float64(ld.Calls))
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -166,12 +175,20 @@ func run(ctx context.Context, cfg config) error {
 			if ce.pipeline > 1 {
 				n *= 4
 			}
+			cpu0, err := bench.ServerCPU(ctx, c)
+			if err != nil {
+				return err
+			}
 			res, err := bench.RedisBenchmark(cfg.addr, ce.clients, ce.pipeline, n, cfg.numKeys, ce.cmd)
 			if err != nil {
 				return fmt.Errorf("ceiling %s: %w", ce.name, err)
 			}
-			fmt.Printf("BenchmarkRedisCeiling/script=%s/c=%d/P=%d\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\n",
-				ce.name, ce.clients, ce.pipeline, n, res.PerSecond, us(res.P50), us(res.P99))
+			cpu1, err := bench.ServerCPU(ctx, c)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("BenchmarkRedisCeiling/script=%s/c=%d/P=%d\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\t%.2f srvcpu-us/op\n",
+				ce.name, ce.clients, ce.pipeline, n, res.PerSecond, us(res.P50), us(res.P99), (cpu1-cpu0)*1e6/float64(n))
 		}
 	}
 
