@@ -3,12 +3,17 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"math"
+	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"pgregory.net/rapid"
 )
 
 func TestParseRate(t *testing.T) {
@@ -138,4 +143,48 @@ func TestConcurrencyFlag(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseRateProperty: whatever tokens, decimals and period a user
+// writes, the parsed rate is exactly the same rate: tokens/period as a
+// fraction, with no rounding.
+func TestParseRateProperty(t *testing.T) {
+	units := []struct {
+		text string
+		d    time.Duration
+	}{{"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}, {"ms", time.Millisecond}, {"250ms", 250 * time.Millisecond}, {"90s", 90 * time.Second}}
+	rapid.Check(t, func(t *rapid.T) {
+		whole := rapid.Int64Range(0, 1_000_000).Draw(t, "whole")
+		decimals := rapid.IntRange(0, 6).Draw(t, "decimals")
+		frac := rapid.Int64Range(0, int64(math.Pow10(decimals))-1).Draw(t, "frac")
+		unit := rapid.SampledFrom(units).Draw(t, "unit")
+		scale := int64(math.Pow10(decimals))
+		mantissa := whole*scale + frac
+		if mantissa == 0 {
+			t.Skip("zero rate")
+		}
+		text := strconv.FormatInt(whole, 10)
+		if decimals > 0 {
+			text += fmt.Sprintf(".%0*d", decimals, frac)
+		}
+		text += "/" + unit.text
+		got, err := parseRate(text)
+		if s := scale / gcd(mantissa, scale); unit.d > math.MaxInt64/time.Duration(s) {
+			// The period would not fit a Duration: refused, not wrapped.
+			if err == nil || !strings.Contains(err.Error(), "too many decimals") {
+				t.Fatalf("parseRate(%q) = %v, %v; want a too-many-decimals error", text, got, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("parseRate(%q): %v", text, err)
+		}
+		// got.Tokens/got.Period == mantissa/(scale·unit), cross-multiplied
+		// in 128 bits.
+		lhs := new(big.Int).Mul(big.NewInt(got.Tokens), new(big.Int).Mul(big.NewInt(scale), big.NewInt(int64(unit.d))))
+		rhs := new(big.Int).Mul(big.NewInt(mantissa), big.NewInt(int64(got.Period)))
+		if lhs.Cmp(rhs) != 0 {
+			t.Fatalf("parseRate(%q) = %v, not %d/(%d×%v)", text, got, mantissa, scale, unit.d)
+		}
+	})
 }

@@ -29,23 +29,28 @@ type progress struct {
 	total int64
 	label string
 	done  atomic.Int64
-	stop  chan struct{}
+	stop  chan struct{} // nil when no bar is drawn
 	wg    sync.WaitGroup
+	once  sync.Once
 }
 
 // startProgress starts a bar on w when w is a terminal; otherwise it
 // returns a progress whose add and finish only count. finish must be
 // called.
 func startProgress(w io.Writer, total int64, label string) *progress {
-	p := &progress{w: w, total: total, label: label}
 	if !isTerminal(w) || total <= 0 {
-		return p
+		return &progress{w: w, total: total, label: label}
 	}
-	p.stop = make(chan struct{})
+	return startBar(w, total, label, 100*time.Millisecond)
+}
+
+// startBar starts a bar on w redrawn every interval, terminal or not.
+func startBar(w io.Writer, total int64, label string, interval time.Duration) *progress {
+	p := &progress{w: w, total: total, label: label, stop: make(chan struct{})}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		t := time.NewTicker(100 * time.Millisecond)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
@@ -62,14 +67,18 @@ func startProgress(w io.Writer, total int64, label string) *progress {
 // add counts n more units done.
 func (p *progress) add(n int64) { p.done.Add(n) }
 
-// finish stops the bar and clears its line.
+// finish stops the bar, draws it a last time and clears its line. Calling
+// it again does nothing.
 func (p *progress) finish() {
 	if p.stop == nil {
 		return
 	}
-	close(p.stop)
-	p.wg.Wait()
-	fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 60))
+	p.once.Do(func() {
+		close(p.stop)
+		p.wg.Wait()
+		p.draw()
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 60))
+	})
 }
 
 // draw writes the bar once.

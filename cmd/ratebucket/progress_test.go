@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestBar(t *testing.T) {
@@ -43,4 +46,35 @@ func TestProgressOnlyOnTerminal(t *testing.T) {
 	if isTerminal(f) {
 		t.Fatal("a regular file counts as a terminal")
 	}
+}
+
+// TestProgressBar draws a bar on a buffer (as on a terminal) and finishes it
+// twice, as a deferred finish after an explicit one does.
+func TestProgressBar(t *testing.T) {
+	var buf syncBuffer
+	p := startBar(&buf, 4, "runs", time.Hour) // no tick: finish draws
+	p.add(3)
+	p.finish()
+	p.finish()
+	if got := buf.String(); !strings.Contains(got, "\r[######################........]  75% 3/4 runs") || !strings.HasSuffix(got, "\r") {
+		t.Fatalf("bar output %q", got)
+	}
+}
+
+// syncBuffer is a strings.Builder safe for simultaneous use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
