@@ -109,6 +109,9 @@ func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) erro
 			firstErr = fmt.Errorf("deleting the benchmark keys: %w", err)
 		}
 	}
+	if firstErr == nil {
+		firstErr = ctx.Err() // interrupted: the table is partial
+	}
 	return firstErr
 }
 

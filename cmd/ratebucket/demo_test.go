@@ -143,15 +143,17 @@ func TestDemoServe(t *testing.T) {
 	}
 }
 
-// TestDemoInterrupted: Ctrl-C during the load run stops it and says so in
-// one line.
-func TestDemoInterrupted(t *testing.T) {
+// TestInterrupted: Ctrl-C stops a subcommand and says so in one line.
+func TestInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	var stdout, stderr strings.Builder
-	code := runContext(ctx, []string{"demo", "-n", "100"}, &stdout, &stderr)
-	if code != exitFailure || stdout.Len() != 0 {
-		t.Fatalf("exit %d, stdout %q", code, stdout.String())
+	for _, args := range [][]string{{"demo", "-n", "100"}, {"bench", "--duration", "1s"}, {"sim"}} {
+		t.Run(args[0], func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			if code := runContext(ctx, args, &stdout, &stderr); code != exitFailure {
+				t.Fatalf("exit %d, stdout %q", code, stdout.String())
+			}
+			wantOneLine(t, stderr.String(), "ratebucket "+args[0]+": interrupted")
+		})
 	}
-	wantOneLine(t, stderr.String(), "ratebucket demo: interrupted")
 }
