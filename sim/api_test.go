@@ -225,8 +225,8 @@ func TestWriteSVG(t *testing.T) {
 					rects++
 				}
 			}
-			if rects < 3 || !strings.Contains(b.String(), "<polyline") || !strings.Contains(b.String(), tt.bars) {
-				t.Errorf("SVG has %d rects, polyline %v, label %q %v", rects, strings.Contains(b.String(), "<polyline"), tt.bars, strings.Contains(b.String(), tt.bars))
+			if rects < 3 || !strings.Contains(b.String(), "<circle") || !strings.Contains(b.String(), tt.bars) {
+				t.Errorf("SVG has %d rects, token dots %v, label %q %v", rects, strings.Contains(b.String(), "<circle"), tt.bars, strings.Contains(b.String(), tt.bars))
 			}
 		})
 	}

@@ -56,7 +56,11 @@ func (l Law) String() string {
 	if !l.Holds {
 		verdict = "BROKEN"
 	}
-	return fmt.Sprintf("%s: %d admitted in [%v, %v] at %s, bound %d", verdict, l.Admitted, ms3(l.From), ms3(l.To), l.Key, l.Bound)
+	at := ""
+	if l.Key != "" {
+		at = " at " + l.Key
+	}
+	return fmt.Sprintf("%s: %d admitted in [%v, %v]%s, bound %d", verdict, l.Admitted, ms3(l.From), ms3(l.To), at, l.Bound)
 }
 
 // Check checks the never-exceed law for the admissions of one bucket under

@@ -42,9 +42,9 @@ const (
 )
 
 // WriteSVG draws tl as a self-contained SVG chart: stacked bars of admitted
-// (green) and denied (red) requests per second on the left axis, and the
-// tokens left in the bucket (blue) on the right axis, from 0 to the
-// policy's capacity. Runs longer than 700 s are drawn in bins of several
+// (green) and denied (red) requests per second on the left axis, and, as
+// blue dots on the right axis (0 to the policy's capacity), the tokens left
+// after the last request of each second that had one. Runs longer than 700 s are drawn in bins of several
 // seconds, each bar showing the mean per second over its bin. The output
 // depends only on tl, so it is as reproducible as the run.
 func WriteSVG(w io.Writer, tl *Timeline) error {
@@ -85,14 +85,13 @@ func WriteSVG(w io.Writer, tl *Timeline) error {
 			fmt.Fprintf(b, `<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s"/>`+"\n", x, y(adm[c]+den[c]), colW, y(adm[c])-y(adm[c]+den[c]), denColor)
 		}
 	}
-	var pts []string
+	// Tokens are dots where the key was seen, not a line: between two
+	// requests the bucket refills, and a line would invent its level.
 	for c, t := range tok {
 		if t >= 0 {
-			pts = append(pts, fmt.Sprintf("%.2f,%.2f", left+(float64(c)+0.5)*colW, top+plotH-float64(t)/float64(capacity)*plotH))
+			fmt.Fprintf(b, `<circle cx="%.2f" cy="%.2f" r="1.8" fill="%s"/>`+"\n",
+				left+(float64(c)+0.5)*colW, top+plotH-float64(t)/float64(capacity)*plotH, tokenColor)
 		}
-	}
-	if len(pts) > 0 {
-		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", strings.Join(pts, " "), tokenColor)
 	}
 	// Axes, ticks and labels.
 	fmt.Fprintf(b, `<path d="M%d %d V%d H%d V%d" fill="none" stroke="black"/>`+"\n", left, top, top+plotH, left+plotW, top)
@@ -111,8 +110,12 @@ func WriteSVG(w io.Writer, tl *Timeline) error {
 	if bin > 1 {
 		unit = fmt.Sprintf("requests per second (mean over %d s)", bin)
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d">%s at %s: <tspan fill="%s">admitted</tspan>, <tspan fill="%s">denied</tspan>; <tspan fill="%s">tokens left</tspan> (right axis)</text>`+"\n",
-		left, svgH-12, unit, esc(tl.Key), admitColor, denColor, tokenColor)
+	var nAdm, nDen int64
+	for s := range n {
+		nAdm, nDen = nAdm+tl.Admitted[s], nDen+tl.Denied[s]
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d">%s at %s: <tspan fill="%s">%d admitted</tspan>, <tspan fill="%s">%d denied</tspan>; <tspan fill="%s">• tokens left</tspan> (right axis)</text>`+"\n",
+		left, svgH-12, unit, esc(tl.Key), admitColor, nAdm, denColor, nDen, tokenColor)
 	fmt.Fprintln(b, "</svg>")
 	return b.Flush()
 }
