@@ -1,0 +1,96 @@
+package hybrid_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/httplimit"
+	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/store/storetest"
+)
+
+// TestHTTPLimitModesPerRoute shows the three modes chosen per route by
+// composition while the shared store is down: /api/feed's middleware uses a
+// hybrid.Fallback, so it keeps limiting from the local store (5 served,
+// then 429); /login uses the shared store with httplimit's FailClosed
+// (503); /public uses it with httplimit's default FailOpen (served,
+// unlimited). When the store comes back, /api/feed is limited by it again.
+func TestHTTPLimitModesPerRoute(t *testing.T) {
+	clk := storetest.NewClock()
+	shared := &flaky{s: newMem(t, clk)}
+	p := algo.PerMinute(1).Burst(5)
+	quiet := slog.New(slog.DiscardHandler)
+	fb, err := hybrid.NewFallback(shared, newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(prefix string, s store.Store, fail httplimit.FailMode) http.Handler {
+		mw, err := httplimit.New(httplimit.Config{Store: s, Prefix: prefix, Fail: fail, Clock: clk, Logger: quiet,
+			Limits: []httplimit.Limit{{Policy: p}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"ok":true}`)) }))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/feed", route("feed:", fb, nil))
+	mux.Handle("/login", route("login:", shared, httplimit.FailClosed(time.Second)))
+	mux.Handle("/public", route("public:", shared, httplimit.FailOpen))
+	get := func(path string) int {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w.Code
+	}
+	counts := func(path string, n int) map[int]int {
+		c := map[int]int{}
+		for range n {
+			c[get(path)]++
+		}
+		return c
+	}
+
+	shared.set(true, false)
+	tests := []struct {
+		path string
+		want map[int]int
+	}{
+		{"/api/feed", map[int]int{200: 5, 429: 5}},
+		{"/login", map[int]int{503: 10}},
+		{"/public", map[int]int{200: 10}},
+	}
+	for _, tc := range tests {
+		if got := counts(tc.path, 10); !equal(got, tc.want) {
+			t.Errorf("store down: %s answered %v, want %v", tc.path, got, tc.want)
+		}
+	}
+	if fb.State() != hybrid.Open {
+		t.Errorf("feed's breaker %v, want open", fb.State())
+	}
+
+	shared.set(false, false)
+	clk.Add(hybrid.DefaultCoolDown)
+	// The shared bucket of /api/feed was never charged: 5 more, from it.
+	if got, want := counts("/api/feed", 10), map[int]int{200: 5, 429: 5}; !equal(got, want) || fb.State() != hybrid.Closed {
+		t.Errorf("store back: /api/feed answered %v, want %v; breaker %v", got, want, fb.State())
+	}
+	if got := get("/login"); got != 200 {
+		t.Errorf("store back: /login answered %d", got)
+	}
+}
+
+func equal(a, b map[int]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
