@@ -26,7 +26,7 @@ import (
 // time would spill more).
 func TestHammerServerClock(t *testing.T) {
 	srv := redistest.Start(t)
-	p := algo.PerSecond(500).Burst(500) // from empty, a stall under 1s spills nothing
+	p := algo.PerSecond(200).Burst(200) // from empty, a stall under 1s spills nothing
 	const instances, goroutines = 4, 64
 	prefix := redistest.Prefix(t)
 	stores := make([]*redisstore.Store, instances)
@@ -49,9 +49,9 @@ func TestHammerServerClock(t *testing.T) {
 		s := stores[g%instances]
 		wg.Go(func() {
 			<-start
-			// Until 200 tokens beyond the burst were admitted (about 400ms
+			// Until 80 tokens beyond the burst were admitted (about 400ms
 			// of refill), or 3s at most; neither bound measures anything.
-			for admitted.Load() < p.Capacity()+200 && time.Now().Before(stop) {
+			for admitted.Load() < p.Capacity()+80 && time.Now().Before(stop) {
 				res, err := s.Take(context.Background(), "hot", p, 1)
 				if err != nil {
 					t.Errorf("Take: %v", err)

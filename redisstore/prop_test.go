@@ -107,7 +107,7 @@ func TestDifferential(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		clk := storetest.NewClock()
-		rs := newStore(t, rdb, redisstore.Config{Clock: clk, Prefix: fmt.Sprintf("%srun%d:", redistest.Prefix(t), run), TTLMargin: -1})
+		rs := newStore(t, rdb, redisstore.Config{Clock: clk, Prefix: fmt.Sprintf("%srun%d:", redistest.Prefix(t), run), TTLMargin: time.Hour})
 		ms, err := memstore.New(memstore.Config{Clock: clk})
 		if err != nil {
 			rt.Fatal(err)

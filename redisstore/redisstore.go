@@ -35,6 +35,10 @@
 // "deficit:stamp" (104 and 166 bytes) and the expiry carries
 // [Config.TTLMargin], since Redis expires keys on its own clock.
 //
+// Keys are only ever deleted by expiry or Reset. Under a maxmemory eviction
+// policy Redis may evict a key early, which refills its bucket: give the
+// limiter's Redis room (or noeviction) rather than letting it evict.
+//
 // On Redis Cluster keys spread over slots by their full name; the prefix is
 // not a hash tag. To keep related buckets in one slot (required by
 // [Store.TakeMulti]), put a hash tag in your part of the key:

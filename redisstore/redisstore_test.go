@@ -125,6 +125,7 @@ func TestClientClockTTL(t *testing.T) {
 			if _, err := s.Take(ctxT(t), "k", p, 3); err != nil {
 				t.Fatal(err)
 			}
+			defer s.Reset(ctxT(t), "k") // a key without expiry would stay on a shared server
 			ttl := rdb.PTTL(ctxT(t), s.Key("k")).Val()
 			if tc.min < 0 && ttl != -1 || tc.min >= 0 && (ttl < tc.min || ttl > tc.max) {
 				t.Fatalf("PTTL = %v, want in [%v, %v] (-1: none)", ttl, tc.min, tc.max)

@@ -21,6 +21,20 @@ var scriptSrc string
 // since it is run through noRetry below rather than Script.Run.
 var script = redis.NewScript(scriptSrc)
 
+// Script returns the embedded token-bucket script, for tools that load it
+// ahead of time (Script().Load) or measure it, such as redis-benchmark
+// running one Take of cost 1 on a bucket of 100 refilled 2 per second with
+// the server clock:
+//
+//	redis-benchmark EVALSHA <Script().Hash()> 1 rb:k s 0 -1 t 100 500000 1 1
+//
+// The arguments are KEYS, then clock ("s" server, "c" client), now in µs
+// (client clock), the TTL margin in ms (-1: none), the op ("t" take, "m"
+// multi, "i" inspect) and per key capacity, Policy.Unit, Policy.Refill and
+// cost (see tokenbucket.lua). They are internal and may change between
+// versions; Store is the API.
+func Script() *redis.Script { return script }
+
 // Script ops (ARGV[4]).
 const (
 	opTake    = "t"

@@ -26,7 +26,7 @@ func TestStartServesAndStops(t *testing.T) {
 		srv := Start(t)
 		addr = srv.Addr
 		c := srv.Client()
-		if err := c.Set(ctx(t), Prefix(t)+"k", "v", 0).Err(); err != nil {
+		if err := c.Set(ctx(t), Prefix(t)+"k", "v", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if got := c.ConfigGet(ctx(t), "save").Val()["save"]; got != "" {
