@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,6 +45,8 @@ Examples:
   ratebucket sim
   ratebucket sim --scenario boundary-spike --algo fixed,token
   ratebucket sim --scenario mobile --instances 5 --seed 7 --svg charts
+  ratebucket sim --scenario abuser --skew 0,2s,-2s --topology shared
+  ratebucket sim --scenario mobile --capacity 20 --rate 20/m
   ratebucket sim --list
   ratebucket sim --json > runs.json`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
@@ -56,6 +59,8 @@ Examples:
 		fs.Uint64Var(&cfg.seed, "seed", 1, "random seed of the traffic")
 		fs.DurationVar(&cfg.duration, "duration", 0, "virtual time per run (0: each scenario's own)")
 		fs.IntVar(&cfg.scale, "scale", 1, "multiply the number of clients in every class")
+		fs.Var(&cfg.skew, "skew", "comma-separated clock `offsets` of the instances, e.g. 0,400ms,-400ms (client clocks out of step)")
+		pf := addPolicyFlags(fs, 100, "2/s")
 		fs.StringVar(&cfg.svgDir, "svg", "", "write one SVG timeline per run into `dir`")
 		fs.BoolVar(&cfg.json, "json", false, "print the reports as JSON")
 		fs.BoolVar(&cfg.detail, "detail", false, "also print each run's per-class table")
@@ -65,6 +70,14 @@ Examples:
 				return usagef("unexpected argument %q", args[0])
 			}
 			cfg.redis = rf
+			set := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			if set["capacity"] || set["rate"] { // else each scenario's own policy
+				var err error
+				if cfg.policy, err = pf.policy(); err != nil {
+					return err
+				}
+			}
 			return runSim(ctx, e, &cfg)
 		}
 	},
@@ -79,6 +92,32 @@ type simConfig struct {
 	duration               time.Duration
 	svgDir                 string
 	json, detail, list     bool
+	skew                   skewFlag
+	policy                 algo.Policy // zero: the scenarios' own
+}
+
+// skewFlag is a comma-separated list of durations, one per instance.
+type skewFlag []time.Duration
+
+func (s *skewFlag) String() string {
+	parts := make([]string, len(*s))
+	for i, d := range *s {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *skewFlag) Set(v string) error {
+	var out []time.Duration
+	for _, part := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil {
+			return fmt.Errorf("%q: want comma-separated durations such as 0,400ms,-1s", part)
+		}
+		out = append(out, d)
+	}
+	*s = out
+	return nil
 }
 
 // simRun is one cell of the matrix: which algorithm on which layout.
@@ -120,6 +159,8 @@ func (cfg *simConfig) plan() ([]sim.Scenario, []simRun, error) {
 		return nil, nil, usagef("--scale %d: want 1 to %d", cfg.scale, sim.MaxScale)
 	case cfg.duration < 0 || cfg.duration > sim.MaxDuration:
 		return nil, nil, usagef("--duration %v: want up to %v of virtual time", cfg.duration, sim.MaxDuration)
+	case len(cfg.skew) > cfg.instances:
+		return nil, nil, usagef("--skew gives %d offsets for %d instances", len(cfg.skew), cfg.instances)
 	}
 	var runs []simRun
 	for _, a := range algos {
@@ -170,7 +211,7 @@ func runSim(ctx context.Context, e *env, cfg *simConfig) error {
 		}
 		return nil
 	}
-	base := sim.Config{Instances: cfg.instances, Seed: cfg.seed, Duration: cfg.duration, Scale: cfg.scale}
+	base := sim.Config{Instances: cfg.instances, Seed: cfg.seed, Duration: cfg.duration, Scale: cfg.scale, Skew: cfg.skew, Policy: cfg.policy}
 	if cfg.redis.url != "" {
 		rdb, err := cfg.redis.connect(ctx)
 		if err != nil {
@@ -194,6 +235,9 @@ func runSim(ctx context.Context, e *env, cfg *simConfig) error {
 			c := base
 			c.Scenario, c.Algorithm, c.Topology = s.Name, r.algo, r.topo
 			rep, err := sim.RunContext(ctx, c)
+			if errors.Is(err, sim.ErrInvalidConfig) || errors.Is(err, algo.ErrCostExceedsCapacity) {
+				return usageError{fmt.Errorf("scenario %s: %w", s.Name, err)} // the flags do not fit it
+			}
 			if err != nil {
 				return fmt.Errorf("scenario %s, %s, %v: %w", s.Name, r.algo.Name(), r.topo, err)
 			}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/sim"
@@ -127,6 +128,11 @@ func TestSimUsageErrors(t *testing.T) {
 		{"negative duration", []string{"--duration", "-1m"}, "--duration -1m0s"},
 		{"scale too large", []string{"--scale", "100000"}, "--scale 100000"},
 		{"redis without the token bucket", []string{"--redis", "127.0.0.1:1", "--algo", "fixed"}, "--redis runs only the token bucket"},
+		{"bad skew", []string{"--skew", "0,soon"}, `invalid value "0,soon" for flag -skew`},
+		{"more skews than instances", []string{"--instances", "2", "--skew", "0,1s,2s"}, "3 offsets for 2 instances"},
+		{"skew beyond an hour", []string{"--scenario", "sensor", "--skew", "2h"}, "skew 2h0m0s outside ±1h"},
+		{"policy too small for a scenario's costs", []string{"--scenario", "cost", "--capacity", "5", "--rate", "1/s"}, "cost exceeds capacity"},
+		{"invalid policy", []string{"--capacity", "0"}, "capacity 0 outside"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,5 +169,27 @@ func TestSimRedisAgrees(t *testing.T) {
 	}
 	if onRedis.Total.Denied == 0 || !onRedis.Law.Holds {
 		t.Fatalf("the attacker was never denied, or the law broke: %+v %v", onRedis.Total, onRedis.Law)
+	}
+}
+
+// TestSimPolicyAndSkew: --capacity/--rate replace the scenario's policy,
+// and --skew puts the instances' clocks out of step (the law is then
+// checked with the skews' spread as slack, which the token bucket keeps).
+func TestSimPolicyAndSkew(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "sim", "--scenario", "abuser", "--duration", "1m", "--algo", "token",
+		"--topology", "shared", "--capacity", "20", "--rate", "20/m", "--skew", "0,2s,-2s", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var reports []sim.Report
+	if err := json.Unmarshal([]byte(stdout), &reports); err != nil || len(reports) != 1 {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	r := reports[0]
+	if r.Policy != "burst 20, 20/1m0s" || len(r.Skew) != 3 || r.Skew[1] != 2*time.Second || !strings.HasSuffix(r.Setup(), "+skew") {
+		t.Fatalf("policy %q skew %v setup %q", r.Policy, r.Skew, r.Setup())
+	}
+	if !r.Law.Holds || r.Law.Slack != 4*time.Second {
+		t.Fatalf("law %v, want it held with 4s of slack", r.Law)
 	}
 }
