@@ -140,6 +140,9 @@ func TestWrapSeesBackendCalls(t *testing.T) {
 	if plain.BackendCalls != plain.Total.Requests {
 		t.Errorf("plain run: %d backend calls for %d requests", plain.BackendCalls, plain.Total.Requests)
 	}
+	if half.Total.BackendCalls != half.BackendCalls || plain.Classes[0].BackendCalls != plain.Classes[0].Requests {
+		t.Errorf("per-class calls: total %d of %d; plain class %+v", half.Total.BackendCalls, half.BackendCalls, plain.Classes[0])
+	}
 	if half.BackendCalls >= plain.BackendCalls*6/10 {
 		t.Errorf("wrapped run made %d backend calls, plain %d: wrapper not counted above the backend", half.BackendCalls, plain.BackendCalls)
 	}

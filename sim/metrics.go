@@ -114,6 +114,7 @@ func (r *recorder) report(calls int64) (*Report, error) {
 		s.Requests += c.requests
 		s.Admitted += c.admitted
 		s.AdmittedCost += c.admittedCost
+		s.BackendCalls += c.calls
 		if r.legit(c) {
 			s.Legit++
 			s.LegitRequests += c.requests

@@ -57,6 +57,10 @@ type Stats struct {
 	// requests and denials: every such denial is a false 429.
 	LegitRequests int64 `json:"legit_requests"`
 	LegitDenied   int64 `json:"legit_denied"`
+	// BackendCalls counts the calls this class's requests caused at the
+	// backend store(s); fewer than Requests when a [Config.Wrap] wrapper
+	// answers some itself.
+	BackendCalls int64 `json:"backend_calls"`
 }
 
 // False429 returns the share of legitimate clients' requests that were
@@ -77,6 +81,7 @@ func (s *Stats) add(o Stats) {
 	s.AdmittedCost += o.AdmittedCost
 	s.LegitRequests += o.LegitRequests
 	s.LegitDenied += o.LegitDenied
+	s.BackendCalls += o.BackendCalls
 }
 
 // Class returns the stats of the named class, and whether there is one.

@@ -194,7 +194,7 @@ type client struct {
 	gen      generator
 	rng      *rand.Rand
 
-	requests, admitted, offered, admittedCost int64
+	requests, admitted, offered, admittedCost, calls int64
 }
 
 // event is a client's next request.
@@ -294,7 +294,9 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock) error {
 		if err != nil {
 			return err
 		}
+		before := f.calls()
 		res, err := lim.Take(ctx, c.key, e.cost)
+		c.calls += f.calls() - before
 		if err != nil {
 			return fmt.Errorf("sim: %s: %s at %v, cost %d: %w",
 				r.scenario.Name, r.classes[c.class].name, dur(e.at), e.cost, err)
