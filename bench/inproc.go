@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
 	golimiter "github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 	"github.com/throttled/throttled/v2"
@@ -207,4 +209,30 @@ func CheckSpread(l Limiter, keys []string) error {
 		}
 	}
 	return nil
+}
+
+// storeLimiter is a ratebucket Store behind a fixed policy: the call a
+// store.Limiter makes, without its prefix concatenation.
+type storeLimiter struct {
+	s store.Store
+	p algo.Policy
+}
+
+func (l storeLimiter) Allow(key string) (bool, error) {
+	r, err := l.s.Take(context.Background(), key, l.p, 1)
+	return r.Allowed, err
+}
+
+// newMemstore is ratebucket's memstore with its zero Config: real clock,
+// token bucket, default shards.
+func newMemstore(p Policy) (Limiter, func() error, error) {
+	ap, err := p.Algo()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return storeLimiter{s, ap}, s.Close, nil
 }

@@ -16,6 +16,7 @@ const hotKey = "rl:user:000000000042"
 // implementation.
 var distinctKeys = Keys(numKeys, "")
 
+// TestKeys checks the shared key set: 100k distinct keys of KeyLen bytes.
 func TestKeys(t *testing.T) {
 	seen := make(map[string]bool, len(distinctKeys))
 	for _, k := range distinctKeys {
@@ -139,6 +140,7 @@ func reportAdmitted(b *testing.B, admitted, calls int64) {
 	}
 }
 
+// BenchmarkHotKey takes from one key, again and again.
 func BenchmarkHotKey(b *testing.B) {
 	eachImpl(b, func(b *testing.B, l Limiter, _ Policy) {
 		allow(b, l, hotKey) // the Deny policy's one token goes here
@@ -176,6 +178,7 @@ func prefill(b *testing.B, l Limiter, p Policy) (heapPerKey float64) {
 	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / numKeys
 }
 
+// BenchmarkDistinctKeys takes from the 100k pre-filled keys in turn.
 func BenchmarkDistinctKeys(b *testing.B) {
 	eachImpl(b, func(b *testing.B, l Limiter, p Policy) {
 		heap := prefill(b, l, p)
@@ -195,6 +198,8 @@ func BenchmarkDistinctKeys(b *testing.B) {
 	})
 }
 
+// BenchmarkParallelDistinctKeys takes from the 100k pre-filled keys from
+// GOMAXPROCS goroutines, each walking the set from its own offset.
 func BenchmarkParallelDistinctKeys(b *testing.B) {
 	eachImpl(b, func(b *testing.B, l Limiter, p Policy) {
 		heap := prefill(b, l, p)
