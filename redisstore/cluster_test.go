@@ -70,6 +70,22 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("second TakeMulti = %+v, %v; want denied by the daily bucket, nothing charged", res, err)
 		}
 	})
+	t.Run("reset across slots", func(t *testing.T) {
+		keys := []string{"r:1", "r:2", "r:3", "r:4", "r:5"}
+		for _, k := range keys {
+			if _, err := s.Take(ctxT(t), k, p, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Reset(ctxT(t), keys...); err != nil {
+			t.Fatalf("Reset of keys in several slots: %v", err)
+		}
+		for _, k := range keys {
+			if n := rdb.Exists(ctxT(t), s.Key(k)).Val(); n != 0 {
+				t.Errorf("key %s survived Reset", k)
+			}
+		}
+	})
 	t.Run("cross slot", func(t *testing.T) {
 		before := evalCalls(t, rdb)
 		reqs := []store.Request{{Key: "user:1", Policy: p, Cost: 1}, {Key: "tenant:1", Policy: p, Cost: 1}}

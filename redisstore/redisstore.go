@@ -91,11 +91,17 @@ const (
 // Redis: no read timeout, and context deadlines not applied to the socket.
 var ErrUnboundedClient = errors.New("redisstore: client has no read timeout and ignores context deadlines")
 
+// ErrHashTagPrefix reports a Config.Prefix that contains a Redis Cluster
+// hash tag ("{...}"): every bucket would hash to one slot, one node of the
+// cluster. Put hash tags in the keys instead.
+var ErrHashTagPrefix = errors.New("redisstore: prefix contains a hash tag")
+
 // Config configures a [Store]. The zero value works: prefix "rb:", the
 // server clock and a 1s timeout.
 type Config struct {
-	// Prefix is put before every key. The default is "rb:". Do not put a
-	// hash tag in it: every key would then live in one cluster slot.
+	// Prefix is put before every key. The default is "rb:". A prefix
+	// with a hash tag is refused ([ErrHashTagPrefix]): every key would
+	// then live in one cluster slot.
 	Prefix string
 	// Clock, when set, is the clock the buckets use; nil means the Redis
 	// server's clock (TIME inside the script), the right choice for a
@@ -134,7 +140,8 @@ var (
 // New returns a Store keeping buckets in the Redis behind client: a
 // *redis.Client, a *redis.ClusterClient, a failover client or a *redis.Ring.
 // It does not contact Redis. It returns [ErrUnboundedClient] for a client
-// whose calls could block forever.
+// whose calls could block forever and [ErrHashTagPrefix] for a prefix with a
+// hash tag.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -145,6 +152,9 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s := &Store{rdb: client, prefix: cfg.Prefix, clk: cfg.Clock, timeout: cfg.Timeout, route: routerOf(client)}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
+	}
+	if hashTag(s.prefix) != s.prefix {
+		return nil, fmt.Errorf("%w: %q", ErrHashTagPrefix, s.prefix)
 	}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout

@@ -188,6 +188,18 @@ func TestNew(t *testing.T) {
 	if _, err := redisstore.New(nil, redisstore.Config{}); err == nil {
 		t.Fatal("New(nil) succeeded")
 	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	for _, prefix := range []string{"{rl}:", "app:{x}"} {
+		if _, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix}); !errors.Is(err, redisstore.ErrHashTagPrefix) {
+			t.Errorf("New with prefix %q: %v, want ErrHashTagPrefix", prefix, err)
+		}
+	}
+	for _, prefix := range []string{"rl:", "a{}b:", "x{:"} { // no tag: "{}" is empty, "{" unclosed
+		if _, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix}); err != nil {
+			t.Errorf("New with prefix %q: %v", prefix, err)
+		}
+	}
 }
 
 // TestServerClockWritesOnlyCharges: with the server clock a denial or a
