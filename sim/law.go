@@ -14,7 +14,9 @@ import (
 // Admission is one admitted request: when (since the run began) and its
 // cost.
 type Admission struct {
-	At   time.Duration
+	// At is the admission's offset from the start of the run.
+	At time.Duration
+	// Cost is the tokens it took.
 	Cost int64
 }
 

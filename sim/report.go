@@ -15,14 +15,19 @@ import (
 // Report is what one run measured. Its JSON form (see [Report.JSON]) has
 // durations in nanoseconds and leaves out the Timeline.
 type Report struct {
-	Scenario  string          `json:"scenario"`
-	Algorithm string          `json:"algorithm"`
+	// Scenario is the scenario's name.
+	Scenario string `json:"scenario"`
+	// Algorithm is the algorithm's Name, such as "tokenbucket".
+	Algorithm string `json:"algorithm"`
+	// Topology, Instances and Skew are the run's store layout.
 	Topology  Topology        `json:"topology"`
 	Instances int             `json:"instances"`
 	Skew      []time.Duration `json:"skew,omitempty"`
 	// Backend is "memstore" or "redisstore".
-	Backend  string        `json:"backend"`
-	Seed     uint64        `json:"seed"`
+	Backend string `json:"backend"`
+	// Seed is the seed the traffic was drawn with.
+	Seed uint64 `json:"seed"`
+	// Duration is the virtual time simulated.
 	Duration time.Duration `json:"duration"`
 	// Policy is the scenario's main policy, as "burst 100, 2/1s".
 	Policy string `json:"policy"`
@@ -44,11 +49,15 @@ type Report struct {
 
 // Stats counts one class of clients' requests (or all of them).
 type Stats struct {
-	Class   string `json:"class"`
-	Clients int    `json:"clients"`
+	// Class names the class ("all" for the total).
+	Class string `json:"class"`
+	// Clients counts the class's clients.
+	Clients int `json:"clients"`
 	// Legit counts the clients that stayed within their policy's long-run
 	// rate: over the run they asked for at most rate·duration tokens.
-	Legit        int   `json:"legit"`
+	Legit int `json:"legit"`
+	// Requests, Admitted and Denied count requests (Admitted + Denied =
+	// Requests); AdmittedCost sums the admitted requests' costs.
 	Requests     int64 `json:"requests"`
 	Admitted     int64 `json:"admitted"`
 	Denied       int64 `json:"denied"`

@@ -149,7 +149,9 @@ func Algorithms() []algo.Algorithm {
 func Run(cfg Config) (*Report, error) { return RunContext(context.Background(), cfg) }
 
 // RunContext simulates cfg and reports what happened; ctx bounds the run
-// (only a Redis-backed run takes long enough to care). Every error wraps a
+// (only a Redis-backed run takes long enough to care). Runs may go on in
+// several goroutines at once: each has its own clock, stores and random
+// streams. Every error wraps a
 // sentinel: [ErrUnknownScenario], [ErrInvalidConfig], an algo error for a
 // request its policy cannot hold (such as a cost above capacity), or the
 // store's error.

@@ -22,9 +22,10 @@ type Timeline struct {
 	Policy algo.Policy
 	// Step is the length of each entry: one second.
 	Step time.Duration
-	// Admitted and Denied count the requests at Key in each step.
+	// Admitted counts the requests admitted at Key in each step.
 	Admitted []int64
-	Denied   []int64
+	// Denied counts the requests denied at Key in each step.
+	Denied []int64
 	// Tokens is the whole tokens left after the last request at Key in
 	// each step (as the instance that served it saw them), or -1 when the
 	// key had no request in that step.
