@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,5 +236,40 @@ func TestWriteSVG(t *testing.T) {
 	}
 	if err := WriteSVG(io.Discard, &Timeline{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("WriteSVG(empty) error = %v", err)
+	}
+}
+
+// TestConcurrentRuns: runs share nothing, so runs in parallel give the
+// same reports as one after another.
+func TestConcurrentRuns(t *testing.T) {
+	cfgs := []Config{
+		{Scenario: "sensor", Instances: 2, Seed: 9},
+		{Scenario: "cost", Instances: 3, Topology: PerInstance, Seed: 9},
+		{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 2, Seed: 9},
+	}
+	want := make([][]byte, len(cfgs))
+	for i, cfg := range cfgs {
+		r, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i], _ = r.JSON()
+	}
+	got := make([][]byte, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		wg.Go(func() {
+			r, err := Run(cfg)
+			if errs[i] = err; err == nil {
+				got[i], errs[i] = r.JSON()
+			}
+		})
+	}
+	wg.Wait()
+	for i := range cfgs {
+		if errs[i] != nil || !bytes.Equal(got[i], want[i]) {
+			t.Errorf("%s run concurrently: %v, or a different report", cfgs[i].Scenario, errs[i])
+		}
 	}
 }
