@@ -153,10 +153,13 @@ func (s *Server) Revive(t testing.TB) {
 	port, _ := strconv.Atoi(portStr)
 	var err error
 	deadline := time.Now().Add(startTimeout)
-	for { // the old socket may linger for a moment
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for { // another process may hold the port for a moment
 		if s.proc, err = startProcess(serverBinary(t), s.dir, port); err == nil || time.Now().After(deadline) {
 			break
 		}
+		<-tick.C
 	}
 	if err != nil {
 		t.Fatalf("redistest: revive: %v", err)
