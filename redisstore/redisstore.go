@@ -35,6 +35,12 @@
 // "deficit:stamp" (104 and 166 bytes) and the expiry carries
 // [Config.TTLMargin], since Redis expires keys on its own clock.
 //
+// As the store.Store contract says, use each key with one policy (a
+// Limiter's prefix keeps policies apart). The server-clock encoding
+// rebuilds the stamp with the policy's refill rate, so a key whose policy
+// changed behaves approximately until it expires, as a key with a shrunk
+// capacity does in every store.
+//
 // Keys are only ever deleted by expiry or Reset. Under a maxmemory eviction
 // policy Redis may evict a key early, which refills its bucket: give the
 // limiter's Redis room (or noeviction) rather than letting it evict.
@@ -50,8 +56,9 @@
 // never replays one: the script runs as a go-redis command whose NoRetry is
 // set, which go-redis honours for both its per-node retries (MaxRetries) and
 // the cluster client's redirect loop (MaxRedirects), while it still follows
-// MOVED and ASK. The only retry is NOSCRIPT (after SCRIPT FLUSH, a restart or
-// a failover), answered by EVAL of the source. A call whose context has no
+// MOVED and ASK. Users need not change MaxRetries. The only retry is
+// NOSCRIPT (after SCRIPT FLUSH, a restart or a failover), answered by EVAL
+// of the source. A call whose context has no
 // deadline gets [Config.Timeout]. The deadline reaches the socket only if the
 // client was built with ContextTimeoutEnabled: true (recommended); otherwise
 // the client's ReadTimeout (default 5s) bounds a slow call. [New] refuses a
