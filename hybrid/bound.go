@@ -79,12 +79,14 @@ type bound struct {
 // learn returns the bound implied by res, the primary's answer to a request
 // of cost under p started at local time t0. charged tells whether the
 // primary charged the bucket (a single Take that was allowed, or a
-// multi-limit take that was allowed as a whole); an allowed result that was
-// not charged describes a hypothetical state and must not be learnt from, so
-// ok is false then, as it is for results that do not fit p.
+// multi-limit take that was allowed as a whole). An allowed result that was
+// not charged (a bucket that would have admitted, in a multi-limit take that
+// another bucket denied) describes the state after a charge that did not
+// happen, which store.MultiResult defines: the bounds are learnt from it and
+// moved down by cost·Unit. ok is false for results that do not fit p.
 func learn(p algo.Policy, t0 time.Time, cost int64, res algo.Result, charged bool) (b bound, ok bool) {
 	full, u, r := p.Capacity()*p.Unit(), p.Unit(), p.Refill()
-	if u == 0 || res.Allowed != charged || res.Limit != p.Capacity() || res.Remaining < 0 || res.Remaining > p.Capacity() {
+	if u == 0 || (!res.Allowed && charged) || res.Limit != p.Capacity() || res.Remaining < 0 || res.Remaining > p.Capacity() {
 		return bound{}, false
 	}
 	// Clamp the durations so that d·R stays below 2^62 (a smaller lo is
@@ -109,6 +111,10 @@ func learn(p algo.Policy, t0 time.Time, cost int64, res algo.Result, charged boo
 		if d := ceilMicros(res.RetryAfter); d < maxD {
 			b.hi = min(b.hi, d*r+off)
 		}
+	}
+	if res.Allowed && !charged {
+		need := cost * u
+		b.lo, b.hi, b.dmin, b.dtop = max(0, b.lo-need), max(0, b.hi-need), max(0, b.dmin-need), max(0, b.dtop-need)
 	}
 	if b.hi < b.lo { // inconsistent answer: keep the safe side
 		b.hi = b.lo

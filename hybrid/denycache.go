@@ -159,7 +159,7 @@ func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cos
 	c.calls.Add(1)
 	res, primary, err := takeFrom(ctx, c.primary, key, p, cost)
 	if err == nil && primary {
-		c.learn(key, p, cost, seq, t0, res, res.Allowed)
+		c.learn(key, p, cost, seq, t0, res, res.Allowed, !res.Allowed || res.Remaining < max(cost, 1))
 	}
 	return res, primary, err
 }
@@ -189,8 +189,14 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 	c.calls.Add(1)
 	mr, primary, err := takeMultiFrom(ctx, c.primary, reqs)
 	if err == nil && primary && len(mr.Results) == len(reqs) {
+		// Remember every bucket of a request that one bucket would deny
+		// if made again now: a local denial needs them all.
+		insert := false
 		for i, r := range reqs {
-			c.learn(r.Key, r.Policy, r.Cost, seq, t0, mr.Results[i], mr.Allowed)
+			insert = insert || !mr.Results[i].Allowed || mr.Results[i].Remaining < max(r.Cost, 1)
+		}
+		for i, r := range reqs {
+			c.learn(r.Key, r.Policy, r.Cost, seq, t0, mr.Results[i], mr.Allowed, insert)
 		}
 	}
 	return mr, primary, err
@@ -251,10 +257,11 @@ func (c *DenyCache) elapsed(b *bound, now time.Time) (e, eff int64) {
 	return b.elapsed(now, c.margin)
 }
 
-// learn records the bound implied by res. It creates an entry only when the
-// same request made again now would be denied (so keys well under their
-// limit cost no memory), and refreshes an existing entry always.
-func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 time.Time, res algo.Result, charged bool) {
+// learn records the bound implied by res. insert says whether to create an
+// entry for a key without one: only when the same request made again now
+// would be denied, so keys well under their limit cost no memory. An
+// existing entry is always refreshed.
+func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 time.Time, res algo.Result, charged, insert bool) {
 	if !eligible(key, p, max(cost, 1)) {
 		return
 	}
@@ -263,7 +270,6 @@ func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 
 		return
 	}
 	b.seq = seq
-	insert := !res.Allowed || res.Remaining < max(cost, 1)
 	c.cache.put(key, b, c.clock.Now(), c.margin, insert)
 }
 

@@ -59,4 +59,49 @@
 // the state. A clock that steps backwards (possible with injected client
 // clocks only) also makes it stricter, never looser: a local denial does not
 // advance the primary's stamp as a denial by the primary does.
+//
+// # Fallback: Redis slow or down is not an outage, nor a free-for-all
+//
+// A [Fallback] calls the primary through a circuit breaker:
+//
+//	        N failures in a row, or a failure ratio over a window
+//	Closed ------------------------------------------------> Open
+//	  ^                                                     |  after CoolDown
+//	  |  ProbeSuccesses probes succeed                      v
+//	  +--------------------------------------------- HalfOpen (≤ Probes in flight)
+//	                    a probe fails: back to Open
+//
+// Every primary call carries a deadline of [FallbackConfig.Timeout], so a
+// hanging Redis adds at most that to a request (redisstore needs a go-redis
+// client built with ContextTimeoutEnabled: true for the deadline to reach
+// the socket). What the primary cannot answer (the call failed, the breaker
+// is open, or the half-open probes are all in flight) is answered by the
+// [Mode]: [LocalFallback] asks a local memstore with the policy scaled to
+// this instance's share ([Share]: capacity and rate divided by Instances),
+// so a fleet of N keeps roughly one limit; [FailClosed] returns an error
+// wrapping [ErrOpen]; [FailOpen] admits. Nothing queues: callers beyond the
+// probes are answered at once, and no goroutine is started.
+//
+// Bad input (algo and store sentinels, see [IsInputError]) is returned as
+// the primary returned it and never trips the breaker, nor does a caller's
+// own context ending. State changes are logged with log/slog and reported
+// to [FallbackConfig.OnStateChange].
+//
+// With httplimit, the mode is chosen per route by the store each route's
+// middleware uses: a hybrid.Fallback store keeps limiting locally; the bare
+// shared store leaves the decision to httplimit's FailOpen or FailClosed
+// (503). TestHTTPLimitModesPerRoute shows the three side by side.
+//
+// # Composing
+//
+// Put the DenyCache inside the Fallback, as in the example at the top: the
+// cache then learns only from Redis's answers, and the breaker counts only
+// Redis's answers as health (a local denial proves nothing about Redis).
+// The other order works too; each wrapper tells the other which answers came
+// from the primary.
+//
+// Both wrappers pass the store conformance suite over memstore and over
+// redisstore on a real Redis. The fault-injection tests (Toxiproxy between
+// go-redis and redis-server: latency, resets, partitions, a killed server,
+// slow and sliced replies) live in the nested module faultinject.
 package hybrid
