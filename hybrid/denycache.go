@@ -74,7 +74,11 @@ type DenyCache struct {
 	calls   atomic.Int64
 	denied  atomic.Int64
 	seq     atomic.Uint64 // numbers primary calls in order of their start
-	latest  atomic.Int64  // latest Clock reading, Unix µs
+	// latest is the latest reading of a Clock the caller supplied, Unix
+	// µs; such clocks may step back. The system clock's monotonic
+	// reading cannot, and is not tracked (no shared write per call).
+	latest atomic.Int64
+	track  bool
 }
 
 var (
@@ -104,7 +108,8 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 	case cfg.Size < 0 || cfg.Shards < 0:
 		return nil, fmt.Errorf("%w: negative Size %d or Shards %d", ErrInvalidConfig, cfg.Size, cfg.Shards)
 	}
-	if cfg.Clock == nil {
+	track := cfg.Clock != nil
+	if !track {
 		cfg.Clock = systemClock{}
 	}
 	if cfg.Size == 0 {
@@ -124,6 +129,7 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 		primary: primary,
 		clock:   cfg.Clock,
 		margin:  margin,
+		track:   track,
 		cache:   newBoundCache(cfg.Size, min(cfg.Shards, cfg.Size)),
 	}, nil
 }
@@ -240,6 +246,9 @@ func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
 // now reads the clock and keeps the latest reading.
 func (c *DenyCache) now() time.Time {
 	now := c.clock.Now()
+	if !c.track {
+		return now
+	}
 	us := now.UnixMicro()
 	for l := c.latest.Load(); us > l && !c.latest.CompareAndSwap(l, us); l = c.latest.Load() {
 	}
@@ -251,7 +260,7 @@ func (c *DenyCache) now() time.Time {
 // buckets (memstore, Redis expiry) may have forgotten this one by the latest
 // time and would answer from a full bucket, even at an earlier time.
 func (c *DenyCache) elapsed(b *bound, now time.Time) (e, eff int64) {
-	if c.latest.Load() > now.UnixMicro() {
+	if c.track && c.latest.Load() > now.UnixMicro() {
 		return -1, 0
 	}
 	return b.elapsed(now, c.margin)

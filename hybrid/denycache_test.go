@@ -417,3 +417,23 @@ func TestDenyCacheMulti(t *testing.T) {
 		t.Fatalf("over a store without TakeMulti: %v", err)
 	}
 }
+
+// BenchmarkDenyCacheLocalDeny measures a local denial on the system clock,
+// from many goroutines on distinct drained keys.
+func BenchmarkDenyCacheLocalDeny(b *testing.B) {
+	c := newCache(b, newMem(b, nil), hybrid.DenyCacheConfig{})
+	p := algo.PerHour(1).Burst(1)
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+		c.Take(ctx, keys[i], p, 1)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if res, _ := c.Take(ctx, keys[i%len(keys)], p, 1); res.Allowed {
+				b.Fatal("admitted")
+			}
+		}
+	})
+}

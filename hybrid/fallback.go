@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -107,7 +108,9 @@ type FallbackConfig struct {
 //
 // Bad input (an empty key, a bad policy or cost, a corrupt key) is returned
 // as the primary returned it and never counts against the primary, nor does
-// a caller's own context ending. Fallback is safe for simultaneous use by
+// a caller cancelling its context. A caller's deadline that passes during a
+// primary call counts as a failure, as Timeout does, and the caller gets
+// the context's error. Fallback is safe for simultaneous use by
 // multiple goroutines, starts no goroutines, and keeps no queue: a caller
 // waits at most Timeout for the primary.
 type Fallback struct {
@@ -259,8 +262,8 @@ func guard[T any](f *Fallback, ctx context.Context, call func(context.Context) (
 	cancel()
 	o := classify(ctx, primary, err)
 	f.br.done(f.cfg.Clock.Now(), t, o, err)
-	if o != failure {
-		return res, primary, err
+	if o != failure || ctx.Err() != nil {
+		return res, primary, err // nobody is waiting for a degraded answer
 	}
 	f.failures.Add(1)
 	f.degraded.Add(1)
@@ -268,12 +271,16 @@ func guard[T any](f *Fallback, ctx context.Context, call func(context.Context) (
 	return res, false, err
 }
 
-// classify tells what a primary call proved about the primary.
+// classify tells what a primary call proved about the primary. A caller
+// that cancelled proved nothing; a caller's deadline that passed during the
+// call counts as a failure like Timeout does: the primary did not answer in
+// the time it was given (else callers with deadlines shorter than Timeout
+// would keep a hanging primary's breaker closed forever).
 func classify(ctx context.Context, primary bool, err error) outcome {
 	switch {
 	case err == nil && primary:
 		return success
-	case err == nil, IsInputError(err), ctx.Err() != nil:
+	case err == nil, IsInputError(err), errors.Is(ctx.Err(), context.Canceled):
 		return neutral // a local answer, the caller's mistake, or the caller gave up
 	}
 	return failure

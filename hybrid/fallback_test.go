@@ -306,6 +306,26 @@ func TestFallbackTimeout(t *testing.T) {
 	}
 }
 
+// TestFallbackCallerDeadline: callers whose deadlines are shorter than
+// Timeout still open a hanging primary's breaker, and get their context's
+// error; a caller who cancels proves nothing.
+func TestFallbackCallerDeadline(t *testing.T) {
+	r := newRig(t, hybrid.FallbackConfig{Timeout: time.Minute})
+	r.primary.set(false, true)
+	p := algo.PerSecond(2).Burst(100)
+	for range hybrid.DefaultFailureThreshold {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Millisecond)
+		_, err := r.f.Take(cctx, "k", p, 1)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err %v, want the caller's deadline", err)
+		}
+	}
+	if r.f.State() != hybrid.Open {
+		t.Fatalf("state %v, want open", r.f.State())
+	}
+}
+
 // TestFallbackProbesBounded: while one probe hangs in the half-open
 // breaker, other calls are answered locally at once rather than queueing.
 func TestFallbackProbesBounded(t *testing.T) {
@@ -421,5 +441,29 @@ func TestFallbackOverDenyCache(t *testing.T) {
 	}
 	if f.State() != hybrid.Open || cache.Stats().Denied != hybrid.DefaultFailureThreshold {
 		t.Fatalf("state %v, cache %+v: want open after 5 failures among local denials", f.State(), cache.Stats())
+	}
+}
+
+// BenchmarkFallbackClosed measures what the closed breaker adds to a call
+// (the deadline's context and the breaker's bookkeeping) over memstore.
+func BenchmarkFallbackClosed(b *testing.B) {
+	for _, name := range []string{"memstore", "fallback"} {
+		b.Run(name, func(b *testing.B) {
+			var s store.Store = newMem(b, nil)
+			if name == "fallback" {
+				f, err := hybrid.NewFallback(s, newMem(b, nil), hybrid.FallbackConfig{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s = f
+			}
+			p := algo.PerSecond(1_000_000).Burst(1_000_000)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					s.Take(ctx, "k", p, 1)
+				}
+			})
+		})
 	}
 }
