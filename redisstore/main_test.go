@@ -1,11 +1,22 @@
 package redisstore_test
 
 import (
+	"context"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
+// quiet drops go-redis's own log lines ("failed to dial" while a test has
+// killed the server on purpose); the tests assert the errors themselves.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // TestMain fails the run if any goroutine outlives the tests: the store
 // starts none, and every client and server is closed by t.Cleanup.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m)
+}
