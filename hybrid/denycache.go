@@ -152,14 +152,8 @@ func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cos
 	if err := ctx.Err(); err != nil {
 		return algo.Result{}, false, err
 	}
-	if eligible(key, p, cost) {
-		if b, ok := c.cache.get(key); ok && b.p == p {
-			e, eff := c.elapsed(&b, c.now())
-			if res, ok := b.decide(cost, e, eff); ok {
-				c.denied.Add(1)
-				return res, false, nil
-			}
-		}
+	if res, ok := c.deny(key, p, cost); ok {
+		return res, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()
 	c.calls.Add(1)
@@ -168,6 +162,25 @@ func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cos
 		c.learn(key, p, cost, seq, t0, res, res.Allowed, !res.Allowed || res.Remaining < max(cost, 1))
 	}
 	return res, primary, err
+}
+
+// deny returns the local denial of a request, when the bound proves one. A
+// Fallback around the cache asks it too while the primary is failing: a
+// request certainly denied stays denied when Redis is down.
+func (c *DenyCache) deny(key string, p algo.Policy, cost int64) (algo.Result, bool) {
+	if c.closed.Load() || !eligible(key, p, cost) {
+		return algo.Result{}, false
+	}
+	b, ok := c.cache.get(key)
+	if !ok || b.p != p {
+		return algo.Result{}, false
+	}
+	e, eff := c.elapsed(&b, c.now())
+	res, ok := b.decide(cost, e, eff)
+	if ok {
+		c.denied.Add(1)
+	}
+	return res, ok
 }
 
 // TakeMulti denies locally when every request has an entry and at least one
@@ -188,7 +201,6 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 		return store.MultiResult{}, false, err
 	}
 	if mr, ok := c.denyMulti(reqs); ok {
-		c.denied.Add(1)
 		return mr, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()
@@ -211,7 +223,7 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 // denyMulti returns the local answer to reqs, if the cache can prove a
 // denial.
 func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
-	if len(reqs) == 0 || hasDuplicate(reqs) {
+	if c.closed.Load() || len(reqs) == 0 || hasDuplicate(reqs) {
 		return store.MultiResult{}, false
 	}
 	now := c.now()
@@ -240,6 +252,7 @@ func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
 			mr.Denied, mr.RetryAfter = i, res.RetryAfter
 		}
 	}
+	c.denied.Add(1)
 	return mr, true
 }
 

@@ -95,10 +95,12 @@
 // # Composing
 //
 // Put the DenyCache inside the Fallback, as in the example at the top: the
-// cache then learns only from Redis's answers, and the breaker counts only
-// Redis's answers as health (a local denial proves nothing about Redis).
-// The other order works too; each wrapper tells the other which answers came
-// from the primary.
+// cache then learns only from Redis's answers, the breaker counts only
+// Redis's answers as health (a local denial proves nothing about Redis),
+// and while Redis is failing a request the cache proves denied stays denied
+// in every Mode, so an abuser who drained Redis's bucket does not get a
+// fresh local share. The other order works too; each wrapper tells the
+// other which answers came from the primary.
 //
 // Both wrappers pass the store conformance suite over memstore and over
 // redisstore on a real Redis. The fault-injection tests (Toxiproxy between

@@ -286,11 +286,17 @@ func classify(ctx context.Context, primary bool, err error) outcome {
 	return failure
 }
 
-// degrade answers a request the primary did not, by Mode. cause is the
-// failure that made this call degrade, or nil when the breaker refused it.
+// degrade answers a request the primary did not: with the denial of a
+// DenyCache primary when it proves one, else by Mode. cause is the failure
+// that made this call degrade, or nil when the breaker refused it.
 func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost int64, cause error) (algo.Result, error) {
 	if err := checkInput(key, p, cost); err != nil {
 		return algo.Result{}, err
+	}
+	if d, ok := f.primary.(denier); ok {
+		if res, ok := d.deny(key, p, cost); ok {
+			return res, nil // certainly denied by Redis, reachable or not
+		}
 	}
 	switch f.cfg.Mode {
 	case FailOpen:
@@ -312,6 +318,11 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 	for _, r := range reqs {
 		if err := checkInput(r.Key, r.Policy, r.Cost); err != nil {
 			return store.MultiResult{}, err
+		}
+	}
+	if d, ok := f.primary.(denier); ok {
+		if mr, ok := d.denyMulti(reqs); ok {
+			return mr, nil
 		}
 	}
 	mr := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}

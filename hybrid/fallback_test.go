@@ -421,26 +421,39 @@ func TestShare(t *testing.T) {
 
 // TestFallbackOverDenyCache: local denials of a DenyCache under the
 // Fallback prove nothing about the primary's health, so an abusive key
-// denied locally does not keep a failing primary's breaker closed.
+// denied locally does not keep a failing primary's breaker closed; and
+// while the breaker is open the abuser, certainly denied by Redis's last
+// word, stays denied instead of getting a fresh local share. In every mode.
 func TestFallbackOverDenyCache(t *testing.T) {
-	clk := storetest.NewClock()
-	primary := &flaky{s: newMem(t, clk)}
-	cache := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk})
-	f, err := hybrid.NewFallback(cache, newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := algo.PerHour(1).Burst(1)
-	f.Take(ctx, "abuser", p, 1) // drains it: the cache denies it from now on
-	primary.set(true, false)
-	for i := range hybrid.DefaultFailureThreshold {
-		f.Take(ctx, "abuser", p, 1)
-		if res, _ := f.Take(ctx, fmt.Sprint("user", i), p, 1); !res.Allowed {
-			t.Fatalf("user %d denied", i)
-		}
-	}
-	if f.State() != hybrid.Open || cache.Stats().Denied != hybrid.DefaultFailureThreshold {
-		t.Fatalf("state %v, cache %+v: want open after 5 failures among local denials", f.State(), cache.Stats())
+	for _, mode := range []hybrid.Mode{hybrid.LocalFallback, hybrid.FailClosed, hybrid.FailOpen} {
+		t.Run(mode.String(), func(t *testing.T) {
+			clk := storetest.NewClock()
+			primary := &flaky{s: newMem(t, clk)}
+			cache := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk})
+			f, err := hybrid.NewFallback(cache, newMem(t, clk), hybrid.FallbackConfig{Mode: mode, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := algo.PerHour(1).Burst(1)
+			f.Take(ctx, "abuser", p, 1) // drains it: the cache denies it from now on
+			primary.set(true, false)
+			for i := range hybrid.DefaultFailureThreshold {
+				f.Take(ctx, "abuser", p, 1)
+				f.Take(ctx, fmt.Sprint("user", i), p, 1)
+			}
+			if f.State() != hybrid.Open || cache.Stats().Denied != hybrid.DefaultFailureThreshold {
+				t.Fatalf("state %v, cache %+v: want open after 5 failures among local denials", f.State(), cache.Stats())
+			}
+			for i := range 10 {
+				res, err := f.Take(ctx, "abuser", p, 1)
+				if err != nil || res.Allowed || res.RetryAfter < 59*time.Minute {
+					t.Fatalf("abuser while open, %d: %+v %v: want Redis's denial, from the cache", i, res, err)
+				}
+			}
+			if got := cache.Stats().Denied; got != hybrid.DefaultFailureThreshold+10 {
+				t.Fatalf("%d local denials", got)
+			}
+		})
 	}
 }
 

@@ -33,6 +33,14 @@ type sourced interface {
 	takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error)
 }
 
+// denier is implemented by DenyCache: the local denials it can prove
+// without calling its primary. A Fallback whose primary is a denier asks it
+// before answering by its Mode.
+type denier interface {
+	deny(key string, p algo.Policy, cost int64) (algo.Result, bool)
+	denyMulti(reqs []store.Request) (store.MultiResult, bool)
+}
+
 // takeFrom calls s, telling whether the answer came from a primary store.
 func takeFrom(ctx context.Context, s store.Store, key string, p algo.Policy, cost int64) (algo.Result, bool, error) {
 	if w, ok := s.(sourced); ok {
