@@ -42,6 +42,10 @@ var (
 	// Article is the policy of the reference article: burst 100, 2 per
 	// second. The Redis benchmarks use it.
 	Article = Policy{Name: "burst100", Burst: 100, Tokens: 2, Period: time.Second}
+	// Mem is the policy of the memory measurement: burst 100, 1 per
+	// minute, so a key taken from once lives a minute (one token refills
+	// in 60 s) and nothing expires while the keys are counted.
+	Mem = Policy{Name: "mem", Burst: 100, Tokens: 1, Period: time.Minute}
 )
 
 // Algo returns p as a ratebucket policy.

@@ -36,11 +36,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// memPolicy keeps every key of the memory measurement alive for a minute
-// after its one take (one token refills in 60 s), so nothing expires while
-// the keys are counted.
-var memPolicy = bench.Policy{Name: "mem", Burst: 100, Tokens: 1, Period: time.Minute}
-
 func main() {
 	addr := flag.String("addr", "", "use this Redis server (host:port) instead of starting one; it is FLUSHALLed")
 	rounds := flag.Int("rounds", 6, "rounds; every measurement is repeated once per round")
@@ -194,7 +189,7 @@ func run(ctx context.Context, cfg config) error {
 
 	if cfg.mem {
 		for _, impl := range impls {
-			l, closeFn, err := impl.New(c, memPolicy)
+			l, closeFn, err := impl.New(c, bench.Mem)
 			if err != nil {
 				return err
 			}
