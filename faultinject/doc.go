@@ -21,8 +21,11 @@
 // every reply accepted a valid bucket answer (none corrupted or truncated);
 // every call back within the timeout plus a slack; and Redis answering
 // again, with exactly the capacity admitted on a fresh key, within three
-// calls after the fault ends. TestKilledUnderLoad kills Redis under eight
-// goroutines of load. The worst latency and the recovery of each scenario
+// calls after the fault ends. TestFaultsWithDenyCache repeats the faults
+// that take Redis away with a hybrid.DenyCache under the Fallback: an abuser
+// who drained its bucket stays denied by the cache until Redis would have
+// refilled a token. TestKilledUnderLoad kills Redis under eight goroutines
+// of load. The worst latency and the recovery of each scenario
 // are logged (go test -v).
 //
 // Bucket and breaker time is a manual clock (storetest.Clock), so counts are

@@ -20,6 +20,7 @@ import (
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
@@ -52,6 +53,7 @@ type env struct {
 	proxy   *toxiproxy.Proxy
 	clk     *storetest.Clock
 	primary *redisstore.Store
+	cache   *hybrid.DenyCache // between f and primary, or nil
 	f       *hybrid.Fallback
 	mu      sync.Mutex
 	changes []string // the breaker's states, in order
@@ -63,7 +65,11 @@ func (e *env) history() []string {
 	return append([]string(nil), e.changes...)
 }
 
-func newEnv(t *testing.T, mode hybrid.Mode) *env {
+func newEnv(t *testing.T, mode hybrid.Mode) *env { return newEnvCache(t, mode, false) }
+
+// newEnvCache is newEnv, with a hybrid.DenyCache between the Fallback and
+// redisstore when cached is true.
+func newEnvCache(t *testing.T, mode hybrid.Mode, cached bool) *env {
 	t.Helper()
 	e := &env{srv: redistest.Start(t), clk: storetest.NewClock()}
 	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
@@ -94,7 +100,14 @@ func newEnv(t *testing.T, mode hybrid.Mode) *env {
 		}
 		t.Cleanup(func() { local.Close() })
 	}
-	e.f, err = hybrid.NewFallback(e.primary, local, hybrid.FallbackConfig{
+	var primary store.Store = e.primary
+	if cached {
+		if e.cache, err = hybrid.NewDenyCache(e.primary, hybrid.DenyCacheConfig{Clock: e.clk}); err != nil {
+			t.Fatal(err)
+		}
+		primary = e.cache
+	}
+	e.f, err = hybrid.NewFallback(primary, local, hybrid.FallbackConfig{
 		Mode: mode, Instances: instances, Timeout: timeout, CoolDown: coolDown, Clock: e.clk,
 		Logger: slog.New(slog.DiscardHandler),
 		OnStateChange: func(from, to hybrid.State) {

@@ -199,6 +199,59 @@ func authoritative(t *testing.T, e *env) {
 	}
 }
 
+// TestFaultsWithDenyCache runs the faults that take Redis away with a
+// DenyCache between the Fallback and redisstore: an abuser who drained its
+// bucket before the fault stays denied, by the cache, until Redis itself
+// would have refilled a token (500ms at 2 per second), instead of getting a
+// fresh local share at once; ordinary users get the local share; after the
+// fault Redis is authoritative again. (From that token on the abuser is
+// served by the local share like anyone: seeding the local bucket from the
+// cache's bound is not done.)
+func TestFaultsWithDenyCache(t *testing.T) {
+	for _, fl := range faults {
+		if !fl.down {
+			continue
+		}
+		t.Run(fl.name, func(t *testing.T) {
+			e := newEnvCache(t, hybrid.LocalFallback, true)
+			e.warm(t)
+			drained := e.clk.Now()
+			for i := range policy.Capacity() + 1 { // drain the abuser's bucket in Redis
+				if c := e.take("abuser"); c.err != nil || c.res.Allowed != (i < policy.Capacity()) {
+					t.Fatalf("draining, call %d: %+v", i, c)
+				}
+			}
+			fl.inject(t, e)
+			var firstAdmit time.Duration
+			users := 0
+			for i := range faultCalls {
+				e.clk.Add(step)
+				c := e.take("abuser")
+				if c.err != nil {
+					t.Fatalf("abuser during %s, call %d: %v", fl.name, i, c.err)
+				}
+				if c.res.Allowed && firstAdmit == 0 {
+					firstAdmit = e.clk.Now().Sub(drained)
+				}
+				if c := e.take(fmt.Sprint("user", i)); c.err == nil && c.res.Allowed {
+					users++
+				}
+			}
+			if token := 500 * time.Millisecond; firstAdmit != 0 && firstAdmit < token-2*time.Millisecond {
+				t.Errorf("abuser admitted %v after draining, before Redis's next token at %v", firstAdmit, token)
+			}
+			if users != faultCalls {
+				t.Errorf("%d of %d fresh users admitted by the local share", users, faultCalls)
+			}
+			fl.heal(t, e)
+			n := recoverCalls(t, e)
+			t.Logf("%s with a DenyCache: abuser first admitted %v after draining; recovered in %d calls; cache %+v",
+				fl.name, firstAdmit, n, e.cache.Stats())
+			authoritative(t, e)
+		})
+	}
+}
+
 // TestKilledUnderLoad kills redis-server while goroutines hammer the
 // limiter, then restarts it empty: nothing panics, every call returns
 // within the timeout bound with a local answer or Redis's, and Redis takes

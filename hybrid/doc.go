@@ -99,7 +99,9 @@
 // Redis's answers as health (a local denial proves nothing about Redis),
 // and while Redis is failing a request the cache proves denied stays denied
 // in every Mode, so an abuser who drained Redis's bucket does not get a
-// fresh local share. The other order works too; each wrapper tells the
+// fresh local share, at least until Redis would have refilled a token (from
+// then on the local share serves it like any key: the local bucket is not
+// seeded from the cache's bound). The other order works too; each wrapper tells the
 // other which answers came from the primary.
 //
 // Both wrappers pass the store conformance suite over memstore and over
