@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"math"
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // numKeys is the size of the distinct-key set.
@@ -63,10 +65,11 @@ func TestSamePolicy(t *testing.T) {
 }
 
 // checkBurst fails t unless 150 calls at once on a fresh key of l, under
-// the Article policy, admit exactly its burst of 100.
+// the Article policy, admit its burst of 100, plus at most what 2/s refills
+// while they run (nothing, unless the machine stalls).
 func checkBurst(t *testing.T, l Limiter, key string) {
 	t.Helper()
-	admitted := 0
+	admitted, start := 0, time.Now()
 	for range 150 {
 		ok, err := l.Allow(key)
 		if err != nil {
@@ -76,8 +79,8 @@ func checkBurst(t *testing.T, l Limiter, key string) {
 			admitted++
 		}
 	}
-	if admitted != 100 {
-		t.Fatalf("admitted %d of 150 calls at once, want the burst of 100", admitted)
+	if refill := int(math.Ceil(2 * time.Since(start).Seconds())); admitted < 100 || admitted > 100+refill {
+		t.Fatalf("admitted %d of 150 calls at once, want the burst of 100 (+%d refilled)", admitted, refill)
 	}
 }
 
