@@ -74,6 +74,7 @@ type DenyCache struct {
 	calls   atomic.Int64
 	denied  atomic.Int64
 	seq     atomic.Uint64 // numbers primary calls in order of their start
+	forgot  atomic.Uint64 // seq at the last Forget: older calls' answers are not learnt
 	// latest is the latest reading of a Clock the caller supplied, Unix
 	// µs; such clocks may step back. The system clock's monotonic
 	// reading cannot, and is not tracked (no shared write per call).
@@ -287,6 +288,9 @@ func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 
 	if !eligible(key, p, max(cost, 1)) {
 		return
 	}
+	if seq <= c.forgot.Load() {
+		return // started before a Forget: may describe the state before a reset
+	}
 	b, ok := learn(p, t0, cost, res, charged)
 	if !ok {
 		return
@@ -298,7 +302,9 @@ func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 
 // Forget drops what the cache knows about keys. Call it after resetting
 // keys in the primary (redisstore's Reset): a reset adds tokens the cache
 // cannot see, so until then it may deny what the primary would admit.
+// Answers to calls already in flight are not learnt either.
 func (c *DenyCache) Forget(keys ...string) {
+	c.forgot.Store(c.seq.Load())
 	for _, k := range keys {
 		c.cache.drop(k)
 	}
