@@ -39,16 +39,20 @@ type Cluster struct {
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	cl := &Cluster{}
-	t.Cleanup(cl.stop)
 	if env := os.Getenv("REDIS_CLUSTER_ADDRS"); env != "" {
+		t.Cleanup(cl.stop)
 		cl.Addrs = strings.Split(env, ",")
 		cl.waitOK(t)
 		return cl
 	}
 	bin := serverBinary(t)
 	cli := lookBinary(t, "redis-cli")
-	for i := 0; i < ClusterSize; i++ {
-		dir := t.TempDir()
+	dirs := make([]string, ClusterSize)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	t.Cleanup(cl.stop) // registered after the dirs: runs before they are removed
+	for i, dir := range dirs {
 		var p *process
 		var err error
 		var port int
