@@ -2,11 +2,13 @@ package redisstore_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
@@ -230,4 +232,41 @@ func TestServerClockWritesOnlyCharges(t *testing.T) {
 			t.Errorf("%s: wrote %v, want %v", st.name, wrote, st.writes)
 		}
 	}
+}
+
+// TestGarbageNeverPanics: whatever string a key holds, with or without an
+// expiry, a Take either decides sanely or fails with store.ErrCorruptState;
+// the script never errors otherwise and never hands out more than capacity.
+func TestGarbageNeverPanics(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	server := newStore(t, rdb, redisstore.Config{})
+	client := newStore(t, rdb, redisstore.Config{Prefix: server.Key(""), Clock: storetest.NewClock()})
+	p := algo.PerMinute(60).Burst(10)
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		n++
+		key := "g" + strconv.Itoa(n)
+		v := rapid.OneOf(
+			rapid.StringMatching(`[0-9]{0,25}`),
+			rapid.StringMatching(`[0-9]{0,20}:[0-9]{0,20}`),
+			rapid.StringMatching(`-?[0-9.e+:x ]{0,12}`),
+			rapid.String(),
+		).Draw(rt, "value")
+		ttl := rapid.SampledFrom([]time.Duration{0, time.Hour, 100 * 365 * 24 * time.Hour}).Draw(rt, "ttl")
+		s := rapid.SampledFrom([]*redisstore.Store{server, client}).Draw(rt, "store")
+		if err := rdb.Set(ctxT(t), s.Key(key), v, ttl).Err(); err != nil {
+			rt.Fatal(err)
+		}
+		defer s.Reset(ctxT(t), key)
+		cost := rapid.Int64Range(0, p.Capacity()).Draw(rt, "cost")
+		res, err := s.Take(ctxT(t), key, p, cost)
+		switch {
+		case errors.Is(err, store.ErrCorruptState):
+		case err != nil:
+			rt.Fatalf("Take on %q: %v, want a decision or store.ErrCorruptState", v, err)
+		case res.Remaining < 0 || res.Remaining > p.Capacity() || res.RetryAfter < 0 || res.ResetAfter < 0 || res.Allowed != (res.RetryAfter == 0):
+			rt.Fatalf("Take on %q = %+v: out of bounds", v, res)
+		}
+	})
 }
