@@ -58,6 +58,9 @@ func openRedisBackend(ctx context.Context, rf *redisFlags, prefix string) (*back
 	rs, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix})
 	if err != nil {
 		rdb.Close()
+		if errors.Is(err, redisstore.ErrHashTagPrefix) {
+			return nil, usagef("--prefix: %w", err)
+		}
 		return nil, err
 	}
 	return &backend{desc: "redisstore on " + redisAddr(rdb), store: rs, rdb: rdb, rs: rs, prefix: prefix, sent: sent}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,7 @@ func TestInspectReset(t *testing.T) {
 }
 
 func TestInspectUsage(t *testing.T) {
+	srv := redistest.Start(t) // for the checks made once connected
 	tests := []struct {
 		name string
 		args []string
@@ -142,10 +144,15 @@ func TestInspectUsage(t *testing.T) {
 		{"reset without keys", []string{"reset", "--redis", "127.0.0.1:1"}, "no KEY given"},
 		{"reset with an empty key", []string{"reset", "--redis", "127.0.0.1:1", ""}, "empty KEY"},
 		{"reset without redis", []string{"reset", "k"}, "--redis URL is required"},
+		{"prefix with a hash tag", []string{"reset", "--redis", "REDIS", "--prefix", "{app}:", "k"}, "prefix contains a hash tag"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, stderr, code := runCLI(t, tt.args...)
+			args := slices.Clone(tt.args)
+			if i := slices.Index(args, "REDIS"); i >= 0 {
+				args[i] = srv.Addr
+			}
+			_, stderr, code := runCLI(t, args...)
 			if code != exitUsage {
 				t.Fatalf("exit %d, want %d: %s", code, exitUsage, stderr)
 			}
