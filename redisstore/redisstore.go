@@ -130,13 +130,14 @@ type Config struct {
 // simultaneous use by multiple goroutines. It does not own the client:
 // closing the Store does not close it.
 type Store struct {
-	rdb     redis.UniversalClient
-	prefix  string
-	clk     store.Clock
-	timeout time.Duration
-	margin  int64 // ms; -1: no expiry (client clock only)
-	route   router
-	closed  atomic.Bool
+	rdb       redis.UniversalClient
+	prefix    string
+	clk       store.Clock
+	timeout   time.Duration
+	margin    int64 // ms; -1: no expiry (client clock only)
+	marginArg any   // margin, boxed once
+	route     router
+	closed    atomic.Bool
 }
 
 var (
@@ -174,6 +175,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	default:
 		s.margin = (m + time.Millisecond - 1).Milliseconds()
 	}
+	s.marginArg = s.margin
 	return s, nil
 }
 

@@ -102,15 +102,27 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	return parseReply(vals, reqs, results, in)
 }
 
+// Arguments boxed once, so that building a call does not allocate them.
+var (
+	argSHA    any = script.Hash()
+	argClock      = map[string]any{"s": "s", "c": "c"}
+	argOp         = map[string]any{opTake: opTake, opMulti: opMulti, opInspect: opInspect}
+	argNoTime any = int64(0)
+)
+
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
 // then the 4 header arguments and 4 per key (see tokenbucket.lua).
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []any {
 	args := make([]any, 0, 3+5*len(reqs)+4)
-	args = append(args, "evalsha", script.Hash(), len(reqs))
+	args = append(args, "evalsha", argSHA, len(reqs))
 	for _, r := range reqs {
 		args = append(args, s.prefix+r.Key)
 	}
-	args = append(args, clock, now, s.margin, op)
+	at := argNoTime
+	if clock != "s" {
+		at = now
+	}
+	args = append(args, argClock[clock], at, s.marginArg, argOp[op])
 	for _, r := range reqs {
 		p := r.Policy
 		args = append(args, p.Capacity(), p.Unit(), p.Refill(), r.Cost)
