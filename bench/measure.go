@@ -133,10 +133,12 @@ type Memory struct {
 	KeyLen int
 	// Usage is MEMORY USAGE of that key (SAMPLES 0: every field).
 	Usage int64
-	// DeltaPerKey is the growth of used_memory divided by Keys, less the
-	// growth of mem_clients_normal: idle connections' buffers shrink on
-	// their own schedule and would otherwise move the baseline by tens
-	// of bytes per key.
+	// DeltaPerKey is the used_memory the keys hold, divided by Keys:
+	// used_memory with the keys less used_memory once FLUSHALL SYNC has
+	// freed them, each less mem_clients_normal (connection buffers grow
+	// and shrink on their own schedule). Measured on the way down because
+	// a baseline taken before the inserts drifts by hundreds of kB (memory
+	// Redis releases later), which swamps small key counts.
 	DeltaPerKey float64
 }
 
@@ -146,25 +148,13 @@ type Memory struct {
 // the few seconds this takes.
 func MeasureMemory(ctx context.Context, c *redis.Client, l Limiter, keys []string) (Memory, error) {
 	var m Memory
-	if err := c.FlushAll(ctx).Err(); err != nil {
-		return m, err
-	}
-	// Warm the connection pool and the script cache before the baseline:
-	// client buffers and scripts count in used_memory too.
-	if err := TakeAll(l, keys[:min(len(keys), 1000)], 16); err != nil {
-		return m, err
-	}
-	if err := c.FlushAll(ctx).Err(); err != nil {
-		return m, err
-	}
-	before, err := dataMemory(ctx, c)
-	if err != nil {
+	if err := FlushSync(ctx, c); err != nil {
 		return m, err
 	}
 	if err := TakeAll(l, keys, 16); err != nil {
 		return m, err
 	}
-	after, err := dataMemory(ctx, c)
+	with, err := dataMemory(ctx, c)
 	if err != nil {
 		return m, err
 	}
@@ -182,8 +172,22 @@ func MeasureMemory(ctx context.Context, c *redis.Client, l Limiter, keys []strin
 	if m.Usage, err = c.MemoryUsage(ctx, key, 0).Result(); err != nil {
 		return m, err
 	}
-	m.DeltaPerKey = float64(after-before) / float64(m.Keys)
+	if err := FlushSync(ctx, c); err != nil {
+		return m, err
+	}
+	without, err := dataMemory(ctx, c)
+	if err != nil {
+		return m, err
+	}
+	m.DeltaPerKey = float64(with-without) / float64(m.Keys)
 	return m, nil
+}
+
+// FlushSync empties every database of the server and frees the memory
+// before it returns (FLUSHALL SYNC), whatever lazyfree-lazy-user-flush
+// says, so no background free runs into the next measurement.
+func FlushSync(ctx context.Context, c *redis.Client) error {
+	return c.Do(ctx, "FLUSHALL", "SYNC").Err()
 }
 
 // dataMemory returns used_memory less mem_clients_normal.

@@ -37,7 +37,7 @@ func TestRedisSamePolicy(t *testing.T) {
 	ctx := context.Background()
 	for _, impl := range OnRedis {
 		t.Run(impl.Name, func(t *testing.T) {
-			if err := c.FlushAll(ctx).Err(); err != nil {
+			if err := FlushSync(ctx, c); err != nil {
 				t.Fatal(err)
 			}
 			l := openRedis(t, impl, c, Article)
@@ -89,7 +89,7 @@ func TestRedisTools(t *testing.T) {
 	if ld.Calls == 0 || ld.Admitted != ld.Calls || ld.P50 <= 0 || ld.P99 < ld.P50 {
 		t.Fatalf("RunLoad on distinct keys under burst 100: %+v", ld)
 	}
-	if err := c.FlushAll(ctx).Err(); err != nil {
+	if err := FlushSync(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	hot, err := RunLoad(l, keys, true, 4, 50*time.Millisecond)
@@ -97,8 +97,6 @@ func TestRedisTools(t *testing.T) {
 		t.Fatalf("RunLoad on one hot key: %+v, %v (want the burst of 100 admitted, and at most %d refilled)", hot, err, refill)
 	}
 
-	// Enough keys that the baseline's drift (tens of kB) cannot flip the
-	// sign of the delta.
 	memKeys := Keys(5000, OnRedis[0].Prefix)
 	m, err := MeasureMemory(ctx, c, openRedis(t, OnRedis[0], c, Mem), memKeys)
 	if err != nil {

@@ -117,7 +117,7 @@ func run(ctx context.Context, cfg config) error {
 			err = cmp.Or(err, ld.FirstErr)
 			return fmt.Errorf("%s: warm-up: %w", impl.Name, err)
 		}
-		if err := c.FlushAll(ctx).Err(); err != nil { // implementations share key names
+		if err := bench.FlushSync(ctx, c); err != nil { // implementations share key names
 			return err
 		}
 		cells = append(cells, cell{impl, l, keys})
@@ -135,7 +135,7 @@ func run(ctx context.Context, cfg config) error {
 			}
 			for _, conc := range concs {
 				for _, cl := range cells {
-					if err := c.FlushAll(ctx).Err(); err != nil {
+					if err := bench.FlushSync(ctx, c); err != nil {
 						return err
 					}
 					cpu0, err := bench.ServerCPU(ctx, c)
@@ -163,7 +163,7 @@ func run(ctx context.Context, cfg config) error {
 			}
 		}
 		for _, ce := range ceilings {
-			if err := c.FlushAll(ctx).Err(); err != nil {
+			if err := bench.FlushSync(ctx, c); err != nil {
 				return err
 			}
 			n := cfg.ceilingN
@@ -202,7 +202,7 @@ func run(ctx context.Context, cfg config) error {
 				impl.Name, m.Keys, m.Usage, m.DeltaPerKey, m.KeyLen, m.Keys)
 		}
 	}
-	return c.FlushAll(ctx).Err()
+	return bench.FlushSync(ctx, c)
 }
 
 // ceilingRun is one redis-benchmark configuration of one script.
@@ -231,7 +231,7 @@ func captureCeilings(ctx context.Context, c *redis.Client, cells []cell, cfg con
 		if !slices.Contains(strings.Split(cfg.ceilingImpls, ","), cl.impl.Name) {
 			continue
 		}
-		if err := c.FlushAll(ctx).Err(); err != nil {
+		if err := bench.FlushSync(ctx, c); err != nil {
 			return nil, err
 		}
 		cmd, err := bench.CaptureEval(ctx, c, func() error {
