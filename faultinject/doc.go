@@ -23,8 +23,8 @@
 // again, with exactly the capacity admitted on a fresh key, within three
 // calls after the fault ends. TestFaultsWithDenyCache repeats the faults
 // that take Redis away with a hybrid.DenyCache under the Fallback: an abuser
-// who drained its bucket stays denied by the cache until Redis would have
-// refilled a token. TestKilledUnderLoad kills Redis under eight goroutines
+// who drained its bucket gets no more than Redis's own refill would give it
+// (the cache denies, and counts the local share's admissions). TestKilledUnderLoad kills Redis under eight goroutines
 // of load. The worst latency and the recovery of each scenario
 // are logged (go test -v).
 //

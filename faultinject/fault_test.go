@@ -202,11 +202,10 @@ func authoritative(t *testing.T, e *env) {
 // TestFaultsWithDenyCache runs the faults that take Redis away with a
 // DenyCache between the Fallback and redisstore: an abuser who drained its
 // bucket before the fault stays denied, by the cache, until Redis itself
-// would have refilled a token (500ms at 2 per second), instead of getting a
-// fresh local share at once; ordinary users get the local share; after the
-// fault Redis is authoritative again. (From that token on the abuser is
-// served by the local share like anyone: seeding the local bucket from the
-// cache's bound is not done.)
+// would have refilled a token (500ms at 2 per second), and then gets what
+// Redis's refill would give it (the cache counts the local share's
+// admissions), not a fresh local burst; ordinary users get the local share;
+// after the fault Redis is authoritative again.
 func TestFaultsWithDenyCache(t *testing.T) {
 	for _, fl := range faults {
 		if !fl.down {
@@ -223,15 +222,18 @@ func TestFaultsWithDenyCache(t *testing.T) {
 			}
 			fl.inject(t, e)
 			var firstAdmit time.Duration
-			users := 0
+			users, abuser := 0, 0
 			for i := range faultCalls {
 				e.clk.Add(step)
 				c := e.take("abuser")
 				if c.err != nil {
 					t.Fatalf("abuser during %s, call %d: %v", fl.name, i, c.err)
 				}
-				if c.res.Allowed && firstAdmit == 0 {
-					firstAdmit = e.clk.Now().Sub(drained)
+				if c.res.Allowed {
+					abuser++
+					if firstAdmit == 0 {
+						firstAdmit = e.clk.Now().Sub(drained)
+					}
 				}
 				if c := e.take(fmt.Sprint("user", i)); c.err == nil && c.res.Allowed {
 					users++
@@ -240,13 +242,16 @@ func TestFaultsWithDenyCache(t *testing.T) {
 			if token := 500 * time.Millisecond; firstAdmit != 0 && firstAdmit < token-2*time.Millisecond {
 				t.Errorf("abuser admitted %v after draining, before Redis's next token at %v", firstAdmit, token)
 			}
+			if refill := int(e.clk.Now().Sub(drained) / (500 * time.Millisecond)); abuser > refill {
+				t.Errorf("abuser admitted %d times during the fault, more than Redis's %d refilled tokens", abuser, refill)
+			}
 			if users != faultCalls {
 				t.Errorf("%d of %d fresh users admitted by the local share", users, faultCalls)
 			}
 			fl.heal(t, e)
 			n := recoverCalls(t, e)
-			t.Logf("%s with a DenyCache: abuser first admitted %v after draining; recovered in %d calls; cache %+v",
-				fl.name, firstAdmit, n, e.cache.Stats())
+			t.Logf("%s with a DenyCache: abuser admitted %d times, first %v after draining; recovered in %d calls; cache %+v",
+				fl.name, abuser, firstAdmit, n, e.cache.Stats())
 			authoritative(t, e)
 		})
 	}

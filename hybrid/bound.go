@@ -74,6 +74,19 @@ type bound struct {
 	// seq orders the calls bounds are learnt from by their start, so a
 	// late answer to an earlier call never replaces a later one.
 	seq uint64
+	// local marks a bound charged by a Fallback's local admissions
+	// while the primary was failing: stricter than the primary, which
+	// never saw them, so it is dropped when the primary is back.
+	local bool
+}
+
+// charge lowers the bound by a request of cost admitted elsewhere: the
+// virtual deficit (and the deficit at te) grow by cost·Unit, as a charge by
+// the primary at any time after t0 would make them.
+func (b *bound) charge(cost int64) {
+	need := cost * b.p.Unit()
+	b.lo, b.hi, b.dmin, b.dtop = b.lo+need, b.hi+need, b.dmin+need, b.dtop+need
+	b.local = true
 }
 
 // learn returns the bound implied by res, the primary's answer to a request
@@ -162,6 +175,22 @@ func (b *bound) decide(cost, e, eff int64) (algo.Result, bool) {
 	return res, ok && !res.Allowed
 }
 
+// bounded is the answer to a request that denies proved will be denied,
+// when the primary cannot be asked and pinned found no exact answer (the
+// bound was charged for local admissions): RetryAfter and ResetAfter are
+// when the bound allows the request and a full bucket, Remaining what the
+// bound allows now, all conservative only in that they may be early.
+func (b *bound) bounded(cost, eff int64) algo.Result {
+	full, u, r := b.p.Capacity()*b.p.Unit(), b.p.Unit(), b.p.Refill()
+	d := deficitAt(b.lo, r, eff)
+	return algo.Result{
+		Limit:      b.p.Capacity(),
+		Remaining:  max(0, full-d) / u,
+		RetryAfter: time.Duration(max(1, ceilDiv(b.lo-full+cost*u, r)-eff)) * time.Microsecond,
+		ResetAfter: time.Duration(max(1, ceilDiv(b.lo, r)-eff)) * time.Microsecond,
+	}
+}
+
 // pinned returns the token bucket's answer to a request of cost at e µs
 // after t0, if every state consistent with the bound gives the same one.
 func (b *bound) pinned(cost, e int64) (algo.Result, bool) {
@@ -200,4 +229,13 @@ func floorMicros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
 func ceilMicros(d time.Duration) int64 {
 	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// deficitAt returns deficit − R·elapsed floored at zero, without forming a
+// product that could overflow.
+func deficitAt(deficit, r, elapsed int64) int64 {
+	if deficit <= 0 || elapsed >= ceilDiv(deficit, r) {
+		return 0
+	}
+	return deficit - elapsed*r
 }

@@ -122,6 +122,31 @@ func (c *boundCache) drop(key string) {
 	}
 }
 
+// update applies f to key's bound, if kept, under the shard's lock.
+func (c *boundCache) update(key string, f func(b *bound)) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i, ok := s.idx[key]; ok {
+		f(&s.slots[i].b)
+	}
+}
+
+// dropLocal forgets every bound charged locally.
+func (c *boundCache) dropLocal() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for j := range s.slots {
+			if v := &s.slots[j]; v.live && v.b.local {
+				delete(s.idx, v.key)
+				*v = slot{}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
 // clear forgets every key.
 func (c *boundCache) clear() {
 	for i := range c.shards {

@@ -165,24 +165,66 @@ func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cos
 	return res, primary, err
 }
 
-// deny returns the local denial of a request, when the bound proves one. A
-// Fallback around the cache asks it too while the primary is failing: a
-// request certainly denied stays denied when Redis is down.
-func (c *DenyCache) deny(key string, p algo.Policy, cost int64) (algo.Result, bool) {
+// lookup returns the bound kept for a request that may be answered from
+// the cache, with the elapsed times at now.
+func (c *DenyCache) lookup(key string, p algo.Policy, cost int64) (b bound, e, eff int64, ok bool) {
 	if c.closed.Load() || !eligible(key, p, cost) {
+		return bound{}, 0, 0, false
+	}
+	if b, ok = c.cache.get(key); !ok || b.p != p {
+		return bound{}, 0, 0, false
+	}
+	e, eff = c.elapsed(&b, c.now())
+	return b, e, eff, true
+}
+
+// deny returns the local denial of a request, when the bound proves one
+// and pins its answer (see bound.decide).
+func (c *DenyCache) deny(key string, p algo.Policy, cost int64) (algo.Result, bool) {
+	b, e, eff, ok := c.lookup(key, p, cost)
+	if !ok {
 		return algo.Result{}, false
 	}
-	b, ok := c.cache.get(key)
-	if !ok || b.p != p {
-		return algo.Result{}, false
-	}
-	e, eff := c.elapsed(&b, c.now())
 	res, ok := b.decide(cost, e, eff)
 	if ok {
 		c.denied.Add(1)
 	}
 	return res, ok
 }
+
+// denyDown is deny for a Fallback whose primary is failing: a request the
+// bound proves denied stays denied when Redis is down, with the exact answer
+// when there is one and the bound's own otherwise.
+func (c *DenyCache) denyDown(key string, p algo.Policy, cost int64) (algo.Result, bool) {
+	b, e, eff, ok := c.lookup(key, p, cost)
+	if !ok || !b.denies(cost, eff) {
+		return algo.Result{}, false
+	}
+	c.denied.Add(1)
+	if res, ok := b.decide(cost, e, eff); ok {
+		return res, true
+	}
+	return b.bounded(cost, eff), true
+}
+
+// charge records a request of cost admitted by a Fallback's local store
+// while the primary is failing, so that the bound keeps counting what this
+// instance admitted: an abuser then gets no more than Redis's own refill
+// would give it. The charged bound is dropped when the primary is back
+// (forgetLocal), since the primary never saw these admissions.
+func (c *DenyCache) charge(key string, p algo.Policy, cost int64) {
+	if !eligible(key, p, cost) {
+		return
+	}
+	c.cache.update(key, func(b *bound) {
+		if b.p == p {
+			b.charge(cost)
+		}
+	})
+}
+
+// forgetLocal drops the bounds charged by charge.
+func (c *DenyCache) forgetLocal() { c.cache.dropLocal() }
 
 // TakeMulti denies locally when every request has an entry and at least one
 // is certainly denied; Results then hold, for each bucket, what the primary

@@ -99,9 +99,11 @@
 // Redis's answers as health (a local denial proves nothing about Redis),
 // and while Redis is failing a request the cache proves denied stays denied
 // in every Mode, so an abuser who drained Redis's bucket does not get a
-// fresh local share, at least until Redis would have refilled a token (from
-// then on the local share serves it like any key: the local bucket is not
-// seeded from the cache's bound). The other order works too; each wrapper tells the
+// fresh local share. Under LocalFallback the cache also counts the local
+// share's admissions against its bound, so the abuser gets no more than
+// Redis's own refill would give it (nor more than the share); the counted
+// bounds are dropped when the breaker closes, since Redis never saw those
+// admissions. The other order works too; each wrapper tells the
 // other which answers came from the primary.
 //
 // Both wrappers pass the store conformance suite over memstore and over

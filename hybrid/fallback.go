@@ -191,7 +191,8 @@ func NewFallback(primary, local store.Store, cfg FallbackConfig) (*Fallback, err
 	return f, nil
 }
 
-// report logs a state change and calls the hook.
+// report logs a state change and calls the hook. When the primary is back
+// it also drops what a DenyCache primary counted of the local admissions.
 func (f *Fallback) report(t transition) {
 	level := slog.LevelInfo
 	if t.to == Open {
@@ -202,6 +203,9 @@ func (f *Fallback) report(t transition) {
 		attrs = append(attrs, "error", t.err.Error())
 	}
 	f.cfg.Logger.Log(context.Background(), level, "ratebucket: primary store circuit "+t.to.String(), attrs...)
+	if d, ok := f.primary.(denier); ok && t.to == Closed {
+		d.forgetLocal()
+	}
 	if f.cfg.OnStateChange != nil {
 		f.cfg.OnStateChange(t.from, t.to)
 	}
@@ -294,7 +298,7 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 		return algo.Result{}, err
 	}
 	if d, ok := f.primary.(denier); ok {
-		if res, ok := d.deny(key, p, cost); ok {
+		if res, ok := d.denyDown(key, p, cost); ok {
 			return res, nil // certainly denied by Redis, reachable or not
 		}
 	}
@@ -310,7 +314,11 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 		// may answer again.
 		return algo.Result{Limit: q.Capacity(), RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}, nil
 	}
-	return f.local.Take(ctx, key, q, cost)
+	res, err := f.local.Take(ctx, key, q, cost)
+	if d, ok := f.primary.(denier); ok && err == nil && res.Allowed {
+		d.charge(key, p, cost)
+	}
+	return res, err
 }
 
 // degradeMulti is degrade for multi-limit takes.

@@ -423,7 +423,8 @@ func TestShare(t *testing.T) {
 // Fallback prove nothing about the primary's health, so an abusive key
 // denied locally does not keep a failing primary's breaker closed; and
 // while the breaker is open the abuser, certainly denied by Redis's last
-// word, stays denied instead of getting a fresh local share. In every mode.
+// word, stays denied instead of getting a fresh local share (in every
+// mode), and under LocalFallback gets no more than Redis's own refill.
 func TestFallbackOverDenyCache(t *testing.T) {
 	for _, mode := range []hybrid.Mode{hybrid.LocalFallback, hybrid.FailClosed, hybrid.FailOpen} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -452,6 +453,29 @@ func TestFallbackOverDenyCache(t *testing.T) {
 			}
 			if got := cache.Stats().Denied; got != hybrid.DefaultFailureThreshold+10 {
 				t.Fatalf("%d local denials", got)
+			}
+			if mode != hybrid.LocalFallback {
+				return
+			}
+			// An hour on, Redis would have refilled one token: the local
+			// share admits one request, the cache counts it, and denies
+			// the next.
+			clk.Add(time.Hour)
+			for i, want := range []bool{true, false, false} {
+				if res, err := f.Take(ctx, "abuser", p, 1); err != nil || res.Allowed != want {
+					t.Fatalf("an hour on, request %d: %+v %v, want allowed %v", i, res, err, want)
+				}
+			}
+			// Redis back: the probe closes the breaker and the cache
+			// forgets what it counted locally (Redis never saw it), so
+			// Redis, which refilled a token in that hour, admits the
+			// abuser once more.
+			primary.set(false, false)
+			clk.Add(hybrid.DefaultCoolDown)
+			f.Take(ctx, "someone", p, 1)
+			calls := primary.count()
+			if res, err := f.Take(ctx, "abuser", p, 1); f.State() != hybrid.Closed || err != nil || !res.Allowed || primary.count() != calls+1 {
+				t.Fatalf("after recovery: %v, %+v %v, %d calls: want Redis's admission", f.State(), res, err, primary.count()-calls)
 			}
 		})
 	}

@@ -36,9 +36,13 @@ type sourced interface {
 // denier is implemented by DenyCache: the local denials it can prove
 // without calling its primary. A Fallback whose primary is a denier asks it
 // before answering by its Mode.
+// It also keeps count of the Fallback's local admissions (charge), and
+// forgets them when the primary is back (forgetLocal).
 type denier interface {
-	deny(key string, p algo.Policy, cost int64) (algo.Result, bool)
+	denyDown(key string, p algo.Policy, cost int64) (algo.Result, bool)
 	denyMulti(reqs []store.Request) (store.MultiResult, bool)
+	charge(key string, p algo.Policy, cost int64)
+	forgetLocal()
 }
 
 // takeFrom calls s, telling whether the answer came from a primary store.
