@@ -284,3 +284,58 @@ func TestRestartDuringTraffic(t *testing.T) {
 		t.Errorf("EVAL ran %d times after the restart; the script must have been reloaded", ev)
 	}
 }
+
+// TestFailover: a replica promoted to master serves the same buckets. The
+// script writes absolute expiry times (PXAT), which replicate as they are,
+// so the stamps rebuilt from them on the new master are exact; the new
+// master has no script cached and loads it on NOSCRIPT.
+func TestFailover(t *testing.T) {
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	if primary.External() {
+		t.Skip("needs two local servers, not REDIS_URL")
+	}
+	prdb, rrdb := primary.Client(), replica.Client()
+	if err := prdb.ConfigSet(ctxT(t), "repl-diskless-sync-delay", "0").Err(); err != nil { // sync at once
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	if err := rrdb.ReplicaOf(ctxT(t), host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	before := newStore(t, prdb, redisstore.Config{Prefix: prefix})
+	p := algo.PerHour(3600).Burst(100)
+	want := map[string]redisstore.Bucket{}
+	for i, key := range []string{"a", "b", "c"} {
+		if _, err := before.Take(ctxT(t), key, p, int64(10*(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until the replica has every write (WAIT blocks at most 5s).
+	if n, err := prdb.Wait(ctxT(t), 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		b, err := before.Inspect(ctxT(t), key, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[key] = b
+	}
+	if err := rrdb.ReplicaOf(ctxT(t), "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	after := newStore(t, rrdb, redisstore.Config{Prefix: prefix})
+	for key, w := range want {
+		b, err := after.Inspect(ctxT(t), key, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Deficit != w.Deficit || !b.Stamp.Equal(w.Stamp) {
+			t.Errorf("key %s after failover: deficit %d stamp %v, before %d %v", key, b.Deficit, b.Stamp, w.Deficit, w.Stamp)
+		}
+	}
+	if ev := calls(t, rrdb, "eval"); ev < 1 {
+		t.Errorf("EVAL ran %d times on the new master; the script must have been loaded on NOSCRIPT", ev)
+	}
+}
