@@ -23,8 +23,9 @@ default) for --duration each, and prints calls per second and the p50, p99
 and p999 latency of one call. Use it to size a Redis: the numbers include
 the network round trip from this machine.
 
-Keys are spread over --keys distinct buckets; --keys 1 is one hot key.
-Denied calls cost the same as admitted ones, so the policy matters little.
+Keys are spread over --keys distinct buckets (fresh ones for each row);
+--keys 1 is one hot key. Denied calls cost about what admitted ones do, so
+the policy matters little.
 On Redis the keys live under a fresh prefix and are deleted afterwards.
 
 Examples:
@@ -81,9 +82,16 @@ func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) erro
 		return err
 	}
 	defer be.close()
-	keys := make([]string, cfg.keys)
-	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i)
+	// Each level gets keys of its own, so every row starts from full
+	// buckets and its admitted share means the same thing.
+	var used []string
+	levelKeys := func(level int) []string {
+		keys := make([]string, cfg.keys)
+		for i := range keys {
+			keys[i] = "L" + strconv.Itoa(level) + ":k" + strconv.Itoa(i)
+		}
+		used = append(used, keys...)
+		return keys
 	}
 	fmt.Fprintf(e.stdout, "bench: %s, policy %v, %d key(s), %v per row\n\n", be.desc, cfg.policy, cfg.keys, cfg.duration)
 	// Fixed widths rather than a tabwriter, so each row shows as soon as
@@ -91,11 +99,11 @@ func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) erro
 	const row = "%10s %9s %9s %9s %9s %9s\n"
 	fmt.Fprintf(e.stdout, row, "goroutines", "calls/s", "p50", "p99", "p999", "admitted")
 	var firstErr error
-	for _, g := range cfg.concurrency {
+	for level, g := range cfg.concurrency {
 		if ctx.Err() != nil {
 			break
 		}
-		r := benchLevel(ctx, be.store, cfg, keys, g)
+		r := benchLevel(ctx, be.store, cfg, levelKeys(level), g)
 		if r.err != nil {
 			firstErr = r.err
 			break
@@ -105,7 +113,7 @@ func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) erro
 			fmtPct(r.admitted, r.calls))
 	}
 	if be.onRedis() {
-		if err := deleteKeys(context.WithoutCancel(ctx), be, keys); err != nil && firstErr == nil {
+		if err := deleteKeys(context.WithoutCancel(ctx), be, used); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("deleting the benchmark keys: %w", err)
 		}
 	}
