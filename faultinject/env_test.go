@@ -82,11 +82,15 @@ func newEnvCache(t *testing.T, mode hybrid.Mode, cached bool) *env {
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  e.proxy.Listen,
 		ContextTimeoutEnabled: true, // the Fallback's deadline reaches the socket
-		DialTimeout:           timeout,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
-		MaxRetries:            -1,
-		PoolSize:              8,
+		// The socket timeouts no longer than the Fallback's: with only
+		// the context's deadline, a call during a restart once took the
+		// whole ReadTimeout (1s then), so some go-redis path is bounded
+		// by these alone.
+		DialTimeout:  timeout,
+		ReadTimeout:  timeout,
+		WriteTimeout: timeout,
+		MaxRetries:   -1,
+		PoolSize:     8,
 	})
 	t.Cleanup(func() { rdb.Close() })
 	var err error
