@@ -34,18 +34,27 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func TestConformanceStandalone(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-		return newStore(t, rdb, redisstore.Config{Clock: clk})
-	})
+// modes are the store's two ways of sending scripts: auto-pipelined (the
+// default) and one call per round trip.
+var modes = []struct {
+	name string
+	cfg  redisstore.PipelineConfig
+}{
+	{"pipelined", redisstore.PipelineConfig{}},
+	{"direct", redisstore.PipelineConfig{Disabled: true}},
 }
 
-func TestConformanceCluster(t *testing.T) {
-	cl := redistest.StartCluster(t)
-	rdb := cl.Client()
-	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-		return newStore(t, rdb, redisstore.Config{Clock: clk})
-	})
+func TestConformanceStandalone(t *testing.T) { conform(t, redistest.Start(t).Client()) }
+
+func TestConformanceCluster(t *testing.T) { conform(t, redistest.StartCluster(t).Client()) }
+
+// conform runs storetest against stores on rdb in every mode.
+func conform(t *testing.T, rdb redis.UniversalClient) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
+				return newStore(t, rdb, redisstore.Config{Clock: clk, Pipeline: m.cfg})
+			})
+		})
+	}
 }

@@ -14,8 +14,9 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// TestMain fails the run if any goroutine outlives the tests: the store
-// starts none, and every client and server is closed by t.Cleanup. The one
+// TestMain fails the run if any goroutine outlives the tests: a store's
+// pipeline writers stop at Close (every store is closed by t.Cleanup), as
+// do every client and server. The one
 // exception is go-redis's own: after dial errors (a server killed on
 // purpose) a pool probes the address once a second and notices its Close
 // only between probes.

@@ -5,13 +5,27 @@
 //
 // # How a Take works
 //
-// Each [Store.Take] is one round trip: an EVALSHA of an embedded Lua script
+// Each [Store.Take] is one EVALSHA of an embedded Lua script
 // (tokenbucket.lua) that reads the bucket, applies the token-bucket math and
 // writes the new state atomically. The script is the exact twin of
 // algo.TokenBucket: integer microseconds, every intermediate below 2^53
 // (Lua's numbers are doubles), integer replies only. The tests drive algo,
 // memstore and this store with the same random requests and require
 // identical Results.
+//
+// # Auto-pipelining
+//
+// One round trip per Take caps a busy process at what one round trip at a
+// time per connection allows. So, by default, Takes and TakeMultis issued
+// at once by many goroutines are coalesced: they queue, and a few writers
+// each send up to 64 of them in one pipeline, which Redis answers in one
+// round trip. A call that finds a writer free is sent at once on the
+// caller's goroutine, so a lone caller pays one plain round trip, as
+// without pipelining. A call whose context ends while it is queued is never
+// sent and charges nothing; each call gets its own result or error; only
+// NOSCRIPT replies are sent again. [PipelineConfig] has the details and
+// knobs; Disabled turns it off. Writers run only while calls are queued,
+// and [Store.Close] waits for them.
 //
 // # Clocks
 //
@@ -58,7 +72,9 @@
 // the cluster client's redirect loop (MaxRedirects), while it still follows
 // MOVED and ASK. Users need not change MaxRetries. The only retry is
 // NOSCRIPT (after SCRIPT FLUSH, a restart or a failover), answered by EVAL
-// of the source. A call whose context has no
+// of the source; go-redis honours NoRetry for pipelines too (it re-sends
+// no pipeline that holds a NoRetry command), and within a pipeline only the
+// commands that replied NOSCRIPT are sent again. A call whose context has no
 // deadline gets [Config.Timeout]. The deadline reaches the socket only if the
 // client was built with ContextTimeoutEnabled: true (recommended); otherwise
 // the client's ReadTimeout (default 5s) bounds a slow call. [New] refuses a
@@ -103,6 +119,9 @@ var ErrUnboundedClient = errors.New("redisstore: client has no read timeout and 
 // cluster. Put hash tags in the keys instead.
 var ErrHashTagPrefix = errors.New("redisstore: prefix contains a hash tag")
 
+// ErrInvalidConfig reports a Config field out of range.
+var ErrInvalidConfig = errors.New("redisstore: invalid config")
+
 // Config configures a [Store]. The zero value works: prefix "rb:", the
 // server clock and a 1s timeout.
 type Config struct {
@@ -124,6 +143,9 @@ type Config struct {
 	// time. The default is 1 minute; a negative value means keys never
 	// expire (they are deleted when a Take finds them full, or by Reset).
 	TTLMargin time.Duration
+	// Pipeline configures auto-pipelining of Take and TakeMulti, on by
+	// default: see [PipelineConfig].
+	Pipeline PipelineConfig
 }
 
 // Store is a [store.Store] and [store.MultiTaker] on Redis. It is safe for
@@ -137,6 +159,7 @@ type Store struct {
 	margin    int64 // ms; -1: no expiry (client clock only)
 	marginArg any   // margin, boxed once
 	route     router
+	pipe      *pipeliner // nil: pipelining disabled
 	closed    atomic.Bool
 }
 
@@ -176,6 +199,13 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		s.margin = (m + time.Millisecond - 1).Milliseconds()
 	}
 	s.marginArg = s.margin
+	if !cfg.Pipeline.Disabled {
+		p, err := newPipeliner(client, cfg.Pipeline)
+		if err != nil {
+			return nil, err
+		}
+		s.pipe = p
+	}
 	return s, nil
 }
 
@@ -258,11 +288,15 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	return res, nil
 }
 
-// Close marks the store closed: later calls return store.ErrClosed. It
-// does not close the client, which the caller owns, and it always returns
-// nil. The Store starts no goroutines.
+// Close marks the store closed: later calls return store.ErrClosed. Calls
+// already queued for a pipeline are still sent, and Close returns once
+// their replies are in (or their deadlines passed) and the pipeline writers
+// have stopped. It does not close the client, which the caller owns, and
+// it always returns nil.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if !s.closed.Swap(true) && s.pipe != nil {
+		s.pipe.close()
+	}
 	return nil
 }
 

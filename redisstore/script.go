@@ -85,14 +85,21 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	defer cancel()
 
 	args := s.scriptArgs(op, clock, now, reqs)
-	cmd := redis.NewCmd(ctx, args...)
-	err := s.rdb.Process(ctx, noRetry{cmd})
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = "eval", scriptSrc
+	var cmd *redis.Cmd
+	if s.pipe != nil && op != opInspect {
+		var err error
+		if cmd, err = s.pipe.do(ctx, args); err != nil {
+			return err
+		}
+	} else {
 		cmd = redis.NewCmd(ctx, args...)
-		err = s.rdb.Process(ctx, noRetry{cmd})
+		if err := s.rdb.Process(ctx, noRetry{cmd}); redis.HasErrorPrefix(err, "NOSCRIPT") {
+			args[0], args[1] = "eval", scriptSrc
+			cmd = redis.NewCmd(ctx, args...)
+			_ = s.rdb.Process(ctx, noRetry{cmd})
+		}
 	}
-	if err != nil {
+	if err := cmd.Err(); err != nil {
 		return scriptError(ctx, err)
 	}
 	vals, err := cmd.Int64Slice()
