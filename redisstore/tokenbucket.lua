@@ -38,24 +38,35 @@
 --     (in client time) plus the margin, or no expiry: Redis's own clock,
 --     which runs the expiry, may run ahead of a mock client clock.
 
+-- Speed: every call pays for the script's own work besides the Redis
+-- commands it runs (TIME, GET, PEXPIRETIME, SET for a charge on the server
+-- clock). So the common call, a take on one bucket with the server clock
+-- whose key is absent or holds a canonical value, has a path of its own
+-- (fast, below) that checks its arguments with plain comparisons, decodes
+-- with one tonumber and builds no table but the reply; anything else
+-- (other ops, a client clock, bad arguments, a corrupt or long value)
+-- falls through to the general path, which checks and reports everything.
+-- Library functions live in locals.
+
 local MAXLEVEL = 4503599627370496 -- 2^52
 local MAXTIME = 9007199254740991 -- 2^53 - 1
 local MAXCAP = 1000000000000
+local fmod, floor, tonumber, format, call = math.fmod, math.floor, tonumber, string.format, redis.call
 
 local function ceildiv(a, b) -- ceil(a/b), 0 <= a <= 2^53, b >= 1
-  local r = math.fmod(a, b)
+  local r = fmod(a, b)
   local q = (a - r) / b
   if r > 0 then q = q + 1 end
   return q
 end
 
 local function floordiv(a, b) -- floor(a/b), 0 <= a <= 2^53, b >= 1
-  return (a - math.fmod(a, b)) / b
+  return (a - fmod(a, b)) / b
 end
 
 local function arg(i, lo, hi)
   local x = tonumber(ARGV[i])
-  if x == nil or x ~= math.floor(x) or x < lo or x > hi then
+  if x == nil or x ~= floor(x) or x < lo or x > hi then
     error({err = 'RBARG argument ' .. i .. ' (' .. tostring(ARGV[i]) .. ') not an integer in [' ..
       string.format('%.0f', lo) .. ', ' .. string.format('%.0f', hi) .. ']'})
   end
@@ -66,19 +77,102 @@ local function corrupt(key, why)
   error({err = 'RBCORRUPT key ' .. key .. ' ' .. why .. ': not a ratebucket bucket; Reset (DEL) it'})
 end
 
-local clock, op = ARGV[1], ARGV[4]
+local clock, op, n = ARGV[1], ARGV[4], #KEYS
+local now, margin
+if clock == 's' then
+  local tm = call('TIME')
+  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+end
+
+-- decide applies a request of cost to the bucket (d, t) at now, as
+-- algo.TokenBucket.Take: it returns the new (d, t), admitted (0/1), the
+-- remaining tokens, the retry-after and reset-after in µs.
+local function decide(d, t, full, unit, refill, cost)
+  -- 1. Time never runs backwards; 2. refill, forming (now-t)*refill only
+  -- when it is below d + refill.
+  if d > full then d = full end
+  if now > t then
+    if d > 0 then
+      if now - t >= ceildiv(d, refill) then d = 0 else d = d - (now - t) * refill end
+    end
+    t = now
+  end
+  -- 3. Admit and charge, or 4. deny with the exact wait.
+  local need = cost * unit
+  local ok, retry = 0, 0
+  if d + need <= full then
+    ok, d = 1, d + need
+  else
+    retry = t - now + ceildiv(d + need - full, refill)
+  end
+  local reset = 0
+  if d > 0 then reset = t - now + ceildiv(d, refill) end
+  return d, t, ok, floordiv(full - d, unit), retry, reset
+end
+
+-- store writes the bucket's new state (d, t) at time now.
+local function store(key, d, t, exists, refill)
+  local idle = t + ceildiv(d, refill) -- when the bucket is full again
+  if idle <= now then
+    if exists then call('DEL', key) end
+  elseif clock == 's' then
+    local e = ceildiv(idle, 1000)
+    local u = e * 1000 - idle
+    local v
+    if d > 0 then v = format('%.0f%03d', d, u) else v = format('%d', u) end
+    call('SET', key, v, 'PXAT', format('%.0f', e))
+  else
+    local v = format('%.0f:%.0f', d, t)
+    if margin < 0 then
+      call('SET', key, v)
+    else
+      call('SET', key, v, 'PX', format('%.0f', ceildiv(idle - now, 1000) + margin))
+    end
+  end
+end
+
+-- fast is the common call's path (see the header); it returns nil to fall
+-- through, having written nothing.
+local function fast()
+  local cap, unit, refill, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+  if not (cap and unit and refill and cost) or cap < 1 or cap > MAXCAP or unit < 1 or refill < 1 or
+    refill > MAXLEVEL or cost < 0 or cost > cap or cap % 1 ~= 0 or unit % 1 ~= 0 or refill % 1 ~= 0 or
+    cost % 1 ~= 0 or cap * unit > MAXLEVEL then
+    return nil
+  end
+  local key = KEYS[1]
+  local v = redis.pcall('GET', key)
+  local d0, t0 = 0, 0
+  if v then
+    local x = tonumber(v) -- nil for an error reply (a table)
+    if not (x and x >= 0 and x < 1e14 and x % 1 == 0 and tostring(x) == v) then return nil end
+    local u = fmod(x, 1000)
+    d0 = (x - u) / 1000
+    local e = call('PEXPIRETIME', key)
+    if e < 0 then return nil end
+    t0 = e * 1000 - ceildiv(d0, refill) - u
+    if t0 < 0 or t0 > MAXTIME then return nil end
+  end
+  local d, t, ok, rem, retry, reset = decide(d0, t0, cap * unit, unit, refill, cost)
+  if ok == 1 and cost > 0 then store(key, d, t, v, refill) end
+  return {now, ok, ok, rem, retry, reset}
+end
+
+if clock == 's' and op == 't' and n == 1 and #ARGV == 8 then
+  local r = fast()
+  if r then return r end
+end
+
 if (clock ~= 's' and clock ~= 'c') or (op ~= 't' and op ~= 'm' and op ~= 'i') then
   error({err = 'RBARG bad clock or op'})
 end
-local n = #KEYS
 if n < 1 or #ARGV ~= 4 + 4 * n then
   error({err = 'RBARG want 4 arguments per key'})
 end
-local now, margin
-if clock == 's' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-else
+if op ~= 'm' and n ~= 1 then
+  error({err = 'RBARG take and inspect are for one key'})
+end
+if clock ~= 's' then
   now = arg(2, 0, MAXTIME)
   margin = arg(3, -1, MAXTIME)
 end
@@ -99,12 +193,19 @@ local function load(key, refill)
     return d, t, true
   end
   if clock ~= 's' then corrupt(key, 'was written with the server clock') end
-  if not string.match(v, '^%d+$') or #v > 19 then corrupt(key, 'holds ' .. v) end
-  local d, u = 0, tonumber(v)
-  if #v > 3 then
-    d, u = tonumber(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
+  local d, u
+  local x = tonumber(v)
+  if x and x >= 0 and x < 1e14 and x == floor(x) and tostring(x) == v then -- canonical digits
+    u = fmod(x, 1000)
+    d = (x - u) / 1000
+  else
+    if not string.match(v, '^%d+$') or #v > 19 then corrupt(key, 'holds ' .. v) end
+    d, u = 0, tonumber(v)
+    if #v > 3 then
+      d, u = tonumber(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
+    end
   end
-  local e = redis.call('PEXPIRETIME', key)
+  local e = call('PEXPIRETIME', key)
   if d > MAXLEVEL or e < 0 then corrupt(key, 'holds ' .. v .. ' with expiry ' .. e) end
   local t = e * 1000 - ceildiv(d, refill) - u
   if t < 0 or t > MAXTIME then corrupt(key, 'holds ' .. v .. ' with expiry ' .. e) end
@@ -124,64 +225,35 @@ for i = 1, n do
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
 
   local d0, t0, exists = load(KEYS[i], refill)
-  -- 1. Time never runs backwards; 2. refill, forming (now-t)*refill only
-  -- when it is below d + refill.
-  local d, t = math.min(d0, full), t0
-  if now > t then
-    if d > 0 then
-      if now - t >= ceildiv(d, refill) then d = 0 else d = d - (now - t) * refill end
-    end
-    t = now
-  end
-  -- 3. Admit and charge, or 4. deny with the exact wait.
-  local need = cost * unit
-  local ok, retry = 0, 0
-  if d + need <= full then
-    ok, d = 1, d + need
-  else
-    retry = t - now + ceildiv(d + need - full, refill)
-    reply[2] = 0
-  end
-  local reset = 0
-  if d > 0 then reset = t - now + ceildiv(d, refill) end
+  local d, t, ok, rem, retry, reset = decide(d0, t0, full, unit, refill, cost)
+  if ok == 0 then reply[2] = 0 end
   local at = #reply
-  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = ok, floordiv(full - d, unit), retry, reset
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = ok, rem, retry, reset
+  local changed = d ~= d0 or t ~= t0
   if op == 'i' then
-    reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, redis.call('PTTL', KEYS[i])
+    reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, call('PTTL', KEYS[i])
+  elseif op == 't' then
+    -- A take decides each bucket alone. With the server clock only a
+    -- charge writes: a denial or peek that merely refilled changes nothing
+    -- a later call on the same clock can see (it computes the same refill
+    -- from the older state), so it saves the write and its replication.
+    if (clock == 's' and ok == 1 and cost > 0) or (clock ~= 's' and changed) then
+      store(KEYS[i], d, t, exists, refill)
+    end
+  else
+    pend[i] = {d = d, t = t, changed = changed, exists = exists, refill = refill, ok = ok, cost = cost}
   end
-  pend[i] = {d = d, t = t, changed = (d ~= d0 or t ~= t0), exists = exists, refill = refill, ok = ok, cost = cost}
 end
 
-if op == 'i' then return reply end
+if op ~= 'm' then return reply end
 
 for i = 1, n do
   local p = pend[i]
-  local charged = p.ok == 1 and p.cost > 0 and (op == 't' or reply[2] == 1)
   -- A denied multi leaves the buckets that would have admitted alone as
-  -- they were (not charged, not refilled). With the server clock only a
-  -- charge writes: a denial or peek that merely refilled changes nothing a
-  -- later call on the same clock can see (it computes the same refill from
-  -- the older state), so it saves the write and its replication.
+  -- they were (not charged, not refilled); with the server clock only
+  -- charges write, as for a take.
   local write = p.changed and not (reply[2] == 0 and p.ok == 1)
-  if clock == 's' then write = charged end
-  if write then
-    local idle = p.t + ceildiv(p.d, p.refill) -- when the bucket is full again
-    if idle <= now then
-      if p.exists then redis.call('DEL', KEYS[i]) end
-    elseif clock == 's' then
-      local e = ceildiv(idle, 1000)
-      local u = e * 1000 - idle
-      local v = string.format('%d', u)
-      if p.d > 0 then v = string.format('%.0f%03d', p.d, u) end
-      redis.call('SET', KEYS[i], v, 'PXAT', string.format('%.0f', e))
-    else
-      local v = string.format('%.0f:%.0f', p.d, p.t)
-      if margin < 0 then
-        redis.call('SET', KEYS[i], v)
-      else
-        redis.call('SET', KEYS[i], v, 'PX', string.format('%.0f', ceildiv(idle - now, 1000) + margin))
-      end
-    end
-  end
+  if clock == 's' then write = p.ok == 1 and p.cost > 0 and reply[2] == 1 end
+  if write then store(KEYS[i], p.d, p.t, p.exists, p.refill) end
 end
 return reply
