@@ -55,7 +55,7 @@ func openRedisBackend(ctx context.Context, rf *redisFlags, prefix string) (*back
 	}
 	sent := &cmdCounter{}
 	rdb.AddHook(sent)
-	rs, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix})
+	rs, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix, Pipeline: redisstore.PipelineConfig{Disabled: rf.noPipeline}})
 	if err != nil {
 		rdb.Close()
 		if errors.Is(err, redisstore.ErrHashTagPrefix) {
@@ -144,11 +144,14 @@ func forEachNode(ctx context.Context, c redis.UniversalClient, fn func(context.C
 }
 
 // cmdCounter is a go-redis hook that counts the commands a client sends,
-// by name: the round trips the application pays for. (The server's INFO
-// commandstats also counts the calls a Lua script makes inside Redis.)
+// by name, and the round trips they took: one per command, or one per
+// pipeline (redisstore auto-pipelines concurrent Takes). These are what the
+// application pays for; the server's INFO commandstats also counts the calls
+// a Lua script makes inside Redis.
 type cmdCounter struct {
-	mu sync.Mutex
-	n  map[string]int64
+	mu    sync.Mutex
+	n     map[string]int64
+	trips int64
 }
 
 func (c *cmdCounter) add(cmds ...redis.Cmder) {
@@ -160,13 +163,14 @@ func (c *cmdCounter) add(cmds ...redis.Cmder) {
 	for _, cmd := range cmds {
 		c.n[cmd.Name()]++
 	}
+	c.trips++
 }
 
-// snapshot returns a copy of the counts.
-func (c *cmdCounter) snapshot() map[string]int64 {
+// snapshot returns a copy of the counts and the round trips so far.
+func (c *cmdCounter) snapshot() (map[string]int64, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.n)
+	return maps.Clone(c.n), c.trips
 }
 
 // DialHook implements redis.Hook.

@@ -31,7 +31,8 @@ On Redis the keys live under a fresh prefix and are deleted afterwards.
 Examples:
   ratebucket bench
   ratebucket bench --redis redis://127.0.0.1:6379 --duration 5s
-  ratebucket bench --redis 10.0.0.5:6379 --concurrency 1,8,32,128 --keys 1`,
+  ratebucket bench --redis 10.0.0.5:6379 --concurrency 1,8,32,128 --keys 1
+  ratebucket bench --redis 127.0.0.1:6379 --pipeline=false`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		rf := addRedisFlags(fs, "benchmark redisstore on this Redis instead of memstore")
 		pf := addPolicyFlags(fs, 100, "2/s")
@@ -39,6 +40,7 @@ Examples:
 		conc := concurrencyFlag{1, 16, 64}
 		fs.Var(&conc, "concurrency", "comma-separated goroutine `counts`")
 		keys := fs.Int("keys", 10_000, "number of distinct keys (1 = one hot key)")
+		pipeline := fs.Bool("pipeline", true, "on Redis, let redisstore pipeline concurrent calls (--pipeline=false: one round trip each)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) > 0 {
 				return usagef("unexpected argument %q", args[0])
@@ -53,6 +55,7 @@ Examples:
 			if err := positiveInt("keys", *keys, 1); err != nil {
 				return err
 			}
+			rf.noPipeline = !*pipeline
 			return runBench(ctx, e, rf, benchConfig{policy: p, duration: *duration, concurrency: conc, keys: *keys})
 		}
 	},
@@ -93,7 +96,11 @@ func runBench(ctx context.Context, e *env, rf *redisFlags, cfg benchConfig) erro
 		used = append(used, keys...)
 		return keys
 	}
-	fmt.Fprintf(e.stdout, "bench: %s, policy %v, %d key(s), %v per row\n\n", be.desc, cfg.policy, cfg.keys, cfg.duration)
+	desc := be.desc
+	if be.onRedis() && rf.noPipeline {
+		desc += " (no pipelining)"
+	}
+	fmt.Fprintf(e.stdout, "bench: %s, policy %v, %d key(s), %v per row\n\n", desc, cfg.policy, cfg.keys, cfg.duration)
 	// Fixed widths rather than a tabwriter, so each row shows as soon as
 	// its level has run.
 	const row = "%10s %9s %9s %9s %9s %9s\n"

@@ -70,9 +70,12 @@ func newLatencyReport(h *histogram) latencyReport {
 type redisReport struct {
 	// Sent counts the commands the instances' clients sent during the
 	// run, per command: the round trips the application paid for.
-	Sent       map[string]int64 `json:"sent"`
-	SentTotal  int64            `json:"sent_total"`
-	PerRequest float64          `json:"sent_per_request"`
+	Sent      map[string]int64 `json:"sent"`
+	SentTotal int64            `json:"sent_total"`
+	// RoundTrips counts the client's network exchanges: one per command
+	// sent alone, one per pipeline.
+	RoundTrips int64   `json:"round_trips"`
+	PerRequest float64 `json:"round_trips_per_request"`
 	// Server is the INFO commandstats delta: what Redis executed,
 	// including the calls the Lua script makes inside Redis and the
 	// handshakes of new connections.
@@ -142,6 +145,7 @@ func demoKey(cfg *demoConfig) string {
 // load runs the load generator against the fleet and fills r.
 func (f *demoFleet) load(ctx context.Context, e *env, cfg *demoConfig, r *demoReport) error {
 	var before, sentBefore map[string]int64
+	var tripsBefore int64
 	be := f.backends[0]
 	if be.onRedis() {
 		if err := f.warm(ctx, cfg.redis.poolSize, cfg.policy); err != nil {
@@ -151,7 +155,7 @@ func (f *demoFleet) load(ctx context.Context, e *env, cfg *demoConfig, r *demoRe
 		if before, err = commandStats(ctx, be.rdb); err != nil {
 			return fmt.Errorf("INFO commandstats: %w", err)
 		}
-		sentBefore = f.sent()
+		sentBefore, tripsBefore = f.sent()
 	}
 	l := load{n: cfg.n, c: cfg.c, qps: cfg.qps, header: http.Header{}}
 	for _, u := range f.urls {
@@ -189,11 +193,13 @@ func (f *demoFleet) load(ctx context.Context, e *env, cfg *demoConfig, r *demoRe
 	if err != nil {
 		return fmt.Errorf("INFO commandstats: %w", err)
 	}
-	rr := &redisReport{Sent: statsDelta(sentBefore, f.sent()), Server: statsDelta(before, after), Prefix: f.prefix}
+	sentAfter, tripsAfter := f.sent()
+	rr := &redisReport{Sent: statsDelta(sentBefore, sentAfter), Server: statsDelta(before, after), Prefix: f.prefix}
 	for _, n := range rr.Sent {
 		rr.SentTotal += n
 	}
-	rr.PerRequest = float64(rr.SentTotal) / float64(cfg.n)
+	rr.RoundTrips = tripsAfter - tripsBefore
+	rr.PerRequest = float64(rr.RoundTrips) / float64(cfg.n)
 	var bytes int64
 	if rr.Keys, bytes, err = f.redisKeys(ctx); err != nil {
 		return err
@@ -266,10 +272,10 @@ func (r *demoReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %8s %8s %8s %8s  %s\n", row.name, fmtDur(row.l.P50), fmtDur(row.l.P99), fmtDur(row.l.P999), fmtDur(row.l.Max), row.note)
 	}
 	if rr := r.Redis; rr != nil {
-		fmt.Fprintf(w, "\nredis      %d EVALSHA for %d requests: %.2f round trips per request\n",
-			rr.Sent["evalsha"], r.Requests, float64(rr.Sent["evalsha"])/float64(r.Requests))
+		fmt.Fprintf(w, "\nredis      %d EVALSHA for %d requests in %d round trips (%.2f per request)\n",
+			rr.Sent["evalsha"], r.Requests, rr.RoundTrips, rr.PerRequest)
 		for _, text := range []string{
-			"sent " + fmtCommands(rr.Sent) + sentNote(rr.Sent),
+			"sent " + fmtCommands(rr.Sent) + sentNote(rr),
 			"server ran " + fmtCommands(rr.Server) + " (with the calls the script makes inside Redis)",
 		} {
 			for i, line := range wrap(text, 80-13) {
@@ -280,14 +286,18 @@ func (r *demoReport) print(w io.Writer) {
 	}
 }
 
-// sentNote explains the commands other than EVALSHA a run may send.
-func sentNote(sent map[string]int64) string {
+// sentNote explains the commands other than EVALSHA a run may send, and
+// pipelining.
+func sentNote(rr *redisReport) string {
 	var notes []string
-	if sent["eval"] > 0 {
+	if rr.Sent["eval"] > 0 {
 		notes = append(notes, "eval: loading the script after NOSCRIPT")
 	}
-	if sent["hello"] > 0 || sent["client"] > 0 {
+	if rr.Sent["hello"] > 0 || rr.Sent["client"] > 0 {
 		notes = append(notes, "hello, client: opening connections")
+	}
+	if rr.RoundTrips < rr.SentTotal {
+		notes = append(notes, "redisstore pipelines concurrent calls")
 	}
 	if len(notes) == 0 {
 		return ""

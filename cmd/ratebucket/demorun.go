@@ -111,15 +111,18 @@ func (f *demoFleet) warm(ctx context.Context, n int, p algo.Policy) error {
 	return nil
 }
 
-// sent sums the commands the fleet's Redis clients have sent.
-func (f *demoFleet) sent() map[string]int64 {
-	total := map[string]int64{}
+// sent sums the commands the fleet's Redis clients have sent, and their
+// round trips.
+func (f *demoFleet) sent() (map[string]int64, int64) {
+	total, trips := map[string]int64{}, int64(0)
 	for _, be := range f.backends {
-		for k, v := range be.sent.snapshot() {
+		n, t := be.sent.snapshot()
+		for k, v := range n {
 			total[k] += v
 		}
+		trips += t
 	}
-	return total
+	return total, trips
 }
 
 // stop shuts the servers down, waiting for requests in flight, and closes

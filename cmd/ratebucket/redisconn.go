@@ -23,6 +23,9 @@ type redisFlags struct {
 	// concurrency so that the latency they report is Redis's, not a wait
 	// for a free connection.
 	poolSize int
+	// noPipeline turns redisstore's auto-pipelining off (bench
+	// --pipeline=false).
+	noPipeline bool
 }
 
 // addRedisFlags registers --redis and --cluster on fs. what says what the
