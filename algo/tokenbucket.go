@@ -1,5 +1,7 @@
 package algo
 
+import "math/bits"
+
 // TokenBucket is the token-bucket [Algorithm]: see the package
 // documentation. Its zero value is ready to use; it has no fields.
 //
@@ -46,10 +48,14 @@ func (TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, erro
 	d, t := min(s.Level, full), s.Stamp
 	if now > t {
 		if d > 0 {
-			if now-t >= ceilDiv(d, r) {
+			// now−t ≥ ⌈D/R⌉ exactly when (now−t)·R ≥ D: one 128-bit
+			// multiply instead of a division, and the product, when
+			// below D, is the refill.
+			hi, lo := bits.Mul64(uint64(now-t), uint64(r))
+			if hi != 0 || lo >= uint64(d) {
 				d = 0
 			} else {
-				d -= (now - t) * r
+				d -= int64(lo)
 			}
 		}
 		t = now
@@ -64,7 +70,7 @@ func (TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, erro
 	}
 	res.Remaining = (full - d) / p.unit
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
-		res.ResetAfter = micros(t - now + ceilDiv(d, r))
+		res.ResetAfter = micros(t - now + refillTime(d, r))
 	}
 	return State{Level: d, Stamp: t}, res, nil
 }
@@ -74,5 +80,14 @@ func (TokenBucket) IdleAt(p Policy, s State) int64 {
 	if p.unit == 0 || s.Level <= 0 {
 		return s.Stamp
 	}
-	return s.Stamp + ceilDiv(min(s.Level, p.capacity*p.unit), p.refill)
+	return s.Stamp + refillTime(min(s.Level, p.capacity*p.unit), p.refill)
+}
+
+// refillTime is ⌈d/r⌉, the µs in which r units per µs refill d, with no
+// division in the common case of one unit per µs.
+func refillTime(d, r int64) int64 {
+	if r == 1 {
+		return d
+	}
+	return ceilDiv(d, r)
 }

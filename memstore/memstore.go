@@ -63,10 +63,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
-
-	"github.com/benbjohnson/clock"
+	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
@@ -86,8 +86,10 @@ var ErrInvalidConfig = errors.New("memstore: invalid config")
 // Config configures a Store. The zero value is ready to use: the real
 // clock, the token bucket, 4×GOMAXPROCS shards and DefaultMaxKeys.
 type Config struct {
-	// Clock is read once per Take for the current time. The default is
-	// the real clock, clock.New() of github.com/benbjohnson/clock.
+	// Clock is read once per Take for the current time. The default (nil)
+	// is the real clock, read as the wall time at New plus the monotonic
+	// time elapsed since: one clock reading per Take, and a wall clock
+	// stepped by hand or NTP does not move the buckets.
 	Clock store.Clock
 	// Algorithm is the rate-limiting rule. The default is
 	// algo.TokenBucket{}; the windows of package algo are for comparison
@@ -106,8 +108,11 @@ type Config struct {
 // goroutines. Make one with New; the zero value is not usable. A Store must
 // not be copied.
 type Store struct {
-	clk      store.Clock
+	clk      store.Clock // nil: the monotonic default, see now
+	base     time.Time   // the wall time at New, with its monotonic reading
+	baseUS   int64       // base in µs since the Unix epoch
 	alg      algo.Algorithm
+	tb       bool // alg is algo.TokenBucket: called directly, not through alg
 	seed     maphash.Seed
 	mask     uint64
 	perShard int
@@ -132,13 +137,12 @@ func newStore(cfg Config, floor int) (*Store, error) {
 	if cfg.MaxKeys < 0 {
 		return nil, fmt.Errorf("%w: negative MaxKeys %d", ErrInvalidConfig, cfg.MaxKeys)
 	}
-	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed()}
-	if s.clk == nil {
-		s.clk = clock.New()
-	}
+	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed(), base: time.Now()}
+	s.baseUS = s.base.UnixMicro()
 	if s.alg == nil {
 		s.alg = algo.TokenBucket{}
 	}
+	_, s.tb = s.alg.(algo.TokenBucket)
 	n := cfg.Shards
 	if n == 0 {
 		n = 4 * runtime.GOMAXPROCS(0)
@@ -169,7 +173,7 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	if err := ctx.Err(); err != nil {
 		return algo.Result{}, err
 	}
-	now := s.clk.Now().UnixMicro()
+	now := s.now()
 	sh := &s.shards[maphash.String(s.seed, key)&s.mask]
 	sh.mu.Lock()
 	if sh.m == nil {
@@ -177,12 +181,21 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 		return algo.Result{}, store.ErrClosed
 	}
 	e, found := sh.m[key]
-	st, res, err := s.alg.Take(p, e.s, now, cost)
+	var st algo.State
+	var res algo.Result
+	var idle int64
+	var err error
+	if s.tb { // the common case, without the calls of take
+		if st, res, err = (algo.TokenBucket{}).Take(p, e.s, now, cost); err == nil {
+			idle = tbIdle(p, st, res, now)
+		}
+	} else {
+		st, res, idle, err = s.take(p, e.s, now, cost)
+	}
 	if err != nil {
 		sh.mu.Unlock()
 		return algo.Result{}, fmt.Errorf("memstore: %w", err)
 	}
-	idle := s.alg.IdleAt(p, st)
 	switch {
 	case idle <= now:
 		if found {
@@ -197,6 +210,48 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	sh.mu.Unlock()
 	return res, nil
 }
+
+// now returns the time in µs: the Config's Clock, or by default the wall
+// time at New plus the monotonic time elapsed since, which takes one clock
+// reading instead of time.Now's two and never steps with the wall clock.
+func (s *Store) now() int64 {
+	if s.clk == nil {
+		return s.baseUS + time.Since(s.base).Microseconds()
+	}
+	return s.clk.Now().UnixMicro()
+}
+
+// take applies the algorithm and returns, besides its answer, when the new
+// state is idle (Algorithm.IdleAt). The token bucket is called directly,
+// and its idle time read off the Result: ResetAfter is IdleAt − now
+// exactly, unless it saturated.
+func (s *Store) take(p algo.Policy, st algo.State, now, cost int64) (algo.State, algo.Result, int64, error) {
+	if !s.tb {
+		st, res, err := s.alg.Take(p, st, now, cost)
+		return st, res, s.alg.IdleAt(p, st), err
+	}
+	st, res, err := algo.TokenBucket{}.Take(p, st, now, cost)
+	if err != nil {
+		return st, res, 0, err
+	}
+	return st, res, tbIdle(p, st, res, now), nil
+}
+
+// tbIdle is TokenBucket.IdleAt(p, st) for the state and Result a Take at
+// now returned.
+func tbIdle(p algo.Policy, st algo.State, res algo.Result, now int64) int64 {
+	switch {
+	case st.Level == 0:
+		return st.Stamp
+	case res.ResetAfter < maxReset:
+		return now + int64(res.ResetAfter/time.Microsecond)
+	}
+	return algo.TokenBucket{}.IdleAt(p, st)
+}
+
+// maxReset is the longest ResetAfter known not to be saturated (algo
+// saturates at a whole number of µs below math.MaxInt64 ns).
+const maxReset = time.Duration(math.MaxInt64/int64(time.Microsecond)) * time.Microsecond
 
 // Len returns the number of buckets held, including idle ones not yet
 // swept out. It locks each shard in turn, so it is not a snapshot.

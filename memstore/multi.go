@@ -47,7 +47,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		}
 		return res, nil
 	}
-	now := s.clk.Now().UnixMicro()
+	now := s.now()
 
 	// Scratch space on the stack for the usual few requests.
 	var idxBuf, orderBuf [8]uint64
@@ -86,11 +86,11 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	for i, r := range reqs {
 		sh := &s.shards[idx[i]]
 		e, found := sh.m[r.Key]
-		st, rr, err := s.alg.Take(r.Policy, e.s, now, r.Cost)
+		st, rr, idle, err := s.take(r.Policy, e.s, now, r.Cost)
 		if err != nil {
 			return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, err)
 		}
-		pd := pending{st: st, idle: s.alg.IdleAt(r.Policy, st), found: found}
+		pd := pending{st: st, idle: idle, found: found}
 		if !found && pd.idle > now && !sh.room(now, s.perShard) {
 			if !overLocked {
 				s.over.mu.Lock()
