@@ -180,17 +180,21 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 		sh.mu.Unlock()
 		return algo.Result{}, store.ErrClosed
 	}
-	e, found := sh.m[key]
+	e := sh.m[key]
+	var prev algo.State
+	if e != nil {
+		prev = e.s
+	}
 	var st algo.State
 	var res algo.Result
 	var idle int64
 	var err error
 	if s.tb { // the common case, without the calls of take
-		if st, res, err = (algo.TokenBucket{}).Take(p, e.s, now, cost); err == nil {
+		if st, res, err = (algo.TokenBucket{}).Take(p, prev, now, cost); err == nil {
 			idle = tbIdle(p, st, res, now)
 		}
 	} else {
-		st, res, idle, err = s.take(p, e.s, now, cost)
+		st, res, idle, err = s.take(p, prev, now, cost)
 	}
 	if err != nil {
 		sh.mu.Unlock()
@@ -198,11 +202,11 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	}
 	switch {
 	case idle <= now:
-		if found {
+		if e != nil {
 			delete(sh.m, key) // full again: same as no bucket
 		}
-	case found || sh.room(now, s.perShard):
-		sh.put(key, entry{s: st, idle: idle})
+	case e != nil || sh.room(now, s.perShard):
+		sh.set(key, e, st, idle)
 	default: // full shard, nothing idle: serve from the overflow bucket
 		sh.mu.Unlock()
 		return s.over.take(s.alg, p, now, cost)

@@ -13,10 +13,10 @@ import (
 
 // pending is one request's outcome, computed but not yet stored.
 type pending struct {
-	st    algo.State
-	idle  int64
-	found bool // the key had a bucket
-	over  bool // served from the overflow bucket
+	st   algo.State
+	idle int64
+	e    *entry // the key's bucket, nil if none
+	over bool   // served from the overflow bucket
 }
 
 // TakeMulti applies every request atomically: if all buckets admit, all are
@@ -85,13 +85,17 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	}
 	for i, r := range reqs {
 		sh := &s.shards[idx[i]]
-		e, found := sh.m[r.Key]
-		st, rr, idle, err := s.take(r.Policy, e.s, now, r.Cost)
+		e := sh.m[r.Key]
+		var prev algo.State
+		if e != nil {
+			prev = e.s
+		}
+		st, rr, idle, err := s.take(r.Policy, prev, now, r.Cost)
 		if err != nil {
 			return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, err)
 		}
-		pd := pending{st: st, idle: idle, found: found}
-		if !found && pd.idle > now && !sh.room(now, s.perShard) {
+		pd := pending{st: st, idle: idle, e: e}
+		if e == nil && pd.idle > now && !sh.room(now, s.perShard) {
 			if !overLocked {
 				s.over.mu.Lock()
 				overLocked = true
@@ -128,11 +132,11 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		case pd.over:
 			s.over.m[r.Policy] = pd.st
 		case pd.idle <= now:
-			if pd.found {
+			if pd.e != nil {
 				delete(sh.m, r.Key)
 			}
 		default:
-			sh.put(r.Key, entry{s: pd.st, idle: pd.idle})
+			sh.set(r.Key, pd.e, pd.st, pd.idle)
 		}
 	}
 	return res, nil

@@ -22,26 +22,31 @@ type entry struct {
 // guarded by mu; m is nil once the store is closed.
 type shard struct {
 	mu      sync.Mutex
-	m       map[string]entry
-	next    int   // a new key at this size triggers room's sweep check
-	peak    int   // largest size since m was made
-	soonest int64 // no bucket is idle before this (a lower bound, µs)
-	credit  int   // at the limit, refusals left before another sweep
-	floor   int   // minSweep, or less in tests
+	m       map[string]*entry // by pointer: a Take updates its bucket in place, with one map lookup
+	next    int               // a new key at this size triggers room's sweep check
+	peak    int               // largest size since m was made
+	soonest int64             // no bucket is idle before this (a lower bound, µs)
+	credit  int               // at the limit, refusals left before another sweep
+	floor   int               // minSweep, or less in tests
 	_       [64]byte
 }
 
 func (sh *shard) init(limit, floor int) {
-	sh.m = make(map[string]entry)
+	sh.m = make(map[string]*entry)
 	sh.floor = floor
 	sh.next = min(limit, floor)
 }
 
-// put stores a bucket.
-func (sh *shard) put(key string, e entry) {
-	sh.m[key] = e
-	sh.soonest = min(sh.soonest, e.idle)
-	sh.peak = max(sh.peak, len(sh.m))
+// set stores a bucket: in place when e is the key's entry, else as a new
+// entry.
+func (sh *shard) set(key string, e *entry, s algo.State, idle int64) {
+	if e != nil {
+		e.s, e.idle = s, idle
+	} else {
+		sh.m[key] = &entry{s: s, idle: idle}
+		sh.peak = max(sh.peak, len(sh.m))
+	}
+	sh.soonest = min(sh.soonest, idle)
 }
 
 // room reports whether the shard, holding at most limit buckets, may store
@@ -81,7 +86,7 @@ func (sh *shard) sweep(now int64) {
 	}
 	sh.soonest = soonest
 	if n := len(sh.m); sh.peak > sh.floor && n < sh.peak/4 {
-		m := make(map[string]entry, 2*n)
+		m := make(map[string]*entry, 2*n)
 		for k, e := range sh.m {
 			m[k] = e
 		}
