@@ -73,7 +73,7 @@ const (
 type call struct {
 	ctx   context.Context
 	args  []any
-	cmd   *redis.Cmd
+	cmd   *redis.IntSliceCmd
 	state atomic.Int32
 	done  chan struct{} // buffered: the writer never blocks on a caller that left
 }
@@ -120,7 +120,7 @@ func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig) (*pipeliner, er
 
 // do queues the command args and returns its reply once it arrives, or
 // the context's error when ctx ends first.
-func (p *pipeliner) do(ctx context.Context, args []any) (*redis.Cmd, error) {
+func (p *pipeliner) do(ctx context.Context, args []any) (*redis.IntSliceCmd, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -280,7 +280,7 @@ func (p *pipeliner) flush(batch []*call) {
 func (p *pipeliner) exec(ctx context.Context, calls []*call, pick func(*call) bool) {
 	if len(calls) == 1 {
 		if c := calls[0]; pick(c) {
-			c.cmd = redis.NewCmd(ctx, c.args...)
+			c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
 			_ = p.rdb.Process(ctx, noRetry{c.cmd})
 		}
 		return
@@ -288,7 +288,7 @@ func (p *pipeliner) exec(ctx context.Context, calls []*call, pick func(*call) bo
 	pipe := p.rdb.Pipeline()
 	for _, c := range calls {
 		if pick(c) {
-			c.cmd = redis.NewCmd(ctx, c.args...)
+			c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
 			_ = pipe.Process(ctx, noRetry{c.cmd})
 		}
 	}

@@ -47,7 +47,10 @@ const (
 // NoRetry before each of its retries (MaxRetries, and MaxRedirects on a
 // cluster, where MOVED and ASK are still followed: they mean the script did
 // not run); it still re-sends a command it has proof was never written.
-type noRetry struct{ *redis.Cmd }
+//
+// The command is an IntSliceCmd: the script replies with integers only,
+// which it reads into a []int64 without boxing each one.
+type noRetry struct{ *redis.IntSliceCmd }
 
 // NoRetry reports true: see the type.
 func (noRetry) NoRetry() bool { return true }
@@ -85,24 +88,24 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	defer cancel()
 
 	args := s.scriptArgs(op, clock, now, reqs)
-	var cmd *redis.Cmd
+	var cmd *redis.IntSliceCmd
 	if s.pipe != nil && op != opInspect {
 		var err error
 		if cmd, err = s.pipe.do(ctx, args); err != nil {
 			return err
 		}
 	} else {
-		cmd = redis.NewCmd(ctx, args...)
+		cmd = redis.NewIntSliceCmd(ctx, args...)
 		if err := s.rdb.Process(ctx, noRetry{cmd}); redis.HasErrorPrefix(err, "NOSCRIPT") {
 			args[0], args[1] = "eval", scriptSrc
-			cmd = redis.NewCmd(ctx, args...)
+			cmd = redis.NewIntSliceCmd(ctx, args...)
 			_ = s.rdb.Process(ctx, noRetry{cmd})
 		}
 	}
 	if err := cmd.Err(); err != nil {
 		return scriptError(ctx, err)
 	}
-	vals, err := cmd.Int64Slice()
+	vals, err := cmd.Result()
 	if err != nil {
 		return fmt.Errorf("redisstore: script reply: %w", err)
 	}
