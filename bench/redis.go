@@ -47,6 +47,7 @@ type RedisImpl struct {
 // OnRedis lists the Redis-backed implementations, ratebucket first.
 var OnRedis = []RedisImpl{
 	{"ratebucket", "rl:", newRedisstore}, // ratebucket.go
+	{"ratebucket-direct", "rl:", newRedisstoreDirect},
 	{"redis_rate", "rate:", newRedisRate},
 	{"refscript", "rl:", newRefScript},
 	{"throttled", "rl:", newThrottledRedis},
@@ -119,14 +120,25 @@ func (u ululeRedis) Allow(key string) (bool, error) {
 	return !lc.Reached, err
 }
 
-// newRedisstore is ratebucket's redisstore with the server clock (TIME in
-// the script) and the prefix "rl:".
+// newRedisstore is ratebucket's redisstore as configured by default:
+// the server clock (TIME in the script), auto-pipelining on, with the
+// prefix "rl:".
 func newRedisstore(c *redis.Client, p Policy) (Limiter, func() error, error) {
+	return redisstoreWith(c, p, redisstore.PipelineConfig{})
+}
+
+// newRedisstoreDirect is redisstore with auto-pipelining off: one round
+// trip per check, as every peer makes.
+func newRedisstoreDirect(c *redis.Client, p Policy) (Limiter, func() error, error) {
+	return redisstoreWith(c, p, redisstore.PipelineConfig{Disabled: true})
+}
+
+func redisstoreWith(c *redis.Client, p Policy, pipe redisstore.PipelineConfig) (Limiter, func() error, error) {
 	ap, err := p.Algo()
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := redisstore.New(c, redisstore.Config{Prefix: "rl:"})
+	s, err := redisstore.New(c, redisstore.Config{Prefix: "rl:", Pipeline: pipe})
 	if err != nil {
 		return nil, nil, err
 	}
