@@ -1,6 +1,9 @@
 package algo
 
-import "math/bits"
+import (
+	"math/bits"
+	"time"
+)
 
 // TokenBucket is the token-bucket [Algorithm]: see the package
 // documentation. Its zero value is ready to use; it has no fields.
@@ -60,19 +63,27 @@ func (TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, erro
 		}
 		t = now
 	}
-	res := Result{Limit: p.capacity}
+	// The Result is built once, at the return, from scalars: a Result has
+	// five fields, too many for the compiler to keep in registers, and
+	// filling one in field by field makes its copy out stall on the stores.
 	need := cost * p.unit
-	if d+need <= full {
-		res.Allowed = true
+	allowed := d+need <= full
+	var retry, reset time.Duration
+	if allowed {
 		d += need
 	} else {
-		res.RetryAfter = micros(t - now + ceilDiv(d+need-full, r))
+		retry = micros(t - now + refillTime(d+need-full, r))
 	}
-	res.Remaining = (full - d) / p.unit
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
-		res.ResetAfter = micros(t - now + refillTime(d, r))
+		reset = micros(t - now + refillTime(d, r))
 	}
-	return State{Level: d, Stamp: t}, res, nil
+	return State{Level: d, Stamp: t}, Result{
+		Allowed:    allowed,
+		Limit:      p.capacity,
+		Remaining:  remaining(p.capacity, p.unit, d),
+		RetryAfter: retry,
+		ResetAfter: reset,
+	}, nil
 }
 
 // IdleAt returns when the bucket in state s is full again.
@@ -81,6 +92,21 @@ func (TokenBucket) IdleAt(p Policy, s State) int64 {
 		return s.Stamp
 	}
 	return s.Stamp + refillTime(min(s.Level, p.capacity*p.unit), p.refill)
+}
+
+// remaining is ⌊(capacity·unit − d)/unit⌋, the whole tokens left at
+// deficit d, without a division when the bucket is within one token of full
+// or of empty (a light user's or a throttled one's).
+func remaining(capacity, unit, d int64) int64 {
+	switch {
+	case d == 0:
+		return capacity
+	case d <= unit:
+		return capacity - 1
+	case d > (capacity-1)*unit:
+		return 0
+	}
+	return (capacity*unit - d) / unit
 }
 
 // refillTime is ⌈d/r⌉, the µs in which r units per µs refill d, with no
