@@ -1,9 +1,6 @@
 package algo
 
-import (
-	"math/bits"
-	"time"
-)
+import "math/bits"
 
 // TokenBucket is the token-bucket [Algorithm]: see the package
 // documentation. Its zero value is ready to use; it has no fields.
@@ -43,9 +40,21 @@ func (TokenBucket) Name() string { return "tokenbucket" }
 // read as an empty bucket), cost ≤ Capacity and times in [0, 2^53). Then
 // every intermediate is at most D + cost·Unit ≤ 2·full ≤ 2^53, t'−t < 2^53
 // and D + R − 1 < 2^53.
-func (TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, error) {
+func (tb TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, error) {
+	var res Result
+	s, err := tb.TakeTo(&res, p, s, now, cost)
+	return s, res, err
+}
+
+// TakeTo is Take with the Result written to *res (left zero on error): the
+// same answer, for a store's hot path. A Result has five fields, too many
+// for the compiler to keep in registers, so a Result returned from a call
+// is spilled and then copied, and the copy stalls on the stores just made;
+// written in place, it is read back field by field.
+func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (State, error) {
 	if err := checkTake(p, s, now, cost); err != nil {
-		return s, Result{}, err
+		*res = Result{}
+		return s, err
 	}
 	full, r := p.capacity*p.unit, p.refill
 	d, t := min(s.Level, full), s.Stamp
@@ -63,27 +72,23 @@ func (TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, erro
 		}
 		t = now
 	}
-	// The Result is built once, at the return, from scalars: a Result has
-	// five fields, too many for the compiler to keep in registers, and
-	// filling one in field by field makes its copy out stall on the stores.
+	// The Result is stored field by field: a composite literal would be
+	// built in a temporary and copied, stalling on its own stores.
 	need := cost * p.unit
-	allowed := d+need <= full
-	var retry, reset time.Duration
-	if allowed {
+	res.Allowed = d+need <= full
+	res.RetryAfter = 0
+	if res.Allowed {
 		d += need
 	} else {
-		retry = micros(t - now + refillTime(d+need-full, r))
+		res.RetryAfter = micros(t - now + refillTime(d+need-full, r))
 	}
+	res.Limit = p.capacity
+	res.Remaining = remaining(p.capacity, p.unit, d)
+	res.ResetAfter = 0
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
-		reset = micros(t - now + refillTime(d, r))
+		res.ResetAfter = micros(t - now + refillTime(d, r))
 	}
-	return State{Level: d, Stamp: t}, Result{
-		Allowed:    allowed,
-		Limit:      p.capacity,
-		Remaining:  remaining(p.capacity, p.unit, d),
-		RetryAfter: retry,
-		ResetAfter: reset,
-	}, nil
+	return State{Level: d, Stamp: t}, nil
 }
 
 // IdleAt returns when the bucket in state s is full again.

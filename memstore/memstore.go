@@ -185,21 +185,38 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	if e != nil {
 		prev = e.s
 	}
-	var st algo.State
-	var res algo.Result
-	var idle int64
-	var err error
-	if s.tb { // the common case, without the calls of take
-		if st, res, err = (algo.TokenBucket{}).Take(p, prev, now, cost); err == nil {
-			idle = tbIdle(p, st, res, now)
+	// The token bucket writes its Result in place (TakeTo): a returned
+	// Result is copied right after the call stored it, and that copy
+	// stalls on store forwarding.
+	if !s.tb {
+		st, res, err := s.alg.Take(p, prev, now, cost)
+		if err != nil {
+			sh.mu.Unlock()
+			return algo.Result{}, fmt.Errorf("memstore: %w", err)
 		}
-	} else {
-		st, res, idle, err = s.take(p, prev, now, cost)
+		if !s.keep(sh, key, e, st, s.alg.IdleAt(p, st), now) {
+			return s.over.take(s.alg, p, now, cost)
+		}
+		return res, nil
 	}
+	var res algo.Result
+	st, err := algo.TokenBucket{}.TakeTo(&res, p, prev, now, cost)
 	if err != nil {
 		sh.mu.Unlock()
 		return algo.Result{}, fmt.Errorf("memstore: %w", err)
 	}
+	if !s.keep(sh, key, e, st, tbIdle(p, st, res.ResetAfter, now), now) {
+		return s.over.take(s.alg, p, now, cost)
+	}
+	return res, nil
+}
+
+// keep stores the new state of key's bucket (e, or nil if it had none),
+// idle from idle, and unlocks sh. It reports false, storing nothing, when
+// the shard is full with nothing idle: the request must then be served
+// from the overflow bucket.
+func (s *Store) keep(sh *shard, key string, e *entry, st algo.State, idle, now int64) bool {
+	defer sh.mu.Unlock()
 	switch {
 	case idle <= now:
 		if e != nil {
@@ -207,12 +224,10 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 		}
 	case e != nil || sh.room(now, s.perShard):
 		sh.set(key, e, st, idle)
-	default: // full shard, nothing idle: serve from the overflow bucket
-		sh.mu.Unlock()
-		return s.over.take(s.alg, p, now, cost)
+	default: // full shard, nothing idle
+		return false
 	}
-	sh.mu.Unlock()
-	return res, nil
+	return true
 }
 
 // now returns the time in µs: the Config's Clock, or by default the wall
@@ -238,17 +253,17 @@ func (s *Store) take(p algo.Policy, st algo.State, now, cost int64) (algo.State,
 	if err != nil {
 		return st, res, 0, err
 	}
-	return st, res, tbIdle(p, st, res, now), nil
+	return st, res, tbIdle(p, st, res.ResetAfter, now), nil
 }
 
-// tbIdle is TokenBucket.IdleAt(p, st) for the state and Result a Take at
-// now returned.
-func tbIdle(p algo.Policy, st algo.State, res algo.Result, now int64) int64 {
+// tbIdle is TokenBucket.IdleAt(p, st) for the state and the ResetAfter a
+// Take at now returned.
+func tbIdle(p algo.Policy, st algo.State, reset time.Duration, now int64) int64 {
 	switch {
 	case st.Level == 0:
 		return st.Stamp
-	case res.ResetAfter < maxReset:
-		return now + int64(res.ResetAfter/time.Microsecond)
+	case reset < maxReset:
+		return now + int64(reset/time.Microsecond)
 	}
 	return algo.TokenBucket{}.IdleAt(p, st)
 }
