@@ -25,20 +25,20 @@ func (TokenBucket) Name() string { return "tokenbucket" }
 // p.Unit() units), at time t. With full = Capacity·Unit and R = p.Refill()
 // units per µs:
 //
-//  1. Time never runs backwards: the bucket is evaluated at t' = max(now, t),
+//  1. Time never runs backwards: the bucket is evaluated at t₁ = max(now, t),
 //     so a stale caller's clock mints no tokens.
-//  2. Refill: D' = max(0, D − (t'−t)·R). The product is only formed when
-//     (t'−t) < ⌈D/R⌉, so it is below D + R.
-//  3. Admit when D' + cost·Unit ≤ full, and charge: D” = D' + cost·Unit.
-//  4. Denied: RetryAfter = (t'−now) + ⌈(D' + cost·Unit − full) / R⌉.
-//  5. ResetAfter = (t'−now) + ⌈D”/R⌉ with D” the new deficit, or zero
-//     when D” = 0 (the bucket is full, even if the caller's clock is behind).
+//  2. Refill: D₁ = max(0, D − (t₁−t)·R). The product is only formed when
+//     (t₁−t) < ⌈D/R⌉, so it is below D + R.
+//  3. Admit when D₁ + cost·Unit ≤ full, and charge: D₂ = D₁ + cost·Unit.
+//  4. Denied: RetryAfter = (t₁−now) + ⌈(D₁ + cost·Unit − full) / R⌉.
+//  5. ResetAfter = (t₁−now) + ⌈D₂/R⌉ with D₂ the new deficit, or zero
+//     when D₂ = 0 (the bucket is full, even if the caller's clock is behind).
 //
 // Bounds (all in int64 here and in IEEE doubles in the Lua twin, exact below
 // 2^53): Validate ensures full ≤ 2^52 and R ≤ 2^52; Take ensures
 // 0 ≤ D ≤ full (larger stored deficits, e.g. from a policy that shrank, are
 // read as an empty bucket), cost ≤ Capacity and times in [0, 2^53). Then
-// every intermediate is at most D + cost·Unit ≤ 2·full ≤ 2^53, t'−t < 2^53
+// every intermediate is at most D + cost·Unit ≤ 2·full ≤ 2^53, t₁−t < 2^53
 // and D + R − 1 < 2^53.
 func (tb TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, error) {
 	var res Result
