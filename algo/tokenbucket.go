@@ -27,8 +27,9 @@ func (TokenBucket) Name() string { return "tokenbucket" }
 //
 //  1. Time never runs backwards: the bucket is evaluated at t₁ = max(now, t),
 //     so a stale caller's clock mints no tokens.
-//  2. Refill: D₁ = max(0, D − (t₁−t)·R). The product is only formed when
-//     (t₁−t) < ⌈D/R⌉, so it is below D + R.
+//  2. Refill: D₁ = max(0, D − (t₁−t)·R). The product is formed in 128 bits
+//     and used only when it is below D (the Lua twin compares t₁−t with
+//     ⌈D/R⌉ first, so its product is below D + R).
 //  3. Admit when D₁ + cost·Unit ≤ full, and charge: D₂ = D₁ + cost·Unit.
 //  4. Denied: RetryAfter = (t₁−now) + ⌈(D₁ + cost·Unit − full) / R⌉.
 //  5. ResetAfter = (t₁−now) + ⌈D₂/R⌉ with D₂ the new deficit, or zero
