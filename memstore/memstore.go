@@ -188,24 +188,22 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	// The token bucket writes its Result in place (TakeTo): a returned
 	// Result is copied right after the call stored it, and that copy
 	// stalls on store forwarding.
-	if !s.tb {
-		st, res, err := s.alg.Take(p, prev, now, cost)
-		if err != nil {
-			sh.mu.Unlock()
-			return algo.Result{}, fmt.Errorf("memstore: %w", err)
-		}
-		if !s.keep(sh, key, e, st, s.alg.IdleAt(p, st), now) {
-			return s.over.take(s.alg, p, now, cost)
-		}
-		return res, nil
-	}
 	var res algo.Result
-	st, err := algo.TokenBucket{}.TakeTo(&res, p, prev, now, cost)
+	var st algo.State
+	var idle int64
+	var err error
+	if s.tb {
+		if st, err = (algo.TokenBucket{}).TakeTo(&res, p, prev, now, cost); err == nil {
+			idle = tbIdle(p, st, res.ResetAfter, now)
+		}
+	} else {
+		st, res, idle, err = s.take(p, prev, now, cost)
+	}
 	if err != nil {
 		sh.mu.Unlock()
 		return algo.Result{}, fmt.Errorf("memstore: %w", err)
 	}
-	if !s.keep(sh, key, e, st, tbIdle(p, st, res.ResetAfter, now), now) {
+	if !s.keep(sh, key, e, st, idle, now) {
 		return s.over.take(s.alg, p, now, cost)
 	}
 	return res, nil
