@@ -240,3 +240,38 @@ func TestServerClockMatchesAlgo(t *testing.T) {
 		}
 	})
 }
+
+// TestServerClockReplay replays every server-clock Take through algo at the
+// time the script used (TakeNow returns Redis's TIME): the Results must be
+// identical, denials and peeks included. Together with
+// TestServerClockMatchesAlgo (the stored state) it covers the script's fast
+// path, which only the server clock's one-key take runs, and its fall
+// through to the general path for deficits too long for it (≥ 1e11 level
+// units, which the edge policies reach).
+func TestServerClockReplay(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, srv.Client(), redisstore.Config{})
+	ctx := context.Background()
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		key := fmt.Sprintf("r%d", run)
+		p := genEdgePolicy(rt, "")
+		var st algo.State // an absent key is the zero State
+		for step := range rapid.IntRange(1, 30).Draw(rt, "ops") {
+			cost := genEdgeCost(rt, p)
+			got, now, err := redisstore.TakeNow(ctx, s, key, p, cost)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			prev := st
+			var want algo.Result
+			if st, want, err = (algo.TokenBucket{}).Take(p, st, now, cost); err != nil {
+				rt.Fatal(err)
+			}
+			if got != want {
+				rt.Fatalf("step %d: Take(%v, %d) from %+v at %d µs = %+v; algo says %+v", step, p, cost, prev, now, got, want)
+			}
+		}
+	})
+}

@@ -26,16 +26,16 @@ var script = redis.NewScript(scriptSrc)
 // running one Take of cost 1 on a bucket of 100 refilled 2 per second with
 // the server clock:
 //
-//	redis-benchmark EVALSHA <Script().Hash()> 1 rb:k s 0 -1 t 100 500000 1 1
+//	redis-benchmark EVALSHA <Script().Hash()> 1 rb:k st 100 500000 1 1
 //
-// The arguments are KEYS, then clock ("s" server, "c" client), now in µs
-// (client clock), the TTL margin in ms (-1: none), the op ("t" take, "m"
-// multi, "i" inspect) and per key capacity, Policy.Unit, Policy.Refill and
-// cost (see tokenbucket.lua). They are internal and may change between
-// versions; Store is the API.
+// The arguments are KEYS, then the call (clock "s" server or "c" client,
+// then op "t" take, "m" multi or "i" inspect), for a client clock now in
+// µs and the TTL margin in ms (-1: none), and per key capacity,
+// Policy.Unit, Policy.Refill and cost (see tokenbucket.lua). They are
+// internal and may change between versions; Store is the API.
 func Script() *redis.Script { return script }
 
-// Script ops (ARGV[4]).
+// Script ops (the second letter of ARGV[1]).
 const (
 	opTake    = "t"
 	opMulti   = "m"
@@ -61,7 +61,8 @@ type inspected struct {
 }
 
 // run validates reqs, calls the script once and fills results (one per
-// request). For opInspect it also fills in.
+// request). When in is not nil it gets the time the script used, and for
+// opInspect the stored state too.
 func (s *Store) run(ctx context.Context, op string, reqs []store.Request, results []algo.Result, in *inspected) error {
 	for i, r := range reqs {
 		if err := check(r); err != nil {
@@ -109,30 +110,36 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	if err != nil {
 		return fmt.Errorf("redisstore: script reply: %w", err)
 	}
-	return parseReply(vals, reqs, results, in)
+	return parseReply(vals, op, reqs, results, in)
 }
 
 // Arguments boxed once, so that building a call does not allocate them.
 var (
-	argSHA    any = script.Hash()
-	argClock      = map[string]any{"s": "s", "c": "c"}
-	argOp         = map[string]any{opTake: opTake, opMulti: opMulti, opInspect: opInspect}
-	argNoTime any = int64(0)
+	argSHA  any = script.Hash()
+	argCall     = map[string]any{}
 )
 
+func init() {
+	for _, clock := range []string{"s", "c"} {
+		for _, op := range []string{opTake, opMulti, opInspect} {
+			argCall[clock+op] = clock + op
+		}
+	}
+}
+
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
-// then the 4 header arguments and 4 per key (see tokenbucket.lua).
+// the call, for a client clock now and the margin, then 4 per key (see
+// tokenbucket.lua).
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []any {
-	args := make([]any, 0, 3+5*len(reqs)+4)
+	args := make([]any, 0, 3+5*len(reqs)+3)
 	args = append(args, "evalsha", argSHA, len(reqs))
 	for _, r := range reqs {
 		args = append(args, s.prefix+r.Key)
 	}
-	at := argNoTime
+	args = append(args, argCall[clock+op])
 	if clock != "s" {
-		at = now
+		args = append(args, now, s.marginArg)
 	}
-	args = append(args, argClock[clock], at, s.marginArg, argOp[op])
 	for _, r := range reqs {
 		p := r.Policy
 		args = append(args, p.Capacity(), p.Unit(), p.Refill(), r.Cost)
@@ -149,9 +156,9 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // parseReply checks the script's reply and turns it into Results.
-func parseReply(vals []int64, reqs []store.Request, results []algo.Result, in *inspected) error {
+func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Result, in *inspected) error {
 	want := 2 + 4*len(reqs)
-	if in != nil {
+	if op == opInspect {
 		want += 3
 	}
 	if len(vals) != want {
@@ -167,9 +174,13 @@ func parseReply(vals []int64, reqs []store.Request, results []algo.Result, in *i
 			ResetAfter: micros(v[3]),
 		}
 	}
-	if in != nil {
+	switch {
+	case in == nil:
+	case op == opInspect:
 		v := vals[2+4*len(reqs):]
 		*in = inspected{now: vals[0], deficit: v[0], stamp: v[1], pttl: v[2]}
+	default:
+		*in = inspected{now: vals[0]}
 	}
 	return nil
 }

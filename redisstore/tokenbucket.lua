@@ -3,16 +3,17 @@
 -- in this package require identical Results, bit for bit.
 --
 -- KEYS: the buckets' Redis keys.
--- ARGV[1] clock: "s" = server clock (redis TIME), "c" = client clock
--- ARGV[2] now, µs since the Unix epoch (client clock; ignored for "s")
--- ARGV[3] TTL margin in ms beyond the fill time (client clock; -1 = no expiry)
--- ARGV[4] op: "t" take, "m" multi (all admit and all are charged, or none
---         is), "i" inspect (cost 0, nothing is written). With a client
---         clock a denial or peek that refilled stores the refilled state
---         and later stamp, as algo returns it (in a denied multi only the
---         denying buckets do, as memstore); with the server clock only
---         charges write.
--- ARGV[5..] per key: capacity, unit, refill, cost (see algo.Policy)
+-- ARGV[1] the call: clock then op, two letters. Clock "s" = server clock
+--         (redis TIME), "c" = client clock. Op "t" take, "m" multi (all
+--         admit and all are charged, or none is), "i" inspect (cost 0,
+--         nothing is written). With a client clock a denial or peek that
+--         refilled stores the refilled state and later stamp, as algo
+--         returns it (in a denied multi only the denying buckets do, as
+--         memstore); with the server clock only charges write.
+-- Client clock only: ARGV[2] now, µs since the Unix epoch; ARGV[3] TTL
+--         margin in ms beyond the fill time (-1 = no expiry).
+-- Then per key: capacity, unit, refill, cost (see algo.Policy). The common
+-- call is thus: KEYS = {key}, ARGV = {"st", capacity, unit, refill, cost}.
 --
 -- Reply: {now, all admitted (0/1), then per key: admitted (0/1), remaining,
 -- retry-after µs, reset-after µs}; op "i" appends the stored deficit, the
@@ -40,14 +41,90 @@
 
 -- Speed: every call pays for the script's own work besides the Redis
 -- commands it runs (TIME, GET, PEXPIRETIME, SET for a charge on the server
--- clock). So the common call, a take on one bucket with the server clock
--- whose key is absent or holds a canonical value, has a path of its own
--- (fast, below) that checks its arguments with plain comparisons, decodes
--- with one tonumber and builds no table but the reply; anything else
--- (other ops, a client clock, bad arguments, a corrupt or long value)
--- falls through to the general path, which checks and reports everything.
--- Library functions live in locals.
+-- clock), and in Redis's Lua that work is mostly C calls (tonumber is
+-- strtod, string.format is printf) and allocation (each local function
+-- below is a closure built anew on every call). So the common call, a take
+-- on one bucket with the server clock whose key is absent or holds digits,
+-- runs first, before anything else is built: its arguments are checked with
+-- plain comparisons, the state decoded with one tonumber, divisions done
+-- with the % operator (exact here: see ceildiv below; every dividend on
+-- this path is at most 2^52, the fill time's excepted, which uses fmod),
+-- numbers written with '%d' (integer formatting, not printf's float code),
+-- and no table is built but the reply. It is decide and store below,
+-- inlined, and gives the same answers: the tests run both paths (a client
+-- clock, an inspect or a multi take the general one). Anything it does not
+-- handle (another call, bad arguments, a value that is not plain digits, a
+-- missing expiry) falls through, having written nothing, to the general
+-- path, which checks and reports everything. Measured with callgrind on
+-- redis-server 7.0 (100k random keys, -P 16): 68k instructions per call,
+-- against 93k when the common call went through the general functions.
+local A, K = ARGV, KEYS
+if A[1] == 'st' and #A == 5 and #K == 1 then
+  local cap, unit, refill, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5])
+  if cap and unit and refill and cost and cap >= 1 and cap <= 1000000000000 and unit >= 1 and
+    refill >= 1 and refill <= 4503599627370496 and cost >= 0 and cost <= cap and cap % 1 == 0 and
+    unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496 then
+    local call, key = redis.call, K[1]
+    local v = redis.pcall('GET', key) -- an error reply (a table) falls through
+    local d, t, u, r, q, ok = 0, 0, 0, 0, 0, true
+    if v then
+      local x = tonumber(v)
+      ok = type(v) == 'string' and x and x < 1e14 and not string.find(v, '%D')
+      if ok then
+        u = x % 1000
+        d = (x - u) / 1000
+        local e = call('PEXPIRETIME', key)
+        r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
+        t = e * 1000 - q - u
+        ok = e >= 0 and t >= 0 and t <= 9007199254740991
+      end
+    end
+    if ok then
+      local tm = call('TIME')
+      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      local full, need = cap * unit, cost * unit
+      -- decide
+      if d > full then d = full end
+      if now > t then
+        if d > 0 then
+          r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
+          if now - t >= q then d = 0 else d = d - (now - t) * refill end
+        end
+        t = now
+      end
+      local admit, retry, reset = 0, 0, 0
+      if d + need <= full then
+        admit, d = 1, d + need
+      else
+        local a = d + need - full
+        r = a % refill; q = (a - r) / refill; if r > 0 then q = q + 1 end
+        retry = t - now + q
+      end
+      local idle = t -- when the bucket is full again
+      if d > 0 then
+        r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
+        idle = t + q
+        reset = idle - now
+      end
+      local rem = full - d
+      rem = (rem - rem % unit) / unit
+      -- store (a charge only, as on the general path)
+      if admit == 1 and cost > 0 then
+        if idle <= now then
+          if v then call('DEL', key) end
+        else
+          r = math.fmod(idle, 1000); local e = (idle - r) / 1000; if r > 0 then e = e + 1 end
+          local format, val = string.format, d * 1000 + e * 1000 - idle
+          if d < 9000000000000 then val = format('%d', val) else val = format('%.0f%03d', d, e * 1000 - idle) end
+          call('SET', key, val, 'PXAT', format('%d', e))
+        end
+      end
+      return {now, admit, admit, rem, retry, reset}
+    end
+  end
+end
 
+-- The general path.
 local MAXLEVEL = 4503599627370496 -- 2^52
 local MAXTIME = 9007199254740991 -- 2^53 - 1
 local MAXCAP = 1000000000000
@@ -77,7 +154,8 @@ local function corrupt(key, why)
   error({err = 'RBCORRUPT key ' .. key .. ' ' .. why .. ': not a ratebucket bucket; Reset (DEL) it'})
 end
 
-local clock, op, n = ARGV[1], ARGV[4], #KEYS
+local call1, n = tostring(ARGV[1]), #KEYS
+local clock, op = string.sub(call1, 1, 1), string.sub(call1, 2)
 local now, margin
 if clock == 's' then
   local tm = call('TIME')
@@ -131,42 +209,12 @@ local function store(key, d, t, exists, refill)
   end
 end
 
--- fast is the common call's path (see the header); it returns nil to fall
--- through, having written nothing.
-local function fast()
-  local cap, unit, refill, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-  if not (cap and unit and refill and cost) or cap < 1 or cap > MAXCAP or unit < 1 or refill < 1 or
-    refill > MAXLEVEL or cost < 0 or cost > cap or cap % 1 ~= 0 or unit % 1 ~= 0 or refill % 1 ~= 0 or
-    cost % 1 ~= 0 or cap * unit > MAXLEVEL then
-    return nil
-  end
-  local key = KEYS[1]
-  local v = redis.pcall('GET', key)
-  local d0, t0 = 0, 0
-  if v then
-    local x = tonumber(v) -- nil for an error reply (a table)
-    if not (x and x >= 0 and x < 1e14 and x % 1 == 0 and tostring(x) == v) then return nil end
-    local u = fmod(x, 1000)
-    d0 = (x - u) / 1000
-    local e = call('PEXPIRETIME', key)
-    if e < 0 then return nil end
-    t0 = e * 1000 - ceildiv(d0, refill) - u
-    if t0 < 0 or t0 > MAXTIME then return nil end
-  end
-  local d, t, ok, rem, retry, reset = decide(d0, t0, cap * unit, unit, refill, cost)
-  if ok == 1 and cost > 0 then store(key, d, t, v, refill) end
-  return {now, ok, ok, rem, retry, reset}
-end
-
-if clock == 's' and op == 't' and n == 1 and #ARGV == 8 then
-  local r = fast()
-  if r then return r end
-end
-
 if (clock ~= 's' and clock ~= 'c') or (op ~= 't' and op ~= 'm' and op ~= 'i') then
   error({err = 'RBARG bad clock or op'})
 end
-if n < 1 or #ARGV ~= 4 + 4 * n then
+local base = 1 -- the arguments before the first key's four
+if clock == 'c' then base = 3 end
+if n < 1 or #ARGV ~= base + 4 * n then
   error({err = 'RBARG want 4 arguments per key'})
 end
 if op ~= 'm' and n ~= 1 then
@@ -215,7 +263,7 @@ end
 local reply = {now, 1}
 local pend = {}
 for i = 1, n do
-  local b = 4 + 4 * (i - 1)
+  local b = base + 4 * (i - 1)
   local cap = arg(b + 1, 1, MAXCAP)
   local unit = arg(b + 2, 1, MAXLEVEL)
   local refill = arg(b + 3, 1, MAXLEVEL)
