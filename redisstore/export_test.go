@@ -25,3 +25,6 @@ func TakeNow(ctx context.Context, s *Store, key string, p algo.Policy, cost int6
 	err := s.run(ctx, opTake, reqs[:], res[:], &in)
 	return res[0], in.now, err
 }
+
+// MinLead is how many waiting calls start another writer (minLead).
+const MinLead = minLead

@@ -167,6 +167,32 @@ func TestPipelineCancelBeforeSend(t *testing.T) {
 	mustFull(t, s, p, keys...)
 }
 
+// TestPipelineLeadRule: a lone call is sent at once; calls that arrive
+// while its pipeline is in flight wait, and only the MinLead-th of them
+// starts a second writer, which takes them all in one pipeline.
+func TestPipelineLeadRule(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: redisstore.PipelineConfig{Writers: 4}})
+	p := algo.PerHour(1).Burst(10)
+	pause(t, rdb)
+	first := takeAsync(context.Background(), s, "first", p)
+	waitState(t, s, 0, 1) // sent at once: no writer was running
+	var waiting []<-chan outcome
+	for i := range redisstore.MinLead - 1 {
+		waiting = append(waiting, takeAsync(context.Background(), s, fmt.Sprint("w", i), p))
+		waitState(t, s, i+1, 1) // queued behind first: no second writer yet
+	}
+	waiting = append(waiting, takeAsync(context.Background(), s, "last", p))
+	waitState(t, s, 0, 2) // the MinLead-th started a writer, which took every waiting call
+	for i, ch := range append(waiting, first) {
+		if o := <-ch; o.err != nil || o.res.Remaining != 9 {
+			t.Errorf("take %d = %+v, %v; want 9 remaining", i, o.res, o.err)
+		}
+	}
+	waitState(t, s, 0, 0)
+}
+
 // TestPipelineQueueFull: a call that finds MaxQueued calls waiting blocks,
 // and returns its context's error, charging nothing, when that ends.
 func TestPipelineQueueFull(t *testing.T) {
@@ -193,10 +219,10 @@ func TestPipelineQueueFull(t *testing.T) {
 	mustFull(t, s, p, "over")
 }
 
-// TestPipelineFailureIsolation: a pipeline that fails (its callers'
-// deadline passes while the server is paused) fails only its own calls; a
-// pipeline of calls with time to spare, sent behind it on another writer,
-// succeeds, and a queued call whose deadline passed is dropped unsent.
+// TestPipelineFailureIsolation: pipelines that fail (their callers'
+// deadline passes while the server is paused) fail only their own calls; a
+// pipeline of calls with time to spare, sent behind them, succeeds, and a
+// queued call whose deadline passed is dropped unsent.
 func TestPipelineFailureIsolation(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := deadlineClient(t, srv)
@@ -207,20 +233,26 @@ func TestPipelineFailureIsolation(t *testing.T) {
 	long, cancel2 := context.WithTimeout(context.Background(), 10*pausing)
 	defer cancel2()
 	pause(t, srv.Client())
-	a1 := takeAsync(short, s, "a1", p)
-	waitState(t, s, 0, 1)
-	a2 := takeAsync(short, s, "a2", p)
-	waitState(t, s, 0, 2)
-	a3 := takeAsync(short, s, "a3", p)
+	as := []<-chan outcome{takeAsync(short, s, "a0", p)}
+	waitState(t, s, 0, 1) // a0 in flight on the first writer
+	for i := 1; i <= redisstore.MinLead; i++ {
+		as = append(as, takeAsync(short, s, fmt.Sprint("a", i), p))
+		if i < redisstore.MinLead {
+			waitState(t, s, i, 1)
+		}
+	}
+	waitState(t, s, 0, 2) // a1..a8 in flight on the second
+	last := fmt.Sprint("a", redisstore.MinLead+1)
+	as = append(as, takeAsync(short, s, last, p))
 	waitState(t, s, 1, 2)
 	var bs []<-chan outcome
 	for i := range 4 {
 		bs = append(bs, takeAsync(long, s, fmt.Sprint("b", i), p))
 	}
 	waitState(t, s, 5, 2)
-	for i, ch := range []<-chan outcome{a1, a2, a3} {
+	for i, ch := range as {
 		if o := <-ch; !errors.Is(o.err, context.DeadlineExceeded) {
-			t.Errorf("short take %d = %+v, %v; want context.DeadlineExceeded", i+1, o.res, o.err)
+			t.Errorf("short take a%d = %+v, %v; want context.DeadlineExceeded", i, o.res, o.err)
 		}
 	}
 	for i, ch := range bs {
@@ -228,7 +260,7 @@ func TestPipelineFailureIsolation(t *testing.T) {
 			t.Errorf("long take b%d = %+v, %v; want allowed, 9 remaining", i, o.res, o.err)
 		}
 	}
-	mustFull(t, s, p, "a3")
+	mustFull(t, s, p, last)
 }
 
 // TestPipelineNoScript: after SCRIPT FLUSH the commands of a pipeline that
