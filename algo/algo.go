@@ -63,7 +63,7 @@ type Algorithm interface {
 // checkTake validates the arguments every algorithm shares.
 func checkTake(p Policy, s State, now, cost int64) error {
 	switch {
-	case p.unit == 0:
+	case p.unit <= 0:
 		return p.Validate()
 	case cost < 0:
 		return ErrInvalidCost

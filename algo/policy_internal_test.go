@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestValidateNotBuilt reaches the one Validate path users cannot: fields
-// in bounds but the reduced rate missing, as in a Policy built without
-// Rate.Burst. Take must refuse it rather than divide by zero.
+// TestValidateNotBuilt reaches the one Validate path users cannot: a
+// capacity in bounds but no rate, as in a Policy built without Rate.Burst.
+// Take must refuse it rather than divide by zero.
 func TestValidateNotBuilt(t *testing.T) {
-	p := Policy{capacity: 5, rate: PerSecond(1)}
+	p := Policy{capacity: 5}
 	if err := p.Validate(); !errors.Is(err, ErrInvalidPolicy) {
 		t.Fatalf("Validate() = %v want ErrInvalidPolicy", err)
 	}

@@ -99,3 +99,47 @@ func TestPolicyAccessors(t *testing.T) {
 		t.Errorf("2/1s and 4/2s reduce to different terms: %d/%d vs %d/%d", p.Refill(), p.Unit(), q.Refill(), q.Unit())
 	}
 }
+
+// TestRateForms: Rate gives the policy's rate as whole tokens per the
+// first of second, minute, hour and day that holds a whole number, else in
+// lowest terms; policies from one rate in different terms are equal; an
+// invalid policy keeps the rate it was given, and Validate names it.
+func TestRateForms(t *testing.T) {
+	for _, tt := range []struct{ in, want algo.Rate }{
+		{algo.PerSecond(2), algo.PerSecond(2)},
+		{algo.PerMinute(60), algo.PerSecond(1)},
+		{algo.PerMinute(90), algo.PerMinute(90)},
+		{algo.PerHour(90), algo.PerHour(90)},
+		{algo.Per(30, 2*time.Minute), algo.PerMinute(15)},
+		{algo.PerDay(1), algo.PerDay(1)},
+		{algo.Per(3, 7*time.Millisecond), algo.Per(3, 7*time.Millisecond)},
+		{algo.Per(6, 14*time.Millisecond), algo.Per(3, 7*time.Millisecond)},
+		{algo.Per(1, algo.MaxPeriod), algo.Per(1, algo.MaxPeriod)},
+		{algo.PerSecond(algo.MaxPerSecond), algo.PerSecond(algo.MaxPerSecond)},
+	} {
+		if got := tt.in.Burst(10).Rate(); got != tt.want {
+			t.Errorf("%v.Burst(10).Rate() = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+	if algo.PerMinute(120).Burst(5) != algo.PerSecond(2).Burst(5) {
+		t.Error("PerMinute(120).Burst(5) != PerSecond(2).Burst(5)")
+	}
+	for _, tt := range []struct {
+		p    algo.Policy
+		rate algo.Rate
+		msg  string
+	}{
+		{algo.Per(0, time.Second).Burst(3), algo.Per(0, time.Second), "rate 0/1s: tokens"},
+		{algo.Per(5, 1500*time.Nanosecond).Burst(3), algo.Per(5, 1500*time.Nanosecond), "rate 5/1.5µs: period is not a whole"},
+		{algo.Per(5, -3*time.Second).Burst(3), algo.Per(5, 0), "period outside"},
+		{algo.PerSecond(1).Burst(0), algo.PerSecond(1), "capacity 0 outside"},
+		{algo.PerDay(1).Burst(algo.MaxCapacity), algo.PerDay(1), "above 2^52"},
+	} {
+		err := tt.p.Validate()
+		if !errors.Is(err, algo.ErrInvalidPolicy) || !strings.Contains(err.Error(), tt.msg) || tt.p.Rate() != tt.rate ||
+			tt.p.Unit() != 0 || tt.p.Refill() != 0 {
+			t.Errorf("%v: Validate() = %v (want %q), Rate() = %v (want %v), Unit %d, Refill %d (want 0)",
+				tt.p, err, tt.msg, tt.p.Rate(), tt.rate, tt.p.Unit(), tt.p.Refill())
+		}
+	}
+}

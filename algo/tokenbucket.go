@@ -94,7 +94,7 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 
 // IdleAt returns when the bucket in state s is full again.
 func (TokenBucket) IdleAt(p Policy, s State) int64 {
-	if p.unit == 0 || s.Level <= 0 {
+	if p.unit <= 0 || s.Level <= 0 {
 		return s.Stamp
 	}
 	return s.Stamp + refillTime(min(s.Level, p.capacity*p.unit), p.refill)

@@ -88,7 +88,7 @@ func (FixedWindow) Take(p Policy, s State, now, cost int64) (State, Result, erro
 // IdleAt returns the end of the window in state s, or its stamp when the
 // window is empty.
 func (FixedWindow) IdleAt(p Policy, s State) int64 {
-	if p.unit == 0 || s.Level <= 0 {
+	if p.unit <= 0 || s.Level <= 0 {
 		return s.Stamp
 	}
 	w := p.window()
@@ -138,7 +138,7 @@ func (SlidingWindow) Take(p Policy, s State, now, cost int64) (State, Result, er
 // of the next window when the current one has a count, the end of the
 // current one when only the previous one has, else the stamp.
 func (SlidingWindow) IdleAt(p Policy, s State) int64 {
-	if p.unit == 0 {
+	if p.unit <= 0 {
 		return s.Stamp
 	}
 	w := p.window()

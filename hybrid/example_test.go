@@ -70,7 +70,7 @@ func ExampleNewFallback() {
 	}
 	fmt.Println("admitted:", admitted)
 	// Output:
-	// share: burst 25, 2/4s
+	// share: burst 25, 30/1m0s
 	// breaker: closed -> open
 	// admitted: 25
 }

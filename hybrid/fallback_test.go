@@ -388,7 +388,8 @@ func TestShare(t *testing.T) {
 		{"tokens divide", algo.PerSecond(6).Burst(10), 3, algo.PerSecond(2).Burst(3)},
 		{"capacity floor 1", algo.PerMinute(1).Burst(2), 5, algo.Per(1, 5*time.Minute).Burst(1)},
 		{"one instance", algo.PerSecond(2).Burst(100), 1, algo.PerSecond(2).Burst(100)},
-		{"period too long", algo.Per(3, algo.MaxPeriod).Burst(10), 2, algo.Per(1, algo.MaxPeriod).Burst(5)},
+		{"long period, in lowest terms", algo.Per(3, algo.MaxPeriod).Burst(10), 2, algo.Per(1, algo.MaxPeriod*2/3).Burst(5)},
+		{"period too long", algo.Per(1, algo.MaxPeriod).Burst(10), 2, algo.Per(1, algo.MaxPeriod).Burst(5)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
