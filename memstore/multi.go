@@ -50,14 +50,14 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	now := s.now()
 
 	// Scratch space on the stack for the usual few requests.
-	var idxBuf, orderBuf [8]uint64
+	var hashBuf, orderBuf [8]uint64
 	var pendBuf [8]pending
-	idx, order := idxBuf[:0], orderBuf[:0]
+	hs, order := hashBuf[:0], orderBuf[:0]
 	var pend []pending
 	for _, r := range reqs {
-		idx = append(idx, maphash.String(s.seed, r.Key)&s.mask)
+		h := maphash.String(s.seed, r.Key)
+		hs, order = append(hs, h), append(order, h&s.mask)
 	}
-	order = append(order, idx...)
 	slices.Sort(order)
 	order = slices.Compact(order)
 	for _, i := range order {
@@ -84,8 +84,8 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		pend = make([]pending, len(reqs))
 	}
 	for i, r := range reqs {
-		sh := &s.shards[idx[i]]
-		e := sh.m[r.Key]
+		sh := &s.shards[hs[i]&s.mask]
+		e := sh.get(hs[i], r.Key)
 		var prev algo.State
 		if e != nil {
 			prev = e.s
@@ -125,7 +125,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		}
 		// Allowed: charge. Denied: the bucket keeps its refill and stamp,
 		// uncharged, as a single Take would.
-		r, sh := reqs[i], &s.shards[idx[i]]
+		r, sh := reqs[i], &s.shards[hs[i]&s.mask]
 		switch {
 		case pd.over && pd.idle <= now:
 			delete(s.over.m, r.Policy)
@@ -133,10 +133,10 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 			s.over.m[r.Policy] = pd.st
 		case pd.idle <= now:
 			if pd.e != nil {
-				delete(sh.m, r.Key)
+				sh.del(hs[i], pd.e)
 			}
 		default:
-			sh.set(r.Key, pd.e, pd.st, pd.idle)
+			sh.set(hs[i], r.Key, pd.e, pd.st, pd.idle)
 		}
 	}
 	return res, nil
