@@ -5,16 +5,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/redis/go-redis/v9"
 	throttledredis "github.com/throttled/throttled/v2/store/goredisstore.v9"
@@ -150,65 +146,17 @@ var ErrRedisStart = errors.New("bench: redis-server did not start (apt-get insta
 
 // RedisServer is a redis-server started by [StartRedis] on a free
 // 127.0.0.1 port, with persistence off. Stop it with Stop.
-type RedisServer struct {
-	// Addr is the server's 127.0.0.1:port.
-	Addr string
-	cmd  *exec.Cmd
-	done chan error
-}
+type RedisServer = redistest.Launched
 
-// StartRedis starts redis-server in dir and waits until it answers PING.
-// The server dies with this process (parent-death signal), so a benchmark
-// that is killed leaves nothing behind.
+// StartRedis starts redis-server in dir and waits until it answers PING
+// (internal/redistest's Launch, the tests' own starter). The server dies
+// with this process, so a benchmark that is killed leaves nothing behind.
 func StartRedis(dir string) (*RedisServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := redistest.Launch(dir)
 	if err != nil {
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command("redis-server",
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
-		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRedisStart, err)
 	}
-	s := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return s, nil
-		}
-		select {
-		case werr := <-s.done:
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			return nil, fmt.Errorf("%w: exited (%v): %s", ErrRedisStart, werr, strings.TrimSpace(string(log)))
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("%w: no PING answer on %s: %v", ErrRedisStart, s.Addr, err)
-		}
-	}
-}
-
-// Stop ends the server (SIGTERM, then SIGKILL after 5 s) and waits for it.
-func (s *RedisServer) Stop() error {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
-	return nil
+	return s, nil
 }
 
 // RedisVersion returns the server's redis_version from INFO.

@@ -104,6 +104,43 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// Launched is a redis-server started by [Launch]. Stop it with Stop.
+type Launched struct {
+	// Addr is the server's 127.0.0.1:port.
+	Addr string
+	proc *process
+}
+
+// Launch is [Start] for programs, which have no testing.TB: it starts
+// redis-server (from PATH) on a free 127.0.0.1 port with its files in dir,
+// persistence off, and waits until it answers PING. The server dies with
+// this process on Linux. The bench module's redisbench uses it.
+func Launch(dir string) (*Launched, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: redis-server not found (apt-get install redis-server redis-tools): %w", err)
+	}
+	for attempt := 0; attempt < 5; attempt++ { // another process may grab the port first
+		var l net.Listener
+		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("redistest: no free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		var p *process
+		if p, err = startProcess(bin, dir, port); err == nil {
+			return &Launched{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), proc: p}, nil
+		}
+	}
+	return nil, fmt.Errorf("redistest: %w", err)
+}
+
+// Stop kills the server and waits for it to exit. It always returns nil.
+func (l *Launched) Stop() error {
+	l.proc.stop()
+	return nil
+}
+
 // Options returns a fresh copy of the options Client uses, for tests that
 // need their own settings (timeouts, retries). Clients made from it are the
 // caller's to close.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -50,6 +51,31 @@ func TestStartServesAndStops(t *testing.T) {
 	if c, err := dialOnce(addr); err == nil {
 		c.Close()
 		t.Errorf("port %s still accepts connections after cleanup", addr)
+	}
+}
+
+// TestLaunchServesAndStops: Launch, the starter for programs, serves on
+// loopback with persistence off, and Stop leaves no process or port.
+func TestLaunchServesAndStops(t *testing.T) {
+	l, err := Launch(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: l.Addr})
+	defer c.Close()
+	if got := c.ConfigGet(ctx(t), "save").Val()["save"]; got != "" || !strings.HasPrefix(l.Addr, "127.0.0.1:") {
+		t.Errorf("save = %q at %s, want persistence off on loopback", got, l.Addr)
+	}
+	pid := l.proc.cmd.Process.Pid
+	if err := l.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("redis-server pid %d still exists after Stop (kill 0: %v)", pid, err)
+	}
+	if c, err := dialOnce(l.Addr); err == nil {
+		c.Close()
+		t.Errorf("port %s still accepts connections after Stop", l.Addr)
 	}
 }
 
