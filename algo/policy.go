@@ -145,11 +145,12 @@ func (p Policy) Rate() Rate {
 
 // Unit returns how many level units make one token: the rate's period in
 // microseconds divided by gcd(tokens, period). States count deficits in these
-// units, so a token refills in exactly Unit/Refill microseconds.
+// units, so a token refills in exactly Unit/Refill microseconds. It is 0
+// for an invalid policy.
 func (p Policy) Unit() int64 { return max(p.unit, 0) }
 
 // Refill returns how many level units refill per microsecond: the rate's
-// tokens divided by gcd(tokens, period).
+// tokens divided by gcd(tokens, period); 0 for an invalid policy.
 func (p Policy) Refill() int64 {
 	if p.unit <= 0 {
 		return 0
