@@ -19,9 +19,10 @@
 // time per connection allows. So, by default, Takes and TakeMultis issued
 // at once by many goroutines are coalesced: they queue, and a few writers
 // each send up to 64 of them in one pipeline, which Redis answers in one
-// round trip. A call that finds a writer free is sent at once on the
+// round trip. A call that finds no writer running is sent at once on the
 // caller's goroutine, so a lone caller pays one plain round trip, as
-// without pipelining. A call whose context ends while it is queued is never
+// without pipelining; while a pipeline is in flight, calls wait for the
+// next one, and another writer starts once 8 are waiting. A call whose context ends while it is queued is never
 // sent and charges nothing; each call gets its own result or error; only
 // NOSCRIPT replies are sent again. [PipelineConfig] has the details and
 // knobs; Disabled turns it off. Writers run only while calls are queued,
