@@ -248,12 +248,21 @@ func (p *pipeliner) flush(batch []*call) {
 	live := batch[:0]
 	var deadline time.Time
 	bounded := true
+	now := time.Now()
 	for _, c := range batch {
+		dl, ok := c.ctx.Deadline()
+		if (ok && !now.Before(dl)) || c.ctx.Err() != nil {
+			// Its context has ended, or is about to (the deadline has
+			// passed, its timer not yet fired): nothing is sent for it,
+			// and its caller, still queued, returns the context's error
+			// with nothing charged.
+			continue
+		}
 		if !c.state.CompareAndSwap(queued, sent) {
 			continue // the caller left: nothing is sent for it
 		}
 		live = append(live, c)
-		if dl, ok := c.ctx.Deadline(); !ok {
+		if !ok {
 			bounded = false
 		} else if dl.After(deadline) {
 			deadline = dl
