@@ -62,6 +62,22 @@ func pause(t *testing.T, rdb *redis.Client) {
 	}
 }
 
+// holdFirst starts a store with pipeline configuration pc on a fresh
+// server, pauses the server and sends one Take on "first" under the policy
+// it returns, and returns once that Take is in flight: it holds a writer
+// until the pause ends.
+func holdFirst(t *testing.T, pc redisstore.PipelineConfig) (*redisstore.Store, algo.Policy, <-chan outcome) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: pc})
+	p := algo.PerHour(1).Burst(10)
+	pause(t, rdb)
+	first := takeAsync(context.Background(), s, "first", p)
+	waitState(t, s, 0, 1)
+	return s, p, first
+}
+
 // deadlineClient returns a client of srv whose context deadlines reach the
 // socket, closed when the test ends.
 func deadlineClient(t *testing.T, srv *redistest.Server) *redis.Client {
@@ -135,13 +151,7 @@ func TestPipelineDifferential(t *testing.T) {
 // whose contexts end return at once with the context's error, and are
 // never sent: their buckets stay full.
 func TestPipelineCancelBeforeSend(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: redisstore.PipelineConfig{Writers: 1}})
-	p := algo.PerHour(1).Burst(10)
-	pause(t, rdb)
-	first := takeAsync(context.Background(), s, "first", p)
-	waitState(t, s, 0, 1) // first is in flight, holding the only writer
+	s, p, first := holdFirst(t, redisstore.PipelineConfig{Writers: 1}) // first is in flight, holding the only writer
 	ctx, cancel := context.WithCancel(context.Background())
 	keys := []string{"c0", "c1", "c2", "c3", "c4"}
 	var queued []<-chan outcome
@@ -171,13 +181,7 @@ func TestPipelineCancelBeforeSend(t *testing.T) {
 // while its pipeline is in flight wait, and only the MinLead-th of them
 // starts a second writer, which takes them all in one pipeline.
 func TestPipelineLeadRule(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: redisstore.PipelineConfig{Writers: 4}})
-	p := algo.PerHour(1).Burst(10)
-	pause(t, rdb)
-	first := takeAsync(context.Background(), s, "first", p)
-	waitState(t, s, 0, 1) // sent at once: no writer was running
+	s, p, first := holdFirst(t, redisstore.PipelineConfig{Writers: 4}) // sent at once: no writer was running
 	var waiting []<-chan outcome
 	for i := range redisstore.MinLead - 1 {
 		waiting = append(waiting, takeAsync(context.Background(), s, fmt.Sprint("w", i), p))
@@ -196,13 +200,7 @@ func TestPipelineLeadRule(t *testing.T) {
 // TestPipelineQueueFull: a call that finds MaxQueued calls waiting blocks,
 // and returns its context's error, charging nothing, when that ends.
 func TestPipelineQueueFull(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: redisstore.PipelineConfig{Writers: 1, MaxQueued: 2}})
-	p := algo.PerHour(1).Burst(10)
-	pause(t, rdb)
-	first := takeAsync(context.Background(), s, "first", p)
-	waitState(t, s, 0, 1)
+	s, p, first := holdFirst(t, redisstore.PipelineConfig{Writers: 1, MaxQueued: 2})
 	a, b := takeAsync(context.Background(), s, "a", p), takeAsync(context.Background(), s, "b", p)
 	waitState(t, s, 2, 1)
 	ctx, cancel := context.WithCancel(context.Background())
