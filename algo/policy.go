@@ -72,13 +72,12 @@ func (r Rate) String() string { return fmt.Sprintf("%d/%v", r.Tokens, r.Period) 
 // Take with an invalid Policy returns that error. Use [NewPolicy] to get the
 // error at once.
 func (r Rate) Burst(capacity int64) Policy {
-	if check(capacity, r) != nil {
+	unit, refill, err := reduce(capacity, r)
+	if err != nil {
 		// Keep what was given, for Validate to report (see Policy).
 		return Policy{capacity: capacity, unit: ^int64(max(r.Period, 0)), refill: r.Tokens}
 	}
-	us := r.Period.Microseconds()
-	g := gcd(r.Tokens, us)
-	return Policy{capacity: capacity, unit: us / g, refill: r.Tokens / g}
+	return Policy{capacity: capacity, unit: unit, refill: refill}
 }
 
 // NewPolicy returns the Policy of a bucket of the given capacity refilled at
@@ -176,36 +175,38 @@ func (p Policy) Validate() error {
 	if p.unit > 0 { // only Burst sets it, once the bounds are checked
 		return nil
 	}
-	if err := check(p.capacity, p.Rate()); err != nil {
+	if _, _, err := reduce(p.capacity, p.Rate()); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: build policies with Rate.Burst or NewPolicy", ErrInvalidPolicy)
 }
 
-// check reports whether capacity and r are within the bounds of Policy.
-func check(capacity int64, r Rate) error {
+// reduce returns r in lowest terms (unit level units per token, refill
+// per µs), or an error wrapping ErrInvalidPolicy if capacity and r are
+// outside the bounds of Policy.
+func reduce(capacity int64, r Rate) (unit, refill int64, err error) {
 	switch {
 	case capacity < 1 || capacity > MaxCapacity:
-		return fmt.Errorf("%w: capacity %d outside [1, %d]", ErrInvalidPolicy, capacity, int64(MaxCapacity))
+		return 0, 0, fmt.Errorf("%w: capacity %d outside [1, %d]", ErrInvalidPolicy, capacity, int64(MaxCapacity))
 	case r.Tokens < 1:
-		return fmt.Errorf("%w: rate %v: tokens must be at least 1", ErrInvalidPolicy, r)
+		return 0, 0, fmt.Errorf("%w: rate %v: tokens must be at least 1", ErrInvalidPolicy, r)
 	case r.Period < time.Microsecond || r.Period > MaxPeriod:
-		return fmt.Errorf("%w: rate %v: period outside [1µs, %v]", ErrInvalidPolicy, r, MaxPeriod)
+		return 0, 0, fmt.Errorf("%w: rate %v: period outside [1µs, %v]", ErrInvalidPolicy, r, MaxPeriod)
 	case r.Period%time.Microsecond != 0:
-		return fmt.Errorf("%w: rate %v: period is not a whole number of microseconds", ErrInvalidPolicy, r)
+		return 0, 0, fmt.Errorf("%w: rate %v: period is not a whole number of microseconds", ErrInvalidPolicy, r)
 	}
 	us := r.Period.Microseconds()
 	// tokens/us ≤ MaxPerSecond/1e6; us·1000 ≤ 3.2e16 cannot overflow.
 	if r.Tokens > us*(MaxPerSecond/1_000_000) {
-		return fmt.Errorf("%w: rate %v above %d per second", ErrInvalidPolicy, r, int64(MaxPerSecond))
+		return 0, 0, fmt.Errorf("%w: rate %v above %d per second", ErrInvalidPolicy, r, int64(MaxPerSecond))
 	}
 	g := gcd(r.Tokens, us)
-	unit, refill := us/g, r.Tokens/g
+	unit, refill = us/g, r.Tokens/g
 	if refill > MaxLevel || capacity > MaxLevel/unit {
-		return fmt.Errorf("%w: burst %d at %v needs capacity×unit = %d×%d level units, above 2^52: use a shorter period or a smaller capacity",
+		return 0, 0, fmt.Errorf("%w: burst %d at %v needs capacity×unit = %d×%d level units, above 2^52: use a shorter period or a smaller capacity",
 			ErrInvalidPolicy, capacity, r, capacity, unit)
 	}
-	return nil
+	return unit, refill, nil
 }
 
 // gcd returns the greatest common divisor of two positive integers.
