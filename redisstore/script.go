@@ -116,16 +116,8 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 // Arguments boxed once, so that building a call does not allocate them.
 var (
 	argSHA  any = script.Hash()
-	argCall     = map[string]any{}
+	argCall     = map[string]any{"st": "st", "sm": "sm", "si": "si", "ct": "ct", "cm": "cm", "ci": "ci"} // clock+op
 )
-
-func init() {
-	for _, clock := range []string{"s", "c"} {
-		for _, op := range []string{opTake, opMulti, opInspect} {
-			argCall[clock+op] = clock + op
-		}
-	}
-}
 
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
 // the call, for a client clock now and the margin, then 4 per key (see
