@@ -91,6 +91,12 @@ type FallbackConfig struct {
 	Probes, ProbeSuccesses int
 	// Clock times the breaker. The default is the system clock.
 	Clock store.Clock
+	// MaxKeyLen is the key length bound applied to the answers the
+	// Fallback gives itself (fail-open, fail-closed), so that a key the
+	// primary would refuse with store.ErrKeyTooLong is refused while it is
+	// down too. Give it the primary's MaxKeyLen; the default (0) is
+	// store.DefaultMaxKeyLen, the stores' default.
+	MaxKeyLen int
 	// Logger receives one record per state change (Warn when opening,
 	// Info otherwise). The default is slog.Default().
 	Logger *slog.Logger
@@ -294,8 +300,8 @@ func classify(ctx context.Context, primary bool, err error) outcome {
 // DenyCache primary when it proves one, else by Mode. cause is the failure
 // that made this call degrade, or nil when the breaker refused it.
 func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost int64, cause error) (algo.Result, error) {
-	if err := checkInput(key, p, cost); err != nil {
-		return algo.Result{}, err
+	if err := store.CheckRequest(store.Request{Key: key, Policy: p, Cost: cost}, store.MaxKeyLen(f.cfg.MaxKeyLen)); err != nil {
+		return algo.Result{}, fmt.Errorf("hybrid: %w", err)
 	}
 	if d, ok := f.primary.(denier); ok {
 		if res, ok := d.denyDown(key, p, cost); ok {
@@ -323,10 +329,8 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 
 // degradeMulti is degrade for multi-limit takes.
 func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause error) (store.MultiResult, error) {
-	for _, r := range reqs {
-		if err := checkInput(r.Key, r.Policy, r.Cost); err != nil {
-			return store.MultiResult{}, err
-		}
+	if err := store.CheckRequests(reqs, store.MaxKeyLen(f.cfg.MaxKeyLen)); err != nil {
+		return store.MultiResult{}, fmt.Errorf("hybrid: %w", err)
 	}
 	if d, ok := f.primary.(denier); ok {
 		if mr, ok := d.denyMulti(reqs); ok {
@@ -366,22 +370,6 @@ func (f *Fallback) openErr(cause error) error {
 		return ErrOpen
 	}
 	return fmt.Errorf("%w: %w", ErrOpen, cause)
-}
-
-// checkInput returns the error a store gives for bad input, so that a
-// degraded answer never hides it.
-func checkInput(key string, p algo.Policy, cost int64) error {
-	switch {
-	case key == "":
-		return store.ErrEmptyKey
-	case p.Validate() != nil:
-		return p.Validate()
-	case cost < 0:
-		return algo.ErrInvalidCost
-	case cost > p.Capacity():
-		return algo.ErrCostExceedsCapacity
-	}
-	return nil
 }
 
 // Share returns this instance's share of p when n instances share it:

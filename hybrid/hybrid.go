@@ -68,7 +68,7 @@ func takeMultiFrom(ctx context.Context, s store.Store, reqs []store.Request) (st
 }
 
 // IsInputError reports whether err is the caller's fault rather than the
-// store's: an empty key, a bad policy or cost, keys in different cluster
+// store's: an empty or too long key, a bad policy or cost, keys in different cluster
 // slots, a key named twice in a multi-limit take, a corrupt key, or a
 // closed store. Such errors are returned as they are and never count
 // against a primary's health.
@@ -82,7 +82,7 @@ func IsInputError(err error) bool {
 }
 
 var inputErrors = []error{
-	store.ErrEmptyKey, store.ErrClosed, store.ErrCorruptState, store.ErrCrossSlot, store.ErrDuplicateKey,
+	store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, store.ErrCorruptState, store.ErrCrossSlot, store.ErrDuplicateKey,
 	algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity,
 	algo.ErrInvalidTime, algo.ErrInvalidState, ErrNotMultiTaker,
 }

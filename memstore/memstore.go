@@ -102,6 +102,12 @@ type Config struct {
 	// documentation for what happens when it is reached. The default (0)
 	// is DefaultMaxKeys.
 	MaxKeys int
+	// MaxKeyLen bounds a key's length in bytes: a longer key is refused
+	// with an error matching store.ErrKeyTooLong, and charges nothing.
+	// The default (0) is store.DefaultMaxKeyLen (256); a negative value
+	// means no bound. With MaxKeys it bounds the store's memory: about
+	// MaxKeys × (MaxKeyLen + 88 bytes).
+	MaxKeyLen int
 }
 
 // Store is the in-process store. It is safe for concurrent use by multiple
@@ -116,6 +122,7 @@ type Store struct {
 	seed     maphash.Seed
 	mask     uint64
 	perShard int
+	maxKey   int // the longest key accepted, in bytes
 	shards   []shard
 	over     overflow
 }
@@ -153,6 +160,7 @@ func newStore(cfg Config, floor int) (*Store, error) {
 		maxKeys = DefaultMaxKeys
 	}
 	s.mask, s.perShard = uint64(n-1), (maxKeys+n-1)/n
+	s.maxKey = store.MaxKeyLen(cfg.MaxKeyLen)
 	s.shards = make([]shard, n)
 	for i := range s.shards {
 		s.shards[i].init(s.perShard, floor)
@@ -163,12 +171,12 @@ func newStore(cfg Config, floor int) (*Store, error) {
 
 // Take applies cost tokens to the bucket at key under policy p and returns
 // the decision; cost 0 peeks. It implements store.Store: errors are
-// store.ErrEmptyKey, store.ErrClosed, the context's error, or the
-// algorithm's (algo.ErrInvalidPolicy, algo.ErrInvalidCost,
+// store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, the context's
+// error, or the algorithm's (algo.ErrInvalidPolicy, algo.ErrInvalidCost,
 // algo.ErrCostExceedsCapacity), and charge nothing.
 func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64) (res algo.Result, err error) {
-	if key == "" {
-		return algo.Result{}, store.ErrEmptyKey
+	if key == "" || len(key) > s.maxKey {
+		return algo.Result{}, fmt.Errorf("memstore: %w", store.CheckKey(key, s.maxKey))
 	}
 	if err := ctx.Err(); err != nil {
 		return algo.Result{}, err

@@ -31,8 +31,8 @@ type pending struct {
 // index order, so concurrent multi-takes cannot deadlock. New keys in one
 // call may overshoot a shard's MaxKeys bound by at most len(reqs)-1.
 func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
-	if err := checkKeys(reqs); err != nil {
-		return store.MultiResult{}, err
+	if err := store.CheckRequests(reqs, s.maxKey); err != nil {
+		return store.MultiResult{}, fmt.Errorf("memstore: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return store.MultiResult{}, err
@@ -140,38 +140,6 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		}
 	}
 	return res, nil
-}
-
-// checkKeys refuses empty and repeated keys: pairwise for the usual few
-// requests, with a map for many.
-func checkKeys(reqs []store.Request) error {
-	var seen map[string]int
-	if len(reqs) > 16 {
-		seen = make(map[string]int, len(reqs))
-	}
-	for i, r := range reqs {
-		if r.Key == "" {
-			return fmt.Errorf("memstore: request %d: %w", i, store.ErrEmptyKey)
-		}
-		j := -1
-		if seen != nil {
-			if k, ok := seen[r.Key]; ok {
-				j = k
-			}
-			seen[r.Key] = i
-		} else {
-			for k := range i {
-				if reqs[k].Key == r.Key {
-					j = k
-					break
-				}
-			}
-		}
-		if j >= 0 {
-			return fmt.Errorf("memstore: requests %d and %d: key %q: %w", j, i, r.Key, store.ErrDuplicateKey)
-		}
-	}
-	return nil
 }
 
 // overflow holds the buckets shared by new keys that arrive at a full

@@ -84,10 +84,13 @@
 // # Errors
 //
 // Bad input is refused before Redis is called, with the store package's
-// sentinels. A key that holds something else (another type, garbage) gives
-// an error matching store.ErrCorruptState; [Store.Reset] deletes it. Redis
-// failures are returned wrapped, so errors.Is reaches context errors and the
-// go-redis error underneath.
+// sentinels (store.CheckRequest): among them a key longer than
+// [Config.MaxKeyLen] (256 bytes by default, store.ErrKeyTooLong), so a
+// client choosing its own keys cannot make one bucket hold a megabyte. A
+// key that holds something else (another type, garbage) gives an error
+// matching store.ErrCorruptState; [Store.Reset] deletes it. Redis failures
+// are returned wrapped, so errors.Is reaches context errors and the go-redis
+// error underneath.
 package redisstore
 
 import (
@@ -147,6 +150,11 @@ type Config struct {
 	// Pipeline configures auto-pipelining of Take and TakeMulti, on by
 	// default: see [PipelineConfig].
 	Pipeline PipelineConfig
+	// MaxKeyLen bounds a key's length in bytes, not counting Prefix: a
+	// longer key is refused before Redis is called, with an error matching
+	// store.ErrKeyTooLong. The default (0) is store.DefaultMaxKeyLen (256);
+	// a negative value means no bound.
+	MaxKeyLen int
 }
 
 // Store is a [store.Store] and [store.MultiTaker] on Redis. It is safe for
@@ -157,6 +165,7 @@ type Store struct {
 	prefix    string
 	clk       store.Clock
 	timeout   time.Duration
+	maxKey    int   // the longest key accepted, in bytes, without the prefix
 	margin    int64 // ms; -1: no expiry (client clock only)
 	marginArg any   // margin, boxed once
 	route     router
@@ -181,7 +190,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err := checkBounded(client); err != nil {
 		return nil, err
 	}
-	s := &Store{rdb: client, prefix: cfg.Prefix, clk: cfg.Clock, timeout: cfg.Timeout, route: routerOf(client)}
+	s := &Store{rdb: client, prefix: cfg.Prefix, clk: cfg.Clock, timeout: cfg.Timeout, route: routerOf(client),
+		maxKey: store.MaxKeyLen(cfg.MaxKeyLen)}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
@@ -261,13 +271,6 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 // store.ErrCrossSlot before Redis is called; on a Ring they must share a
 // hash tag. An empty reqs is allowed, with no Results.
 func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
-	for i, r := range reqs {
-		for j := range i {
-			if reqs[j].Key == r.Key && r.Key != "" {
-				return store.MultiResult{}, fmt.Errorf("redisstore: requests %d and %d: key %q: %w", j, i, r.Key, store.ErrDuplicateKey)
-			}
-		}
-	}
 	res := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
 	if len(reqs) == 0 {
 		if s.closed.Load() {
@@ -303,22 +306,6 @@ func (s *Store) Close() error {
 
 // Key returns the Redis key that holds the bucket for key.
 func (s *Store) Key(key string) string { return s.prefix + key }
-
-// check validates one request as algo would, so bad input never reaches
-// Redis.
-func check(r store.Request) error {
-	switch {
-	case r.Key == "":
-		return store.ErrEmptyKey
-	case r.Policy.Validate() != nil:
-		return r.Policy.Validate()
-	case r.Cost < 0:
-		return fmt.Errorf("%w: %d", algo.ErrInvalidCost, r.Cost)
-	case r.Cost > r.Policy.Capacity():
-		return fmt.Errorf("%w: cost %d, capacity %d", algo.ErrCostExceedsCapacity, r.Cost, r.Policy.Capacity())
-	}
-	return nil
-}
 
 // micros converts µs to a Duration, saturating at a whole number of µs as
 // algo does (a client clock centuries behind a stamp asks for a wait longer

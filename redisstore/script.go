@@ -64,10 +64,12 @@ type inspected struct {
 // request). When in is not nil it gets the time the script used, and for
 // opInspect the stored state too.
 func (s *Store) run(ctx context.Context, op string, reqs []store.Request, results []algo.Result, in *inspected) error {
-	for i, r := range reqs {
-		if err := check(r); err != nil {
-			return fmt.Errorf("redisstore: request %d (%q): %w", i, r.Key, err)
+	if len(reqs) == 1 {
+		if err := store.CheckRequest(reqs[0], s.maxKey); err != nil {
+			return fmt.Errorf("redisstore: key %.64q: %w", reqs[0].Key, err)
 		}
+	} else if err := store.CheckRequests(reqs, s.maxKey); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
 	}
 	if s.closed.Load() {
 		return store.ErrClosed

@@ -21,8 +21,9 @@ type Store interface {
 	// atomically, and returns the decision. cost 0 peeks.
 	//
 	// The error is non-nil only when no decision was made: bad input
-	// ([ErrEmptyKey], algo.ErrInvalidPolicy, algo.ErrInvalidCost,
-	// algo.ErrCostExceedsCapacity), a closed store ([ErrClosed]), a
+	// ([ErrEmptyKey], [ErrKeyTooLong], algo.ErrInvalidPolicy,
+	// algo.ErrInvalidCost, algo.ErrCostExceedsCapacity: see
+	// [CheckRequest]), a closed store ([ErrClosed]), a
 	// context that ended, or a backend failure (wrapping the backend's
 	// error). A denial is not an error: it is a Result with Allowed false.
 	//

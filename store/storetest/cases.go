@@ -75,6 +75,7 @@ func testBadInput(t *testing.T, e *env) {
 		want   error
 	}{
 		{"empty key", "", p, 1, store.ErrEmptyKey},
+		{"key too long", e.sized(store.DefaultMaxKeyLen + 1), p, 1, store.ErrKeyTooLong},
 		{"zero policy", e.key(), algo.Policy{}, 1, algo.ErrInvalidPolicy},
 		{"zero rate", e.key(), algo.PerSecond(0).Burst(5), 1, algo.ErrInvalidPolicy},
 		{"zero capacity", e.key(), algo.PerSecond(1).Burst(0), 1, algo.ErrInvalidPolicy},
@@ -87,11 +88,20 @@ func testBadInput(t *testing.T, e *env) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Take(%q, %v, %d) = %+v, %v; want an error matching %v", tc.key, tc.policy, tc.cost, res, err, tc.want)
 			}
-			if tc.key != "" {
+			if tc.key != "" && !errors.Is(err, store.ErrKeyTooLong) {
 				e.full(t, tc.key, p)
 			}
 		})
 	}
+	t.Run("longest key", func(t *testing.T) {
+		key := e.sized(store.DefaultMaxKeyLen)
+		if res := e.take(t, key, p, 1); !res.Allowed || res.Remaining != p.Capacity()-1 {
+			t.Fatalf("Take on a key of %d bytes = %+v, want admitted with %d left", len(key), res, p.Capacity()-1)
+		}
+		if res := e.take(t, key, p, 0); res.Remaining != p.Capacity()-1 {
+			t.Fatalf("peek on a key of %d bytes = %+v, want %d left: the bucket was not kept", len(key), res, p.Capacity()-1)
+		}
+	})
 }
 
 // testContext: a context that has already ended is an error matching its

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,6 +200,7 @@ func testMultiBadInput(t *testing.T, e *env, m store.MultiTaker) {
 		want error
 	}{
 		{"empty key", context.Background(), store.Request{Key: "", Policy: p, Cost: 1}, store.ErrEmptyKey},
+		{"key too long", context.Background(), store.Request{Policy: p, Cost: 1}, store.ErrKeyTooLong},
 		{"invalid policy", context.Background(), store.Request{Policy: algo.PerSecond(0).Burst(1), Cost: 1}, algo.ErrInvalidPolicy},
 		{"negative cost", context.Background(), store.Request{Policy: p, Cost: -1}, algo.ErrInvalidCost},
 		{"cost above capacity", context.Background(), store.Request{Policy: p, Cost: 6}, algo.ErrCostExceedsCapacity},
@@ -208,7 +210,11 @@ func testMultiBadInput(t *testing.T, e *env, m store.MultiTaker) {
 		t.Run(tc.name, func(t *testing.T) {
 			keys := e.tagged(3)
 			bad := tc.bad
-			if tc.want != store.ErrEmptyKey {
+			switch tc.want {
+			case store.ErrEmptyKey:
+			case store.ErrKeyTooLong:
+				bad.Key = keys[1] + strings.Repeat("x", store.DefaultMaxKeyLen+1-len(keys[1]))
+			default:
 				bad.Key = keys[1]
 			}
 			reqs := []store.Request{{Key: keys[0], Policy: p, Cost: 1}, bad, {Key: keys[2], Policy: p, Cost: 1}}

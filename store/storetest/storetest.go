@@ -41,10 +41,13 @@
 //   - Isolation: keys never share tokens, even with different policies.
 //   - Concurrent: many goroutines on one key never admit more than the law
 //     allows; with the clock frozen, exactly capacity are admitted.
-//   - BadInput: an empty key, an invalid policy, a negative cost or a cost
-//     above capacity is an error matching the sentinel (store.ErrEmptyKey,
+//   - BadInput: an empty key, a key longer than store.DefaultMaxKeyLen,
+//     an invalid policy, a negative cost or a cost above capacity is an
+//     error matching the sentinel (store.ErrEmptyKey, store.ErrKeyTooLong,
 //     algo.ErrInvalidPolicy, algo.ErrInvalidCost,
-//     algo.ErrCostExceedsCapacity) and charges nothing.
+//     algo.ErrCostExceedsCapacity) and charges nothing; a key of exactly
+//     store.DefaultMaxKeyLen bytes works. (The store must be built with
+//     the default MaxKeyLen.)
 //   - Context: a context that has already ended gives an error matching
 //     its cause (context.Canceled, context.DeadlineExceeded) and charges
 //     nothing.
@@ -74,6 +77,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,6 +144,13 @@ type env struct {
 
 // key returns a key no other call has returned in this Run.
 func (e *env) key() string { return fmt.Sprintf("%s%d", e.prefix, e.n.Add(1)) }
+
+// sized returns a fresh key of exactly n bytes (n at least the length of
+// a key from e.key), padded with 'x'.
+func (e *env) sized(n int) string {
+	k := e.key() + ":"
+	return k + strings.Repeat("x", max(0, n-len(k)))
+}
 
 // tagged returns n keys that share a Redis Cluster hash tag, so that a
 // multi-limit take over them is legal on a cluster.
