@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -25,8 +26,11 @@ var DefaultPolicy = algo.PerSecond(2).Burst(100)
 // one at a time, in order, and charging stops at the first refusal (the
 // later limits are only read, for the headers): never more is admitted than
 // each limit allows, but a request refused by a later limit has already been
-// charged by the earlier ones, so put the limit most likely to refuse first. (redisstore on a Cluster refuses an atomic take whose
-// keys live in different slots; the middleware then takes them in order.)
+// charged by the earlier ones (as has one whose later key the store refuses,
+// as too long for a store configured with a small MaxKeyLen), so put the
+// limit most likely to refuse first. (redisstore on a Cluster refuses an
+// atomic take whose keys live in different slots; the middleware then takes
+// them in order.)
 type Limit struct {
 	// Name identifies the limit in bucket keys, in the RateLimit and
 	// RateLimit-Policy headers, in "violated-policies" and to the
@@ -89,6 +93,11 @@ type Config struct {
 	// Prefix starts every bucket key, to keep these buckets apart from
 	// other users of the store. Default "http:". Keys are
 	// Prefix + limit + ":" + tier ("*" for none) + ":" + class + ":{" + id + "}".
+	// New refuses a Prefix (or limit and tier names) with which a key
+	// could be longer than store.DefaultMaxKeyLen (256 bytes), with an
+	// error wrapping both ErrInvalidConfig and store.ErrKeyTooLong: classes
+	// are at most 32 bytes and IDs at most MaxIDLen, so a Prefix of up to
+	// 91 bytes always fits.
 	Prefix string
 	// Limits are the limits every request must pass. Default: a single
 	// Limit of DefaultPolicy named "default".
@@ -144,15 +153,39 @@ type limit struct {
 }
 
 // policyFor returns the policy for tier and the tier name that goes in the
-// key: "" when the Limit's own Policy applies.
+// key: "" when the Limit's own Policy applies. Only the names of l.tiers,
+// checked by newLimits, ever reach a key: a tier the Limit does not name,
+// however long, gets the Limit's Policy (or ErrUnknownTier).
 func (l *limit) policyFor(tier string) (algo.Policy, string, error) {
 	if p, ok := l.tiers[tier]; ok && tier != "" {
 		return p, tier, nil
 	}
 	if l.policy.Capacity() == 0 {
-		return algo.Policy{}, "", fmt.Errorf("%w: limit %q has no policy for tier %q", ErrUnknownTier, l.name, tier)
+		return algo.Policy{}, "", fmt.Errorf("%w: limit %q has no policy for tier %.64q", ErrUnknownTier, l.name, tier)
 	}
 	return l.policy, "", nil
+}
+
+// bucketKey returns the store key of the bucket of tier ("" for the
+// Limit's own Policy), key class and ID (as [bucketID] returns it).
+func (l *limit) bucketKey(tier, class, id string) string {
+	if tier == "" {
+		tier = "*"
+	}
+	return l.prefix + tier + ":" + class + ":{" + id + "}"
+}
+
+// maxKeyLen returns the length of l's longest possible bucket key: its
+// longest tier name, a class of maxNameLen bytes and an ID of MaxIDLen
+// (a digest is shorter).
+func (l *limit) maxKeyLen() int {
+	tier := ""
+	for t := range l.tiers {
+		if len(t) > len(tier) {
+			tier = t
+		}
+	}
+	return len(l.bucketKey(tier, strings.Repeat("c", maxNameLen), strings.Repeat("i", MaxIDLen)))
 }
 
 func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
@@ -190,7 +223,12 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 		if l.Key == nil {
 			l.Key = key
 		}
-		out = append(out, limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":"})
+		lim := limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":"}
+		if n := lim.maxKeyLen(); n > store.DefaultMaxKeyLen {
+			return nil, fmt.Errorf("%w: limit %q: its bucket keys could be %d bytes, above the %d bytes stores accept by default; shorten Prefix (%d bytes) or the names: %w",
+				ErrInvalidConfig, l.Name, n, store.DefaultMaxKeyLen, len(prefix), store.ErrKeyTooLong)
+		}
+		out = append(out, lim)
 	}
 	return out, nil
 }

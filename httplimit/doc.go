@@ -37,7 +37,10 @@
 // Identities never come from a client-supplied header such as x-user-id.
 // [APIKey] keys by a header's value, hashed. Long or binary IDs are hashed
 // before they reach the store; an empty one is refused ([ErrNoKey], 400),
-// never a bucket shared by everyone.
+// never a bucket shared by everyone. No bucket key is longer than
+// store.DefaultMaxKeyLen: [New] refuses a Prefix and names that could make
+// one, and a key that a store configured with a smaller bound refuses
+// (store.ErrKeyTooLong) gets 500, never the FailMode.
 //
 // # Tiers, costs and several limits
 //

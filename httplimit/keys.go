@@ -147,11 +147,14 @@ func digest(s string) string {
 	return "#" + hex.EncodeToString(sum[:16])
 }
 
+// maxNameLen is the longest limit, tier or key class name, in bytes.
+const maxNameLen = 32
+
 // validName reports whether s may be a limit, tier or key class name:
-// 1 to 32 bytes of [A-Za-z0-9_.-]. Such names are safe in bucket keys and
-// in structured header fields without escaping.
+// 1 to maxNameLen bytes of [A-Za-z0-9_.-]. Such names are safe in bucket
+// keys and in structured header fields without escaping.
 func validName(s string) bool {
-	if len(s) == 0 || len(s) > 32 {
+	if len(s) == 0 || len(s) > maxNameLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -241,10 +241,7 @@ func (m *Middleware) plan(r *http.Request, cost int64) (Decision, []store.Reques
 			return d, nil, fmt.Errorf("limit %q tier %q: cost %d above capacity %d: %w", l.name, t, cost, p.Capacity(), algo.ErrCostExceedsCapacity)
 		}
 		d.Limits[i] = LimitResult{Name: l.name, Tier: t, Class: k.Class, Policy: p}
-		if t == "" {
-			t = "*"
-		}
-		takes[i] = store.Request{Key: l.prefix + t + ":" + k.Class + ":{" + bucketID(k.ID) + "}", Policy: p, Cost: cost}
+		takes[i] = store.Request{Key: l.bucketKey(t, k.Class, bucketID(k.ID)), Policy: p, Cost: cost}
 	}
 	return d, takes, nil
 }
@@ -308,10 +305,14 @@ func decide(d *Decision, results []algo.Result, takes []store.Request, inOrder b
 }
 
 // isInputError reports a store error that is about the request, not the
-// store: the same call would fail again.
+// store: the same call would fail again. Such a request is Invalid (500),
+// never served by the FailMode as during an outage, nor charged to its
+// fallback. store.ErrKeyTooLong is one: New keeps every key within
+// store.DefaultMaxKeyLen, so it comes from a store configured with a
+// smaller MaxKeyLen.
 func isInputError(err error) bool {
-	return errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrDuplicateKey) || errors.Is(err, algo.ErrInvalidPolicy) ||
-		errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity)
+	return errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrDuplicateKey) ||
+		errors.Is(err, algo.ErrInvalidPolicy) || errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity)
 }
 
 func (m *Middleware) invalid(w http.ResponseWriter, r *http.Request, ev Event, err error) {
