@@ -83,12 +83,21 @@
 //
 // # Errors
 //
+// A key that holds something that is not a bucket (another Redis type,
+// garbage, a value without its expiry, the other clock's format: written
+// by something else, or by a bug) is repaired by default: the script takes
+// it as an empty bucket at that instant, decides on it and rewrites it, and
+// [Config.OnRepair] hears of it (see [RepairCorrupt] for why the law still
+// holds). [KeepCorrupt] keeps the old behaviour: an error matching
+// store.ErrCorruptState on every call until [Store.Reset].
+//
 // Bad input is refused before Redis is called, with the store package's
 // sentinels (store.CheckRequest): among them a key longer than
 // [Config.MaxKeyLen] (256 bytes by default, store.ErrKeyTooLong), so a
-// client choosing its own keys cannot make one bucket hold a megabyte. A
-// key that holds something else (another type, garbage) gives an error
-// matching store.ErrCorruptState; [Store.Reset] deletes it. Redis failures
+// client choosing its own keys cannot make one bucket hold a megabyte.
+// Inspect on a key that holds no bucket (and any call under KeepCorrupt)
+// gives an error matching store.ErrCorruptState; [Store.Reset] deletes the
+// key. Redis failures
 // are returned wrapped, so errors.Is reaches context errors and the go-redis
 // error underneath.
 package redisstore
@@ -97,6 +106,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
@@ -150,12 +160,45 @@ type Config struct {
 	// Pipeline configures auto-pipelining of Take and TakeMulti, on by
 	// default: see [PipelineConfig].
 	Pipeline PipelineConfig
+	// Corrupt says what a Take does with a key that holds something that
+	// is not a bucket (another type, garbage, a value with no expiry, the
+	// other clock's format). The default, RepairCorrupt, rewrites it as an
+	// empty bucket and reports the repair to OnRepair; KeepCorrupt leaves
+	// it and fails the call with store.ErrCorruptState.
+	Corrupt CorruptMode
+	// OnRepair is called, on the caller's goroutine after the call
+	// returns, once for each key a call repaired, with an error wrapping
+	// store.ErrCorruptState that says what the key held. The default logs
+	// it with slog.Default() at level Warn.
+	OnRepair func(key string, err error)
 	// MaxKeyLen bounds a key's length in bytes, not counting Prefix: a
 	// longer key is refused before Redis is called, with an error matching
 	// store.ErrKeyTooLong. The default (0) is store.DefaultMaxKeyLen (256);
 	// a negative value means no bound.
 	MaxKeyLen int
 }
+
+// CorruptMode is what a Store does with a key that holds no bucket.
+type CorruptMode int
+
+const (
+	// RepairCorrupt, the default, takes a key that holds something that
+	// is not a bucket as an empty bucket stamped at the call's time: the
+	// call (and later ones) are decided on it, so a request is denied
+	// until the bucket refills at the policy's rate, and the key is
+	// rewritten as that bucket in the same script call. An empty bucket
+	// is the safe guess: whatever the key held, its owner cannot get more
+	// tokens than a bucket drained at that instant would give, so the law
+	// (capacity + rate·t in any interval of length t) holds across the
+	// repair. The repair is reported to [Config.OnRepair]. Inspect never
+	// repairs.
+	RepairCorrupt CorruptMode = iota
+	// KeepCorrupt leaves such a key as it is and fails every call on it
+	// with an error matching store.ErrCorruptState until it is Reset.
+	// With a fail-open caller that client is then unlimited: choose it
+	// only when something else watches for those errors.
+	KeepCorrupt
+)
 
 // Store is a [store.Store] and [store.MultiTaker] on Redis. It is safe for
 // simultaneous use by multiple goroutines. It does not own the client:
@@ -165,7 +208,9 @@ type Store struct {
 	prefix    string
 	clk       store.Clock
 	timeout   time.Duration
-	maxKey    int   // the longest key accepted, in bytes, without the prefix
+	maxKey    int    // the longest key accepted, in bytes, without the prefix
+	keep      string // "k" with KeepCorrupt: the call's third letter
+	onRepair  func(key string, err error)
 	margin    int64 // ms; -1: no expiry (client clock only)
 	marginArg any   // margin, boxed once
 	route     router
@@ -194,6 +239,19 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		maxKey: store.MaxKeyLen(cfg.MaxKeyLen)}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
+	}
+	switch cfg.Corrupt {
+	case RepairCorrupt:
+	case KeepCorrupt:
+		s.keep = "k"
+	default:
+		return nil, fmt.Errorf("%w: Corrupt %d", ErrInvalidConfig, cfg.Corrupt)
+	}
+	s.onRepair = cfg.OnRepair
+	if s.onRepair == nil {
+		s.onRepair = func(key string, err error) {
+			slog.Default().Warn("redisstore: repaired a corrupt bucket", "key", key, "err", err)
+		}
 	}
 	if hashTag(s.prefix) != s.prefix {
 		return nil, fmt.Errorf("%w: %q", ErrHashTagPrefix, s.prefix)

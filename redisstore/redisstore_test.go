@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,14 +18,14 @@ import (
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
-// TestCorruptState: a key holding anything but a bucket is an error
-// matching store.ErrCorruptState, not a panic and not a decision; Reset
-// makes the key usable again.
+// TestCorruptState: with KeepCorrupt a key holding anything but a bucket
+// is an error matching store.ErrCorruptState, not a panic and not a
+// decision; Reset makes the key usable again.
 func TestCorruptState(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	server := newStore(t, rdb, redisstore.Config{})
-	client := newStore(t, rdb, redisstore.Config{Prefix: server.Key(""), Clock: storetest.NewClock()})
+	server := newStore(t, rdb, redisstore.Config{Corrupt: redisstore.KeepCorrupt})
+	client := newStore(t, rdb, redisstore.Config{Prefix: server.Key(""), Clock: storetest.NewClock(), Corrupt: redisstore.KeepCorrupt})
 	p := algo.PerSecond(2).Burst(10)
 	tests := []struct {
 		name  string
@@ -235,13 +236,15 @@ func TestServerClockWritesOnlyCharges(t *testing.T) {
 }
 
 // TestGarbageNeverPanics: whatever string a key holds, with or without an
-// expiry, a Take either decides sanely or fails with store.ErrCorruptState;
-// the script never errors otherwise and never hands out more than capacity.
+// expiry, a Take decides sanely: the script never errors and never hands
+// out more than capacity, and a key it repairs answers as an empty bucket.
 func TestGarbageNeverPanics(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	server := newStore(t, rdb, redisstore.Config{})
-	client := newStore(t, rdb, redisstore.Config{Prefix: server.Key(""), Clock: storetest.NewClock()})
+	var repairs atomic.Int64
+	count := func(string, error) { repairs.Add(1) }
+	server := newStore(t, rdb, redisstore.Config{OnRepair: count})
+	client := newStore(t, rdb, redisstore.Config{Prefix: server.Key(""), Clock: storetest.NewClock(), OnRepair: count})
 	p := algo.PerMinute(60).Burst(10)
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
@@ -260,13 +263,16 @@ func TestGarbageNeverPanics(t *testing.T) {
 		}
 		defer s.Reset(ctxT(t), key)
 		cost := rapid.Int64Range(0, p.Capacity()).Draw(rt, "cost")
+		before := repairs.Load()
 		res, err := s.Take(ctxT(t), key, p, cost)
+		repaired := repairs.Load() != before
 		switch {
-		case errors.Is(err, store.ErrCorruptState):
 		case err != nil:
-			rt.Fatalf("Take on %q: %v, want a decision or store.ErrCorruptState", v, err)
+			rt.Fatalf("Take on %q: %v, want a decision", v, err)
 		case res.Remaining < 0 || res.Remaining > p.Capacity() || res.RetryAfter < 0 || res.ResetAfter < 0 || res.Allowed != (res.RetryAfter == 0):
 			rt.Fatalf("Take on %q = %+v: out of bounds", v, res)
+		case repaired && (res.Remaining != 0 || res.Allowed != (cost == 0)):
+			rt.Fatalf("Take(cost %d) on %q repaired the key but answered %+v; want an empty bucket", cost, v, res)
 		}
 	})
 }

@@ -112,13 +112,35 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	if err != nil {
 		return fmt.Errorf("redisstore: script reply: %w", err)
 	}
-	return parseReply(vals, op, reqs, results, in)
+	repaired, err := parseReply(vals, op, reqs, results, in)
+	for i := 0; i+1 < len(repaired); i += 2 {
+		s.onRepair(s.prefix+reqs[repaired[i]-1].Key, repairError(s.prefix+reqs[repaired[i]-1].Key, repaired[i+1]))
+	}
+	return err
+}
+
+// repairError describes a repair the script reported: kind is what the key
+// held (see tokenbucket.lua's reply).
+func repairError(key string, kind int64) error {
+	held := fmt.Sprintf("was corrupt (kind %d)", kind)
+	switch kind {
+	case 1:
+		held = "held another Redis type"
+	case 2:
+		held = "held the other clock's format"
+	case 3:
+		held = "held a value that is not a bucket"
+	case 4:
+		held = "had a bad or missing expiry"
+	}
+	return fmt.Errorf("redisstore: key %.300q %s; rewritten as an empty bucket: %w", key, held, store.ErrCorruptState)
 }
 
 // Arguments boxed once, so that building a call does not allocate them.
 var (
 	argSHA  any = script.Hash()
-	argCall     = map[string]any{"st": "st", "sm": "sm", "si": "si", "ct": "ct", "cm": "cm", "ci": "ci"} // clock+op
+	argCall     = map[string]any{"st": "st", "sm": "sm", "si": "si", "ct": "ct", "cm": "cm", "ci": "ci",
+		"stk": "stk", "smk": "smk", "ctk": "ctk", "cmk": "cmk"} // clock+op, and "k" to keep corrupt keys
 )
 
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
@@ -130,7 +152,11 @@ func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []
 	for _, r := range reqs {
 		args = append(args, s.prefix+r.Key)
 	}
-	args = append(args, argCall[clock+op])
+	keep := s.keep
+	if op == opInspect {
+		keep = "" // inspect never repairs
+	}
+	args = append(args, argCall[clock+op+keep])
 	if clock != "s" {
 		args = append(args, now, s.marginArg)
 	}
@@ -149,14 +175,22 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, s.timeout)
 }
 
-// parseReply checks the script's reply and turns it into Results.
-func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Result, in *inspected) error {
+// parseReply checks the script's reply and turns it into Results. It
+// returns the reply's list of repaired keys: pairs of a 1-based index into
+// reqs and the kind of corruption found.
+func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Result, in *inspected) ([]int64, error) {
 	want := 2 + 4*len(reqs)
 	if op == opInspect {
 		want += 3
 	}
-	if len(vals) != want {
-		return fmt.Errorf("redisstore: script replied %d integers, want %d", len(vals), want)
+	repaired := vals[min(want, len(vals)):]
+	if len(vals) < want || len(repaired)%2 != 0 {
+		return nil, fmt.Errorf("redisstore: script replied %d integers, want %d and pairs", len(vals), want)
+	}
+	for i := 0; i < len(repaired); i += 2 {
+		if repaired[i] < 1 || repaired[i] > int64(len(reqs)) {
+			return nil, fmt.Errorf("redisstore: script reported a repair of key %d of %d", repaired[i], len(reqs))
+		}
 	}
 	for i, r := range reqs {
 		v := vals[2+4*i:]
@@ -176,7 +210,7 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 	default:
 		*in = inspected{now: vals[0]}
 	}
-	return nil
+	return repaired, nil
 }
 
 // scriptError maps the script's own error replies to sentinels, and adds

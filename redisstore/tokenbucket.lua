@@ -3,13 +3,19 @@
 -- in this package require identical Results, bit for bit.
 --
 -- KEYS: the buckets' Redis keys.
--- ARGV[1] the call: clock then op, two letters. Clock "s" = server clock
---         (redis TIME), "c" = client clock. Op "t" take, "m" multi (all
---         admit and all are charged, or none is), "i" inspect (cost 0,
---         nothing is written). With a client clock a denial or peek that
---         refilled stores the refilled state and later stamp, as algo
---         returns it (in a denied multi only the denying buckets do, as
---         memstore); with the server clock only charges write.
+-- ARGV[1] the call: clock then op, two letters, and an optional third.
+--         Clock "s" = server clock (redis TIME), "c" = client clock. Op
+--         "t" take, "m" multi (all admit and all are charged, or none is),
+--         "i" inspect (cost 0, nothing is written). With a client clock a
+--         denial or peek that refilled stores the refilled state and later
+--         stamp, as algo returns it (in a denied multi only the denying
+--         buckets do, as memstore); with the server clock only charges
+--         write. A key that holds something that is not a bucket of this
+--         clock is repaired: it is taken as an empty bucket stamped now
+--         (deficit = capacity, so it denies until it refills: never more
+--         tokens than it could have had), written so, and reported in the
+--         reply; a third letter "k" keeps it instead and fails the call
+--         with RBCORRUPT (inspect always does).
 -- Client clock only: ARGV[2] now, µs since the Unix epoch; ARGV[3] TTL
 --         margin in ms beyond the fill time (-1 = no expiry).
 -- Then per key: capacity, unit, refill, cost (see algo.Policy). The common
@@ -17,7 +23,10 @@
 --
 -- Reply: {now, all admitted (0/1), then per key: admitted (0/1), remaining,
 -- retry-after µs, reset-after µs}; op "i" appends the stored deficit, the
--- stored stamp and the key's PTTL. Integers only: Redis truncates Lua floats.
+-- stored stamp and the key's PTTL; then, for each repaired key, its index
+-- (1-based) and what it held (1 another type, 2 the other clock's format,
+-- 3 a value that is not a bucket, 4 a bad or missing expiry). Integers
+-- only: Redis truncates Lua floats.
 --
 -- Numbers are IEEE doubles, exact for integers up to 2^53. The bounds below
 -- are algo's (Policy.Validate): full = capacity*unit <= 2^52, refill <= 2^52,
@@ -150,12 +159,19 @@ local function arg(i, lo, hi)
   return x
 end
 
-local function corrupt(key, why)
-  error({err = 'RBCORRUPT key ' .. key .. ' ' .. why .. ': not a ratebucket bucket; Reset (DEL) it'})
-end
-
 local call1, n = tostring(ARGV[1]), #KEYS
-local clock, op = string.sub(call1, 1, 1), string.sub(call1, 2)
+local clock, op, keep = string.sub(call1, 1, 1), string.sub(call1, 2, 2), string.sub(call1, 3)
+if keep ~= '' and keep ~= 'k' then error({err = 'RBARG bad call'}) end
+keep = keep == 'k' or op == 'i'
+
+-- corrupt reports a key that holds no bucket of this clock: with keep it
+-- fails the call, else it returns the kind (see the reply) for load.
+local function corrupt(key, kind, why)
+  if keep then
+    error({err = 'RBCORRUPT key ' .. key .. ' ' .. why .. ': not a ratebucket bucket; Reset (DEL) it'})
+  end
+  return kind
+end
 local now, margin
 if clock == 's' then
   local tm = call('TIME')
@@ -225,43 +241,46 @@ if clock ~= 's' then
   margin = arg(3, -1, MAXTIME)
 end
 
--- load returns the stored deficit and stamp of key (0, 0 when absent) and
--- the raw value.
-local function load(key, refill)
+-- decode returns the stored deficit and stamp of key (0, 0 when absent)
+-- and whether it exists; for a key that holds no bucket of this clock it
+-- returns nil, nil, true and the kind (or fails the call: see corrupt).
+local function decode(key, refill)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' then
-    corrupt(key, 'holds a ' .. redis.call('TYPE', key)['ok'])
+    return nil, nil, true, corrupt(key, 1, 'holds a ' .. redis.call('TYPE', key)['ok'])
   end
   if not v then return 0, 0, false end
   if string.find(v, ':', 1, true) then
-    if clock ~= 'c' then corrupt(key, 'was written with a client clock') end
+    if clock ~= 'c' then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
     local d, t = string.match(v, '^(%d+):(%d+)$')
     d, t = tonumber(d), tonumber(t)
-    if d == nil or t == nil or d > MAXLEVEL or t > MAXTIME then corrupt(key, 'holds ' .. v) end
+    if d == nil or t == nil or d > MAXLEVEL or t > MAXTIME then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
     return d, t, true
   end
-  if clock ~= 's' then corrupt(key, 'was written with the server clock') end
+  if clock ~= 's' then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
   local d, u
   local x = tonumber(v)
   if x and x >= 0 and x < 1e14 and x == floor(x) and tostring(x) == v then -- canonical digits
     u = fmod(x, 1000)
     d = (x - u) / 1000
   else
-    if not string.match(v, '^%d+$') or #v > 19 then corrupt(key, 'holds ' .. v) end
+    if not string.match(v, '^%d+$') or #v > 19 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
     d, u = 0, tonumber(v)
     if #v > 3 then
       d, u = tonumber(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
     end
   end
   local e = call('PEXPIRETIME', key)
-  if d > MAXLEVEL or e < 0 then corrupt(key, 'holds ' .. v .. ' with expiry ' .. e) end
+  if d > MAXLEVEL then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+  if e < 0 then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
   local t = e * 1000 - ceildiv(d, refill) - u
-  if t < 0 or t > MAXTIME then corrupt(key, 'holds ' .. v .. ' with expiry ' .. e) end
+  if t < 0 or t > MAXTIME then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
   return d, t, true
 end
 
 local reply = {now, 1}
 local pend = {}
+local repaired = {} -- index, kind of each repaired key
 for i = 1, n do
   local b = base + 4 * (i - 1)
   local cap = arg(b + 1, 1, MAXCAP)
@@ -272,7 +291,11 @@ for i = 1, n do
   if full > MAXLEVEL then error({err = 'RBARG capacity*unit above 2^52'}) end
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
 
-  local d0, t0, exists = load(KEYS[i], refill)
+  local d0, t0, exists, kind = decode(KEYS[i], refill)
+  if kind then -- repair: an empty bucket stamped now
+    d0, t0 = full, now
+    repaired[#repaired + 1], repaired[#repaired + 2] = i, kind
+  end
   local d, t, ok, rem, retry, reset = decide(d0, t0, full, unit, refill, cost)
   if ok == 0 then reply[2] = 0 end
   local at = #reply
@@ -285,15 +308,21 @@ for i = 1, n do
     -- charge writes: a denial or peek that merely refilled changes nothing
     -- a later call on the same clock can see (it computes the same refill
     -- from the older state), so it saves the write and its replication.
-    if (clock == 's' and ok == 1 and cost > 0) or (clock ~= 's' and changed) then
+    if (clock == 's' and ok == 1 and cost > 0) or (clock ~= 's' and changed) or kind then
       store(KEYS[i], d, t, exists, refill)
     end
   else
-    pend[i] = {d = d, t = t, changed = changed, exists = exists, refill = refill, ok = ok, cost = cost}
+    pend[i] = {d = d, t = t, changed = changed, exists = exists, refill = refill, ok = ok, cost = cost, kind = kind}
   end
 end
 
-if op ~= 'm' then return reply end
+-- append adds the repaired keys to the reply and returns it.
+local function append()
+  for j = 1, #repaired do reply[#reply + 1] = repaired[j] end
+  return reply
+end
+
+if op ~= 'm' then return append() end
 
 for i = 1, n do
   local p = pend[i]
@@ -302,6 +331,6 @@ for i = 1, n do
   -- charges write, as for a take.
   local write = p.changed and not (reply[2] == 0 and p.ok == 1)
   if clock == 's' then write = p.ok == 1 and p.cost > 0 and reply[2] == 1 end
-  if write then store(KEYS[i], p.d, p.t, p.exists, p.refill) end
+  if write or p.kind then store(KEYS[i], p.d, p.t, p.exists, p.refill) end
 end
-return reply
+return append()
