@@ -78,8 +78,10 @@ var (
 	// ErrClosed reports a call on a closed store.
 	ErrClosed = errors.New("store: closed")
 	// ErrCorruptState reports a stored value that is not a bucket
-	// (wrong type, or garbage written by someone else). The key must be
-	// reset (deleted) to be used again.
+	// (wrong type, or garbage written by someone else). A store may
+	// repair such a key (redisstore does by default, as an empty bucket)
+	// and report the repair with an error matching this one; a store that
+	// keeps it returns this error until the key is reset (deleted).
 	ErrCorruptState = errors.New("store: corrupt bucket state")
 	// ErrCrossSlot reports a multi-limit take whose keys live in
 	// different Redis Cluster slots.
