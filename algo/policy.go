@@ -220,3 +220,29 @@ func gcd(a, b int64) int64 {
 // ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0, with a+b-1 not overflowing
 // (guaranteed here by the MaxLevel bounds).
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// Share returns one instance's share of p when n instances share it (a
+// fallback that limits each instance alone while the shared store is down):
+// capacity ⌊C/n⌋ but at least 1, and the rate divided by n exactly (tokens
+// divided when n divides them, else the period multiplied), falling back to
+// ⌊tokens/n⌋ (at least 1) when the longer period is out of bounds. n ≤ 1,
+// or an invalid p, returns p.
+func (p Policy) Share(n int) Policy {
+	if n <= 1 || p.Validate() != nil {
+		return p
+	}
+	k := int64(n)
+	c, r := max(1, p.Capacity()/k), p.Rate()
+	candidates := []Rate{Per(r.Tokens/k, r.Period), Per(r.Tokens, r.Period*time.Duration(k)), Per(max(1, r.Tokens/k), r.Period)}
+	if r.Tokens%k != 0 {
+		candidates = candidates[1:]
+	}
+	for _, rate := range candidates {
+		if r.Period <= MaxPeriod/time.Duration(k) || rate.Period == r.Period {
+			if q := rate.Burst(c); q.Validate() == nil {
+				return q
+			}
+		}
+	}
+	return p
+}

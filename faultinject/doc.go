@@ -17,7 +17,7 @@
 //
 // For each it asserts: no panic; no request served in fail-closed mode
 // while the store was failing; locally admitted requests within this
-// instance's share (hybrid.Share) and Redis's admissions within the law;
+// instance's share (algo.Policy.Share) and Redis's admissions within the law;
 // every reply accepted a valid bucket answer (none corrupted or truncated);
 // every call back within the timeout plus a slack; and Redis answering
 // again, with exactly the capacity admitted on a fresh key, within three

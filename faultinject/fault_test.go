@@ -129,7 +129,7 @@ func runFault(t *testing.T, mode hybrid.Mode, fl fault) {
 		}
 	}
 	elapsed := e.clk.Now().Sub(start)
-	share := hybrid.Share(policy, instances)
+	share := policy.Share(instances)
 	if bound := share.Capacity() + int64(elapsed)*share.Rate().Tokens/int64(share.Rate().Period) + 1; local > bound {
 		t.Errorf("admitted %d locally in %v, above the share's bound %d", local, elapsed, bound)
 	}

@@ -6,57 +6,11 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// This file holds the deny cache's arithmetic. It works in the token
-// bucket's level units (one token = p.Unit() units, p.Refill() units refill
-// per µs, a full bucket is full = Capacity·Unit units of headroom) and in
-// whole microseconds, like package algo.
-//
-// # The virtual deficit
-//
-// The primary evaluates a request at its own time te and keeps the deficit D
-// (how far below full the bucket is) at te. Its answer describes the bucket
-// as seen from the caller's "now" t0, where te = max(t0, stored stamp):
-//
-//	ResetAfter = (te−t0) + ⌈D/R⌉
-//	RetryAfter = (te−t0) + ⌈(D + cost·U − full)/R⌉   (denied only)
-//
-// Since (te−t0)·R is a whole multiple of R, both are ⌈Dv/R⌉ forms of one
-// number, the virtual deficit at t0: Dv = D + R·(te−t0). For every later t
-// at or after te, the bucket holds at most full − Dv + R·(t−t0) units: other
-// callers only take tokens, and the refill is R per µs. A duration d = ⌈x/R⌉
-// pins x to the interval ((d−1)·R, d·R], so each answer yields
-//
-//	lo = (d−1)·R + 1 ≤ Dv ≤ d·R = hi          (and the RetryAfter twin)
-//
-// and Remaining = ⌊(full−D)/U⌋ yields Dv ≥ D ≥ full − (Remaining+1)·U + 1.
-// The entry keeps the largest lower bound lo and the smallest upper bound hi.
-//
-// # Deciding
-//
-// At local time t, with e = t − t0 measured on this process's clock, the
-// cache denies a request of cost c only when the bound cannot cover it even
-// with the elapsed time inflated by the clock allowance:
-//
-//	eff = e + e/driftDivisor + margin
-//	deny ⇔ full − lo + R·eff < c·U ⇔ eff < ⌈(lo − full + c·U)/R⌉
-//
-// The inflation covers the primary's clock gaining on ours (a Redis server
-// clock running fast or stepped forward, or another instance's client clock
-// ahead of ours, which moves the stored stamp ahead and refills early; and
-// te > t0, the case above where the bound only holds from te on). It is the
-// only place where the cache gives up savings for safety.
-//
-// # Reporting
-//
-// A local denial reports what the primary would have said had nobody else
-// taken from the bucket and had the clocks agreed: the same formulas at the
-// true elapsed time e. When Refill is 1 (any rate whose tokens divide the
-// period's microseconds, such as 2 per second) lo = hi and that answer is
-// exact. Otherwise the cache answers only when every deficit in [lo, hi]
-// gives the same Result, so a local answer is never a microsecond off; when
-// they differ the request goes to the primary, whose denial of that cost
-// then pins the answer (RetryAfter bounds Dv+c·U−full to one R-wide step,
-// which gives the same RetryAfter throughout).
+// The deny cache's arithmetic is algo.DenyBound's: what a primary's answer
+// proves about a bucket that other callers can only take from. This file
+// adds what belongs to the cache, not to the bucket: when the answer was
+// learnt on this process's clock, the order of answers, and the allowance
+// for the primary's clock running ahead of ours.
 
 // driftDivisor inflates elapsed time by 1/2000 (500 ppm), the fastest an
 // NTP-disciplined clock is slewed, so two clocks may part by at most this
@@ -65,12 +19,8 @@ const driftDivisor = 2000
 
 // bound is what the cache knows about one bucket.
 type bound struct {
-	p  algo.Policy
+	algo.DenyBound
 	t0 time.Time // local time at the start of the primary call
-	// lo ≤ Dv ≤ hi bound the virtual deficit at t0; dmin ≤ D ≤ dtop bound
-	// the deficit the primary kept at te (from Remaining). All in level
-	// units.
-	lo, hi, dmin, dtop int64
 	// seq orders the calls bounds are learnt from by their start, so a
 	// late answer to an earlier call never replaces a later one.
 	seq uint64
@@ -80,65 +30,28 @@ type bound struct {
 	local bool
 }
 
-// charge lowers the bound by a request of cost admitted elsewhere: the
-// virtual deficit (and the deficit at te) grow by cost·Unit, as a charge by
-// the primary at any time after t0 would make them.
-func (b *bound) charge(cost int64) {
-	need := cost * b.p.Unit()
-	b.lo, b.hi, b.dmin, b.dtop = b.lo+need, b.hi+need, b.dmin+need, b.dtop+need
-	b.local = true
+// learn returns the bound implied by res, the primary's answer to a request
+// of cost under p started at local time t0 (see algo.LearnDenyBound).
+func learn(p algo.Policy, t0 time.Time, cost int64, res algo.Result, charged bool) (bound, bool) {
+	db, ok := algo.LearnDenyBound(p, cost, res, charged)
+	return bound{DenyBound: db, t0: t0}, ok
 }
 
-// learn returns the bound implied by res, the primary's answer to a request
-// of cost under p started at local time t0. charged tells whether the
-// primary charged the bucket (a single Take that was allowed, or a
-// multi-limit take that was allowed as a whole). An allowed result that was
-// not charged (a bucket that would have admitted, in a multi-limit take that
-// another bucket denied) describes the state after a charge that did not
-// happen, which store.MultiResult defines: the bounds are learnt from it and
-// moved down by cost·Unit. ok is false for results that do not fit p.
-func learn(p algo.Policy, t0 time.Time, cost int64, res algo.Result, charged bool) (b bound, ok bool) {
-	full, u, r := p.Capacity()*p.Unit(), p.Unit(), p.Refill()
-	if u == 0 || (!res.Allowed && charged) || res.Limit != p.Capacity() || res.Remaining < 0 || res.Remaining > p.Capacity() {
-		return bound{}, false
-	}
-	// Clamp the durations so that d·R stays below 2^62 (a smaller lo is
-	// still a lower bound); deficits there are decades of refill.
-	maxD := int64(1<<62) / r
-	b = bound{p: p, t0: t0, hi: maxD * r}
-	b.dmin = max(0, full-(res.Remaining+1)*u+1)
-	b.dtop = full - res.Remaining*u
-	b.lo = b.dmin // Dv ≥ D
-	if d := floorMicros(res.ResetAfter); d > 0 {
-		b.lo = max(b.lo, (min(d, maxD)-1)*r+1)
-	}
-	if d := ceilMicros(res.ResetAfter); d < maxD {
-		b.hi = min(b.hi, d*r)
-	}
-	// RetryAfter is non-zero only for denials.
-	if !res.Allowed && res.RetryAfter > 0 {
-		off := full - cost*u // Dv − off = D + c·U − full (virtual)
-		if d := floorMicros(res.RetryAfter); d > 0 {
-			b.lo = max(b.lo, (min(d, maxD)-1)*r+1+off)
-		}
-		if d := ceilMicros(res.RetryAfter); d < maxD {
-			b.hi = min(b.hi, d*r+off)
-		}
-	}
-	if res.Allowed && !charged {
-		need := cost * u
-		b.lo, b.hi, b.dmin, b.dtop = max(0, b.lo-need), max(0, b.hi-need), max(0, b.dmin-need), max(0, b.dtop-need)
-	}
-	if b.hi < b.lo { // inconsistent answer: keep the safe side
-		b.hi = b.lo
-	}
-	return b, true
+// charge lowers the bound by a request of cost admitted by this instance
+// while the primary was failing.
+func (b *bound) charge(cost int64) {
+	b.Charge(cost)
+	b.local = true
 }
 
 // elapsed returns the local µs since the bound was learnt (negative if the
 // clock went backwards), and the same inflated by the clock allowance for
 // deciding: clamped at zero, plus the drift allowance and margin unless
-// margin is negative (exact: the primary reads this very clock).
+// margin is negative (exact: the primary reads this very clock). The
+// inflation covers the primary's clock gaining on ours (a Redis server
+// clock running fast or stepped forward, or another instance's client clock
+// ahead of ours, which moves the stored stamp ahead and refills early). It
+// is the only place where the cache gives up savings for safety.
 func (b *bound) elapsed(now time.Time, margin int64) (e, eff int64) {
 	e = now.Sub(b.t0).Microseconds()
 	eff = max(0, e)
@@ -146,96 +59,4 @@ func (b *bound) elapsed(now time.Time, margin int64) (e, eff int64) {
 		eff += eff/driftDivisor + margin
 	}
 	return e, eff
-}
-
-// denies reports whether a request of cost is certainly denied by the
-// primary at eff inflated µs after t0. The bucket then holds at most
-// max(full − dmin, full − lo + R·eff) units: the first while the primary
-// still evaluates at its stamp te (Remaining bounds D there), the second
-// once time has passed te.
-func (b *bound) denies(cost, eff int64) bool {
-	full, need := b.p.Capacity()*b.p.Unit(), cost*b.p.Unit()
-	gap := b.lo - full + need
-	return full-b.dmin < need && gap > 0 && eff < ceilDiv(gap, b.p.Refill())
-}
-
-// decide returns the local answer to a request of cost at e true and eff
-// inflated µs after t0, and whether there is one. There is one when the
-// bound proves a denial and the answer the primary would give absent other
-// traffic and with agreeing clocks is pinned to the µs: algo.TokenBucket
-// gives the same Result at every corner of what the primary's answer left
-// open (Dv in [lo, hi], te − t0 as small and as large as Remaining allows).
-// Otherwise the caller asks the primary, whose denial then pins the next
-// answers.
-func (b *bound) decide(cost, e, eff int64) (algo.Result, bool) {
-	if !b.denies(cost, eff) {
-		return algo.Result{}, false
-	}
-	res, ok := b.pinned(cost, e)
-	return res, ok && !res.Allowed
-}
-
-// bounded is the answer to a request that denies proved will be denied,
-// when the primary cannot be asked and pinned found no exact answer (the
-// bound was charged for local admissions): RetryAfter and ResetAfter are
-// when the bound allows the request and a full bucket, Remaining what the
-// bound allows now, all conservative only in that they may be early.
-func (b *bound) bounded(cost, eff int64) algo.Result {
-	full, u, r := b.p.Capacity()*b.p.Unit(), b.p.Unit(), b.p.Refill()
-	d := deficitAt(b.lo, r, eff)
-	return algo.Result{
-		Limit:      b.p.Capacity(),
-		Remaining:  max(0, full-d) / u,
-		RetryAfter: time.Duration(max(1, ceilDiv(b.lo-full+cost*u, r)-eff)) * time.Microsecond,
-		ResetAfter: time.Duration(max(1, ceilDiv(b.lo, r)-eff)) * time.Microsecond,
-	}
-}
-
-// pinned returns the token bucket's answer to a request of cost at e µs
-// after t0, if every state consistent with the bound gives the same one.
-func (b *bound) pinned(cost, e int64) (algo.Result, bool) {
-	if e < 0 || e > algo.MaxTime/2 {
-		return algo.Result{}, false
-	}
-	var first algo.Result
-	for i, dv := range [4]int64{b.lo, b.lo, b.hi, b.hi} {
-		// te − t0 = (Dv − D)/R with D in [dmin, dtop]: the smallest
-		// and the largest gap.
-		gap := max(0, ceilDiv(dv-b.dtop, b.p.Refill()))
-		if i%2 == 1 {
-			gap = max(0, (dv-b.dmin)/b.p.Refill())
-		}
-		if gap > algo.MaxTime/2 {
-			return algo.Result{}, false
-		}
-		s := algo.State{Level: max(0, dv-gap*b.p.Refill()), Stamp: gap}
-		_, res, err := algo.TokenBucket{}.Take(b.p, s, e, cost)
-		if err != nil || (i > 0 && res != first) {
-			return algo.Result{}, false
-		}
-		first = res
-	}
-	return first, true
-}
-
-// idleAfter returns how long after t0 (µs, inflated time) the bound stops
-// denying anything: once eff reaches it, even a request of full capacity
-// may be admitted.
-func (b *bound) idleAfter() int64 { return ceilDiv(max(0, b.lo), b.p.Refill()) }
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-func floorMicros(d time.Duration) int64 { return int64(d / time.Microsecond) }
-
-func ceilMicros(d time.Duration) int64 {
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
-}
-
-// deficitAt returns deficit − R·elapsed floored at zero, without forming a
-// product that could overflow.
-func deficitAt(deficit, r, elapsed int64) int64 {
-	if deficit <= 0 || elapsed >= ceilDiv(deficit, r) {
-		return 0
-	}
-	return deficit - elapsed*r
 }

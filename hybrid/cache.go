@@ -173,5 +173,5 @@ func (c *boundCache) stats() (entries int, evictions int64) {
 // idle reports whether b can no longer deny any request at now.
 func idle(b *bound, now time.Time, margin int64) bool {
 	_, eff := b.elapsed(now, margin)
-	return eff >= b.idleAfter()
+	return eff >= b.IdleAfter()
 }

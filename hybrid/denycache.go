@@ -124,7 +124,7 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 	case cfg.ClockMargin == 0:
 		margin = DefaultClockMargin.Microseconds()
 	case cfg.ClockMargin > 0:
-		margin = ceilMicros(cfg.ClockMargin)
+		margin = (cfg.ClockMargin + time.Microsecond - 1).Microseconds() // rounded up
 	}
 	return &DenyCache{
 		primary: primary,
@@ -171,7 +171,7 @@ func (c *DenyCache) lookup(key string, p algo.Policy, cost int64) (b bound, e, e
 	if c.closed.Load() || !eligible(key, p, cost) {
 		return bound{}, 0, 0, false
 	}
-	if b, ok = c.cache.get(key); !ok || b.p != p {
+	if b, ok = c.cache.get(key); !ok || b.Policy() != p {
 		return bound{}, 0, 0, false
 	}
 	e, eff = c.elapsed(&b, c.now())
@@ -185,7 +185,7 @@ func (c *DenyCache) deny(key string, p algo.Policy, cost int64) (algo.Result, bo
 	if !ok {
 		return algo.Result{}, false
 	}
-	res, ok := b.decide(cost, e, eff)
+	res, ok := b.Decide(cost, e, eff)
 	if ok {
 		c.denied.Add(1)
 	}
@@ -197,14 +197,14 @@ func (c *DenyCache) deny(key string, p algo.Policy, cost int64) (algo.Result, bo
 // when there is one and the bound's own otherwise.
 func (c *DenyCache) denyDown(key string, p algo.Policy, cost int64) (algo.Result, bool) {
 	b, e, eff, ok := c.lookup(key, p, cost)
-	if !ok || !b.denies(cost, eff) {
+	if !ok || !b.Denies(cost, eff) {
 		return algo.Result{}, false
 	}
 	c.denied.Add(1)
-	if res, ok := b.decide(cost, e, eff); ok {
+	if res, ok := b.Decide(cost, e, eff); ok {
 		return res, true
 	}
-	return b.bounded(cost, eff), true
+	return b.Bounded(cost, eff), true
 }
 
 // charge records a request of cost admitted by a Fallback's local store
@@ -217,7 +217,7 @@ func (c *DenyCache) charge(key string, p algo.Policy, cost int64) {
 		return
 	}
 	c.cache.update(key, func(b *bound) {
-		if b.p == p {
+		if b.Policy() == p {
 			b.charge(cost)
 		}
 	})
@@ -273,15 +273,15 @@ func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
 	mr := store.MultiResult{Results: make([]algo.Result, len(reqs)), Denied: -1}
 	for i, r := range reqs {
 		b, ok := c.cache.get(r.Key)
-		if !eligible(r.Key, r.Policy, r.Cost) || !ok || b.p != r.Policy {
+		if !eligible(r.Key, r.Policy, r.Cost) || !ok || b.Policy() != r.Policy {
 			return store.MultiResult{}, false
 		}
 		e, eff := c.elapsed(&b, now)
-		res, ok := b.pinned(r.Cost, e)
+		res, ok := b.Pinned(r.Cost, e)
 		if !ok {
 			return store.MultiResult{}, false // not pinned to the µs
 		}
-		if b.denies(r.Cost, eff) && !res.Allowed {
+		if b.Denies(r.Cost, eff) && !res.Allowed {
 			mr.Denied = i // marks that some bucket is certainly denied
 		}
 		mr.Results[i] = res

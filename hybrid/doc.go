@@ -77,7 +77,7 @@
 // the socket). What the primary cannot answer (the call failed, the breaker
 // is open, or the half-open probes are all in flight) is answered by the
 // [Mode]: [LocalFallback] asks a local memstore with the policy scaled to
-// this instance's share ([Share]: capacity and rate divided by Instances),
+// this instance's share (algo.Policy.Share: capacity and rate divided by Instances),
 // so a fleet of N keeps roughly one limit; [FailClosed] returns an error
 // wrapping [ErrOpen]; [FailOpen] admits. Nothing queues: callers beyond the
 // probes are answered at once, and no goroutine is started.

@@ -61,7 +61,7 @@ func ExampleNewFallback() {
 		OnStateChange: func(from, to hybrid.State) { fmt.Println("breaker:", from, "->", to) },
 	})
 	p := algo.PerSecond(2).Burst(100)
-	fmt.Println("share:", hybrid.Share(p, 4))
+	fmt.Println("share:", p.Share(4))
 	admitted := 0
 	for range 40 {
 		if res, _ := f.Take(context.Background(), "user:42", p, 1); res.Allowed {

@@ -314,7 +314,7 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 	case FailClosed:
 		return algo.Result{}, f.openErr(cause)
 	}
-	q := Share(p, f.cfg.Instances)
+	q := p.Share(f.cfg.Instances)
 	if cost > q.Capacity() {
 		// The share can never hold this request: deny until the primary
 		// may answer again.
@@ -349,7 +349,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 	}
 	scaled := make([]store.Request, len(reqs))
 	for i, r := range reqs {
-		scaled[i] = store.Request{Key: r.Key, Policy: Share(r.Policy, f.cfg.Instances), Cost: r.Cost}
+		scaled[i] = store.Request{Key: r.Key, Policy: r.Policy.Share(f.cfg.Instances), Cost: r.Cost}
 		if r.Cost > scaled[i].Policy.Capacity() {
 			ra := f.br.retryIn(f.cfg.Clock.Now())
 			mr.Allowed, mr.Denied, mr.RetryAfter = false, i, ra
@@ -372,27 +372,3 @@ func (f *Fallback) openErr(cause error) error {
 	return fmt.Errorf("%w: %w", ErrOpen, cause)
 }
 
-// Share returns this instance's share of p when n instances share it:
-// capacity ⌊C/n⌋ but at least 1, and the rate divided by n exactly (tokens
-// divided when n divides them, else the period multiplied), falling back to
-// ⌊tokens/n⌋ (at least 1) when the longer period is out of bounds. n ≤ 1,
-// or an invalid p, returns p.
-func Share(p algo.Policy, n int) algo.Policy {
-	if n <= 1 || p.Validate() != nil {
-		return p
-	}
-	k := int64(n)
-	c, r := max(1, p.Capacity()/k), p.Rate()
-	candidates := []algo.Rate{algo.Per(r.Tokens/k, r.Period), algo.Per(r.Tokens, r.Period*time.Duration(k)), algo.Per(max(1, r.Tokens/k), r.Period)}
-	if r.Tokens%k != 0 {
-		candidates = candidates[1:]
-	}
-	for _, rate := range candidates {
-		if r.Period <= algo.MaxPeriod/time.Duration(k) || rate.Period == r.Period {
-			if q := rate.Burst(c); q.Validate() == nil {
-				return q
-			}
-		}
-	}
-	return p
-}
