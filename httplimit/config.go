@@ -13,6 +13,11 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
+// DefaultPrefix starts the bucket keys of a Config without a Prefix (see
+// "Bucket keys" in the package doc). Before the compact key layout it was
+// "http:".
+const DefaultPrefix = "h:"
+
 // DefaultPolicy is the policy of the zero Config: a burst of 100 and 2
 // requests per second sustained, per client, as in the article this library
 // grew from.
@@ -91,13 +96,15 @@ type Config struct {
 	// used: bucket keys start with Prefix.
 	Limiter *store.Limiter
 	// Prefix starts every bucket key, to keep these buckets apart from
-	// other users of the store. Default "http:". Keys are
-	// Prefix + limit + ":" + tier ("*" for none) + ":" + class + ":{" + id + "}".
+	// other users of the store. Default "h:". Keys are
+	// Prefix + limit + ":" + class + "{" + id + "}", with tier + ":" after
+	// the limit when a tier's policy applies (see "Bucket keys" in the
+	// package doc): "h:default:user{42}".
 	// New refuses a Prefix (or limit and tier names) with which a key
 	// could be longer than store.DefaultMaxKeyLen (256 bytes), with an
 	// error wrapping both ErrInvalidConfig and store.ErrKeyTooLong: classes
 	// are at most 32 bytes and IDs at most MaxIDLen, so a Prefix of up to
-	// 91 bytes always fits.
+	// 92 bytes always fits.
 	Prefix string
 	// Limits are the limits every request must pass. Default: a single
 	// Limit of DefaultPolicy named "default".
@@ -167,12 +174,21 @@ func (l *limit) policyFor(tier string) (algo.Policy, string, error) {
 }
 
 // bucketKey returns the store key of the bucket of tier ("" for the
-// Limit's own Policy), key class and ID (as [bucketID] returns it).
+// Limit's own Policy), key class and ID (as [bucketID] returns it):
+//
+//	Prefix + limit + ":" + class + "{" + id + "}"                 no tier
+//	Prefix + limit + ":" + tier + ":" + class + "{" + id + "}"    a tier
+//
+// Under one Prefix, distinct (limit, tier, class, ID) make distinct keys:
+// names hold neither ':' nor '{', so what precedes the first '{' splits
+// at ':' into two or three names, and the ID, which holds no brace, runs
+// from there to the final '}'. The braces are the Redis Cluster hash tag,
+// so the buckets of one client share a slot and TakeMulti stays atomic.
 func (l *limit) bucketKey(tier, class, id string) string {
 	if tier == "" {
-		tier = "*"
+		return l.prefix + class + "{" + id + "}"
 	}
-	return l.prefix + tier + ":" + class + ":{" + id + "}"
+	return l.prefix + tier + ":" + class + "{" + id + "}"
 }
 
 // maxKeyLen returns the length of l's longest possible bucket key: its

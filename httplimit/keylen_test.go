@@ -15,7 +15,7 @@ import (
 
 // prefixFits is the longest Prefix that Config.Prefix documents as fitting
 // whatever the names.
-const prefixFits = 91
+const prefixFits = 92
 
 var quiet = slog.New(slog.DiscardHandler)
 

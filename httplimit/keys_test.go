@@ -97,6 +97,43 @@ func TestBucketIDProperties(t *testing.T) {
 	})
 }
 
+// TestBucketKeysAreDistinct: under one Prefix two buckets share a key
+// exactly when their limit, tier, class and ID are all equal. Every
+// combination of names that would meet under a careless layout (a tier "a"
+// and class "b" against a class "a.b" or "ab"; a name equal to a tier or a
+// class) and of IDs holding ':' (IPv6), '#' or braces is tried. The ID is
+// each key's hash tag.
+func TestBucketKeysAreDistinct(t *testing.T) {
+	type bucket struct{ limit, tier, class, id string }
+	names := []string{"a", "b", "ab", "a.b", "a-b", "a_b", "ip", "user"}
+	ids := []string{"1", "a", "b", "b1", "a:b", "::1", "2001:db8::/64", "#1", "{1}", "a}b"}
+	seen := map[string]bucket{}
+	for _, limitName := range names {
+		ls, err := newLimits([]Limit{{Name: limitName, Policy: DefaultPolicy}}, DefaultPrefix, IP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tier := range append([]string{""}, names...) { // "": the limit's own policy
+			for _, class := range names {
+				for _, id := range ids {
+					b := bucket{limitName, tier, class, id}
+					k := ls[0].bucketKey(tier, class, bucketID(id))
+					// Redis Cluster hashes what lies between the first '{'
+					// and the next '}': the ID, so a client's buckets share
+					// a slot.
+					if l, r := strings.IndexByte(k, '{'), strings.IndexByte(k, '}'); l < 0 || r < l || k[l+1:r] != bucketID(id) {
+						t.Fatalf("%+v: key %q, want the ID as its hash tag", b, k)
+					}
+					if other, ok := seen[k]; ok {
+						t.Fatalf("%+v and %+v share the key %q", other, b, k)
+					}
+					seen[k] = b
+				}
+			}
+		}
+	}
+}
+
 // TestKeyErrorsThroughMiddleware: an empty key is never a shared bucket.
 func TestKeyErrorsThroughMiddleware(t *testing.T) {
 	clk := newClock()
@@ -155,9 +192,10 @@ func TestMiddlewareKeys(t *testing.T) {
 		edit func(*http.Request)
 		want []string
 	}{
-		{"anonymous", func(*http.Request) {}, []string{"http:burst:*:ip:{198.51.100.7}", "http:minute:*:ip:{198.51.100.7}"}},
-		{"paid user", asUser("42", "paid"), []string{"http:burst:*:user:{42}", "http:minute:paid:user:{42}"}},
-		{"odd user id, hashed", asUser("{x y}", ""), []string{"http:burst:*:user:{" + digest("{x y}") + "}", "http:minute:*:user:{" + digest("{x y}") + "}"}},
+		{"anonymous", func(*http.Request) {}, []string{"h:burst:ip{198.51.100.7}", "h:minute:ip{198.51.100.7}"}},
+		{"paid user", asUser("42", "paid"), []string{"h:burst:user{42}", "h:minute:paid:user{42}"}},
+		{"unknown tier: the limit's own policy", asUser("42", "gold"), []string{"h:burst:user{42}", "h:minute:user{42}"}},
+		{"odd user id, hashed", asUser("{x y}", ""), []string{"h:burst:user{" + digest("{x y}") + "}", "h:minute:user{" + digest("{x y}") + "}"}},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = "198.51.100.7:1"

@@ -72,7 +72,7 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	m.multi, _ = m.store.(store.MultiTaker)
 	if cfg.Prefix == "" {
-		m.prefix = "http:"
+		m.prefix = DefaultPrefix
 	}
 	if m.key == nil {
 		m.key = IP

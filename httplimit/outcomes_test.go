@@ -140,7 +140,7 @@ func TestFallbackVerdict(t *testing.T) {
 	if e := ev.last(t); e.Outcome != Denied || !e.Fallback || !errors.Is(e.Err, errDown) {
 		t.Errorf("event %+v", e)
 	}
-	if len(seen) != 2 || seen[0].Key != "http:burst:*:ip:{198.51.100.7}" || seen[1].Policy != twoLimits()[1].Policy || seen[0].Cost != 1 {
+	if len(seen) != 2 || seen[0].Key != "h:burst:ip{198.51.100.7}" || seen[1].Policy != twoLimits()[1].Policy || seen[0].Cost != 1 {
 		t.Errorf("Failure.Takes = %+v", seen)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/httplimit"
 )
 
 // demoReport is what the demo measured; --json prints it as it is.
@@ -127,19 +128,37 @@ func runDemo(ctx context.Context, e *env, cfg *demoConfig) error {
 	fmt.Fprintf(e.stdout, "try: curl -i%s %s/api/feed\n", hdr, f.urls[0])
 	fmt.Fprintf(e.stdout, " or: ab -n 1000 -c 200%s %s/api/feed\n", hdr, f.urls[0])
 	if f.backends[0].onRedis() {
+		key, err := demoKey(cfg)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(e.stdout, "and: ratebucket inspect --redis %s --prefix %s --capacity %d --rate %s '%s'\n",
-			cfg.redis.url, f.prefix, cfg.policy.Capacity(), cfg.policy.Rate(), demoKey(cfg))
+			cfg.redis.url, f.prefix, cfg.policy.Capacity(), cfg.policy.Rate(), key)
 	}
 	<-ctx.Done()
 	return nil
 }
 
-// demoKey is the bucket key httplimit uses for the demo's user.
-func demoKey(cfg *demoConfig) string {
-	if cfg.user == "" {
-		return "http:default:*:ip:{127.0.0.1}"
+// demoKey is the bucket key httplimit gives the load generator's requests:
+// its user's, else 127.0.0.1's.
+func demoKey(cfg *demoConfig) (string, error) {
+	mw, err := httplimit.New(demoLimits(cfg))
+	if err != nil {
+		return "", err
 	}
-	return "http:default:*:user:{" + cfg.user + "}"
+	r, err := http.NewRequest(http.MethodGet, "/api/feed", nil)
+	if err != nil {
+		return "", err
+	}
+	r.RemoteAddr = "127.0.0.1:1"
+	if cfg.user != "" {
+		r = r.WithContext(httplimit.WithUser(r.Context(), cfg.user))
+	}
+	keys, err := mw.Keys(r)
+	if err != nil {
+		return "", err
+	}
+	return keys[0], nil
 }
 
 // load runs the load generator against the fleet and fills r.

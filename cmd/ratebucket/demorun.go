@@ -51,13 +51,9 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for i := range cfg.instances {
 		be := f.backends[i%len(f.backends)]
-		mw, err := httplimit.New(httplimit.Config{
-			Store:    be.store,
-			Limits:   []httplimit.Limit{{Policy: cfg.policy}},
-			Key:      httplimit.UserOr(httplimit.IP),
-			Observer: f.obs,
-			Logger:   logger,
-		})
+		hc := demoLimits(cfg)
+		hc.Store, hc.Observer, hc.Logger = be.store, f.obs, logger
+		mw, err := httplimit.New(hc)
 		if err != nil {
 			return f, err
 		}
@@ -77,6 +73,12 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 		f.serving.Go(func() { srv.Serve(ln) }) // returns http.ErrServerClosed at stop
 	}
 	return f, nil
+}
+
+// demoLimits is the middleware's configuration without its store: one
+// limit of the demo's policy, keyed by user, else by IP.
+func demoLimits(cfg *demoConfig) httplimit.Config {
+	return httplimit.Config{Limits: []httplimit.Limit{{Policy: cfg.policy}}, Key: httplimit.UserOr(httplimit.IP)}
 }
 
 // stores returns the number of independent stores: one when the instances

@@ -26,14 +26,14 @@ tokens left, how long until it is full again, and the key's TTL in Redis
 A bucket stores only a deficit and a time, so reading it needs the policy
 it is used with: give the same --capacity and --rate as the application.
 KEY is the key the application passes to the store, without the store's
---prefix; httplimit's keys look like http:default:*:user:{42}.
+--prefix; httplimit's keys look like h:default:user{42}.
 
 A key holding something that is not a bucket is reported as corrupt; clear
 it with 'ratebucket reset'.
 
 Examples:
   ratebucket inspect --redis 127.0.0.1:6379 --capacity 100 --rate 2/s \
-      'http:default:*:user:{test-user}'
+      'h:default:user{test-user}'
   ratebucket inspect --redis redis://10.0.0.5:6379/0 --capacity 200 \
       --rate 200/m --json api:user:42 api:user:43`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
@@ -139,7 +139,7 @@ KEY is the key the application passes to the store, without the store's
 --prefix (see 'ratebucket inspect --help').
 
 Examples:
-  ratebucket reset --redis 127.0.0.1:6379 'http:default:*:user:{test-user}'
+  ratebucket reset --redis 127.0.0.1:6379 'h:default:user{test-user}'
   ratebucket reset --redis redis://10.0.0.5:6379/0 --prefix app: user:42`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		rf := addRedisFlags(fs, "the Redis holding the buckets (required)")

@@ -41,18 +41,22 @@ func TestDemoRedis(t *testing.T) {
 	if rr.Server["evalsha"] != 200 || rr.Server["eval"] != rr.Sent["eval"] {
 		t.Fatalf("server ran %v, clients sent %v: want the same script calls", rr.Server, rr.Sent)
 	}
-	want := "http:default:*:user:{test-user}"
-	if len(rr.Keys) != 1 || rr.Keys[0] != want || rr.BytesPerKey <= 0 || rr.BytesPerKey > 256 {
-		t.Fatalf("keys %v, %d bytes per key; want [%s] and a small size", rr.Keys, rr.BytesPerKey, want)
+	// httplimit's compact layout: the demo's bucket, whose Redis key is
+	// rb:demo:<run>:h:default:user{test-user} (42 bytes), costs 88 bytes
+	// (104 with the layout before, http:default:*:user:{test-user}).
+	want := "h:default:user{test-user}"
+	if len(rr.Keys) != 1 || rr.Keys[0] != want || rr.BytesPerKey <= 0 || rr.BytesPerKey > 88 {
+		t.Fatalf("keys %v, %d bytes per key; want [%s] and at most 88 bytes", rr.Keys, rr.BytesPerKey, want)
 	}
 	// The key --serve prints for inspect is the one httplimit uses, for a
 	// user and for an anonymous client keyed by IP.
-	if got := demoKey(&demoConfig{user: "test-user"}); got != want {
-		t.Fatalf("demoKey = %q, httplimit used %q", got, want)
+	p := algo.PerSecond(2).Burst(20)
+	if got, err := demoKey(&demoConfig{policy: p, user: "test-user"}); got != want || err != nil {
+		t.Fatalf("demoKey = %q, %v; httplimit used %q", got, err, want)
 	}
 	anon := runDemoJSON(t, "--redis", srv.Addr, "-n", "20", "-c", "2", "--capacity", "5", "--rate", "1", "--user", "")
-	if got := demoKey(&demoConfig{}); anon.Redis == nil || len(anon.Redis.Keys) != 1 || anon.Redis.Keys[0] != got {
-		t.Fatalf("anonymous run used keys %v, demoKey says %q", anon.Redis, got)
+	if got, err := demoKey(&demoConfig{policy: p}); anon.Redis == nil || len(anon.Redis.Keys) != 1 || anon.Redis.Keys[0] != got || err != nil {
+		t.Fatalf("anonymous run used keys %v, demoKey says %q, %v", anon.Redis, got, err)
 	}
 }
 
