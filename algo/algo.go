@@ -80,7 +80,9 @@ func checkTake(p Policy, s State, now, cost int64) error {
 // maxMicros is the largest number of µs a Duration holds (about 292 years).
 const maxMicros = math.MaxInt64 / int64(time.Microsecond)
 
-// micros converts µs to a Duration, saturating at maxMicros µs (still a
-// whole number of µs): a clock more than a century behind the stored state
-// can produce a wait longer than a Duration holds.
-func micros(us int64) time.Duration { return time.Duration(min(us, maxMicros)) * time.Microsecond }
+// Micros converts µs to a Duration, saturating at the largest whole number
+// of µs a Duration holds (about 292 years): a clock more than a century
+// behind the stored state can produce a wait longer than a Duration holds.
+// Every Result's durations are made by it, so a store that computes them
+// elsewhere (redisstore's script) converts its µs with it too.
+func Micros(us int64) time.Duration { return time.Duration(min(us, maxMicros)) * time.Microsecond }

@@ -81,13 +81,13 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 	if res.Allowed {
 		d += need
 	} else {
-		res.RetryAfter = micros(t - now + refillTime(d+need-full, r))
+		res.RetryAfter = Micros(t - now + refillTime(d+need-full, r))
 	}
 	res.Limit = p.capacity
 	res.Remaining = remaining(p.capacity, p.unit, d)
 	res.ResetAfter = 0
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
-		res.ResetAfter = micros(t - now + refillTime(d, r))
+		res.ResetAfter = Micros(t - now + refillTime(d, r))
 	}
 	return State{Level: d, Stamp: t}, nil
 }

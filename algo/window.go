@@ -76,11 +76,11 @@ func (FixedWindow) Take(p Policy, s State, now, cost int64) (State, Result, erro
 	} else {
 		// The count only resets at the next boundary, where cost ≤ limit
 		// is admitted; until then the count stays above limit−cost.
-		res.RetryAfter = micros(f.start + w - now)
+		res.RetryAfter = Micros(f.start + w - now)
 	}
 	res.Remaining = limit - f.curr
 	if f.curr > 0 {
-		res.ResetAfter = micros(f.start + w - now)
+		res.ResetAfter = Micros(f.start + w - now)
 	}
 	return State{Level: f.curr, Stamp: f.stamp}, res, nil
 }
@@ -122,14 +122,14 @@ func (SlidingWindow) Take(p Policy, s State, now, cost int64) (State, Result, er
 		f.curr += cost
 		avail -= cost
 	} else {
-		res.RetryAfter = micros(f.slidingRetry(limit, cost, w) - now)
+		res.RetryAfter = Micros(f.slidingRetry(limit, cost, w) - now)
 	}
 	res.Remaining = max(avail, 0)
 	switch {
 	case f.curr > 0: // curr becomes prev, whose weight ends a window later
-		res.ResetAfter = micros(f.start + 2*w - now)
+		res.ResetAfter = Micros(f.start + 2*w - now)
 	case f.prev > 0:
-		res.ResetAfter = micros(f.start + w - now)
+		res.ResetAfter = Micros(f.start + w - now)
 	}
 	return State{Level: f.curr, Prev: f.prev, Stamp: f.stamp}, res, nil
 }

@@ -63,7 +63,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"runtime"
 	"time"
@@ -203,7 +202,7 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	var idle int64
 	if s.tb {
 		if st, err = (algo.TokenBucket{}).TakeTo(&res, p, prev, now, cost); err == nil {
-			idle = tbIdle(p, st, res.ResetAfter, now)
+			idle = algo.TokenBucket{}.IdleFrom(p, st, res.ResetAfter, now)
 		}
 	} else {
 		st, res, idle, err = s.take(p, prev, now, cost)
@@ -260,24 +259,8 @@ func (s *Store) take(p algo.Policy, st algo.State, now, cost int64) (algo.State,
 	if err != nil {
 		return st, res, 0, err
 	}
-	return st, res, tbIdle(p, st, res.ResetAfter, now), nil
+	return st, res, algo.TokenBucket{}.IdleFrom(p, st, res.ResetAfter, now), nil
 }
-
-// tbIdle is TokenBucket.IdleAt(p, st) for the state and the ResetAfter a
-// Take at now returned.
-func tbIdle(p algo.Policy, st algo.State, reset time.Duration, now int64) int64 {
-	switch {
-	case st.Level == 0:
-		return st.Stamp
-	case reset < maxReset:
-		return now + int64(reset/time.Microsecond)
-	}
-	return algo.TokenBucket{}.IdleAt(p, st)
-}
-
-// maxReset is the longest ResetAfter known not to be saturated (algo
-// saturates at a whole number of µs below math.MaxInt64 ns).
-const maxReset = time.Duration(math.MaxInt64/int64(time.Microsecond)) * time.Microsecond
 
 // Len returns the number of buckets held, including idle ones not yet
 // swept out. It locks each shard in turn, so it is not a snapshot.

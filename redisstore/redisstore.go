@@ -107,7 +107,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -364,10 +363,3 @@ func (s *Store) Close() error {
 
 // Key returns the Redis key that holds the bucket for key.
 func (s *Store) Key(key string) string { return s.prefix + key }
-
-// micros converts µs to a Duration, saturating at a whole number of µs as
-// algo does (a client clock centuries behind a stamp asks for a wait longer
-// than a Duration holds).
-func micros(us int64) time.Duration {
-	return time.Duration(min(us, math.MaxInt64/int64(time.Microsecond))) * time.Microsecond
-}

@@ -198,8 +198,8 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 			Allowed:    v[0] == 1,
 			Limit:      r.Policy.Capacity(),
 			Remaining:  v[1],
-			RetryAfter: micros(v[2]),
-			ResetAfter: micros(v[3]),
+			RetryAfter: algo.Micros(v[2]),
+			ResetAfter: algo.Micros(v[3]),
 		}
 	}
 	switch {
