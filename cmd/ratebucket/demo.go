@@ -12,6 +12,7 @@ var demoCommand = &command{
 	summary: "run the article's API behind the middleware and load-test it",
 	usage: `demo [--redis URL] [--instances N] [-n 1000] [-c 200]
                        [--capacity 100] [--rate 2] [--serve]
+                       [--timeout 1s] [--fail open|closed]
 
 Starts N instances of the article's API on 127.0.0.1, each serving
 GET /api/feed -> {"ok":true} behind httplimit, keyed by user, else by client
@@ -34,13 +35,24 @@ real app. Any client can forge a header. --user-header "" keys by IP alone.
 --per-instance gives each instance its own memstore instead: the broken
 setup in which N instances admit N times the limit.
 
+When the store fails (Redis down, or slower than --timeout, which bounds
+each call: redisstore's Config.Timeout), GET /api/feed is served unlimited
+(fail-open, the default; --fail closed answers 503 instead), and
+POST /api/login, which every instance also serves from the same bucket,
+answers 503 with Retry-After: 1 (fail-closed, as a login route should). To
+see both, serve on Redis, stop Redis, and curl the two routes.
+
 Examples:
   ratebucket demo
   ratebucket demo -n 1000 -c 200 --capacity 100 --rate 2
   ratebucket demo --redis redis://127.0.0.1:6379 --instances 3
   ratebucket demo -n 600 --qps 100 --capacity 20 --rate 10   (watch the refill)
   ratebucket demo --per-instance --instances 3
-  ratebucket demo --serve --port 8080   then: curl -i localhost:8080/api/feed`,
+  ratebucket demo --serve --port 8080   then: curl -i localhost:8080/api/feed
+  ratebucket demo --serve -n 0 --port 8080 --redis 127.0.0.1:6379 \
+      --timeout 150ms
+    then stop Redis:  curl -i localhost:8080/api/feed            (200)
+                      curl -i -X POST localhost:8080/api/login   (503)`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		var cfg demoConfig
 		rf := addRedisFlags(fs, "share the buckets through this Redis instead of one in-process memstore")
@@ -54,6 +66,8 @@ Examples:
 		fs.BoolVar(&cfg.perInstance, "per-instance", false, "give each instance its own memstore (shows N instances admitting N× the limit)")
 		fs.BoolVar(&cfg.serve, "serve", false, "keep the instances up until interrupted, for your own ab, wrk or curl")
 		fs.IntVar(&cfg.port, "port", 0, "port of the first instance, the next ones follow (0: any free ports)")
+		fs.DurationVar(&rf.timeout, "timeout", 0, "bound on each Redis call, after which it counts as a store failure (0: redisstore's default, 1s)")
+		fs.StringVar(&cfg.fail, "fail", "open", "what GET /api/feed does while the store fails: open (serve) or closed (503); POST /api/login is always closed")
 		fs.BoolVar(&cfg.json, "json", false, "print the report as JSON")
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) > 0 {
@@ -79,6 +93,7 @@ type demoConfig struct {
 	instances, n, c, port int
 	qps                   float64
 	user, userHeader      string
+	fail                  string // GET /api/feed's FailMode: "open" or "closed"
 	perInstance, serve    bool
 	json                  bool
 }
@@ -98,6 +113,12 @@ func (cfg *demoConfig) check() error {
 		return usagef("--port %d: the instances need ports %d to %d", cfg.port, cfg.port, cfg.port+cfg.instances-1)
 	case cfg.perInstance && cfg.redis.url != "":
 		return usagef("--per-instance gives each instance a memstore; it does not combine with --redis")
+	case cfg.redis.timeout < 0:
+		return usagef("--timeout %v: must not be negative", cfg.redis.timeout)
+	case cfg.redis.timeout > 0 && cfg.redis.url == "":
+		return usagef("--timeout bounds Redis calls; it needs --redis")
+	case cfg.fail != "open" && cfg.fail != "closed":
+		return usagef("--fail %q: want open or closed", cfg.fail)
 	case cfg.user != "" && cfg.userHeader == "":
 		cfg.user = "" // no trusted header: the load is keyed by IP
 	}

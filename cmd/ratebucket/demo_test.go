@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -101,16 +102,18 @@ func TestDemoText(t *testing.T) {
 	)
 }
 
-// TestDemoServe runs --serve, sends a request of its own to the URL the
-// demo prints, and stops the demo the way Ctrl-C does.
-func TestDemoServe(t *testing.T) {
+// serveDemo runs demo --serve with args through runContext, as a user
+// would from the shell, and returns the base URL of the first instance
+// (http://127.0.0.1:PORT) and a stop that interrupts the demo as Ctrl-C
+// does and checks that it exits cleanly. stop also runs at cleanup.
+func serveDemo(t *testing.T, args ...string) (base string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	pr, pw := io.Pipe()
 	var stderr strings.Builder
 	done := make(chan int)
 	go func() {
-		code := runContext(ctx, []string{"demo", "--serve", "-n", "0", "--instances", "2"}, pw, &stderr)
+		code := runContext(ctx, append([]string{"demo", "--serve"}, args...), pw, &stderr)
 		pw.Close()
 		done <- code
 	}()
@@ -123,10 +126,28 @@ func TestDemoServe(t *testing.T) {
 	}
 	go io.Copy(io.Discard, pr) // the rest of the output
 	if url == "" {
+		cancel()
 		code := <-done
 		t.Fatalf("demo --serve exited %d without printing a URL: %s", code, stderr.String())
 	}
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if code := <-done; code != exitOK {
+				t.Errorf("demo --serve exited %d after interrupt: %s", code, stderr.String())
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return strings.TrimSuffix(url, "/api/feed"), stop
+}
+
+// call sends one request as the demo's user and returns the response with
+// its body read.
+func call(t *testing.T, method, url string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
 	req.Header.Set("x-user-id", "serve-test")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -134,13 +155,25 @@ func TestDemoServe(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"ok":true}` || resp.Header.Get("X-RateLimit-Limit") != "100" {
-		t.Fatalf("GET %s: %d %q, X-RateLimit-Limit %q", url, resp.StatusCode, body, resp.Header.Get("X-RateLimit-Limit"))
+	return resp, strings.TrimSpace(string(body))
+}
+
+// TestDemoServe runs --serve, sends requests of its own to the routes the
+// demo serves, and stops the demo the way Ctrl-C does.
+func TestDemoServe(t *testing.T) {
+	base, stop := serveDemo(t, "-n", "0", "--instances", "2")
+	for _, c := range []struct{ method, path, remaining string }{
+		{http.MethodGet, "/api/feed", "99"},
+		{http.MethodPost, "/api/login", "98"}, // the same bucket
+	} {
+		resp, body := call(t, c.method, base+c.path)
+		if resp.StatusCode != 200 || body != `{"ok":true}` || resp.Header.Get("X-RateLimit-Limit") != "100" ||
+			resp.Header.Get("X-RateLimit-Remaining") != c.remaining {
+			t.Fatalf("%s %s: %d %q, X-RateLimit-Limit %q, Remaining %q; want 200, 100, %s", c.method, c.path, resp.StatusCode, body,
+				resp.Header.Get("X-RateLimit-Limit"), resp.Header.Get("X-RateLimit-Remaining"), c.remaining)
+		}
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("demo --serve exited %d after interrupt: %s", code, stderr.String())
-	}
+	stop()
 }
 
 // TestInterrupted: Ctrl-C stops a subcommand and says so in one line.

@@ -125,6 +125,12 @@ func runDemo(ctx context.Context, e *env, cfg *demoConfig) error {
 	if cfg.userHeader != "" {
 		hdr = fmt.Sprintf(" -H '%s: test-user'", cfg.userHeader)
 	}
+	feedFails := "served"
+	if cfg.fail == "closed" {
+		feedFails = "503"
+	}
+	fmt.Fprintf(e.stdout, "routes: GET /api/feed fail-%s (%s while the store fails),\n", cfg.fail, feedFails)
+	fmt.Fprintf(e.stdout, "        POST /api/login fail-closed (503 while the store fails)\n")
 	fmt.Fprintf(e.stdout, "try: curl -i%s %s/api/feed\n", hdr, f.urls[0])
 	fmt.Fprintf(e.stdout, " or: ab -n 1000 -c 200%s %s/api/feed\n", hdr, f.urls[0])
 	if f.backends[0].onRedis() {
@@ -134,6 +140,8 @@ func runDemo(ctx context.Context, e *env, cfg *demoConfig) error {
 		}
 		fmt.Fprintf(e.stdout, "and: ratebucket inspect --redis %s --prefix %s --capacity %d --rate %s '%s'\n",
 			cfg.redis.url, f.prefix, cfg.policy.Capacity(), cfg.policy.Rate(), key)
+		fmt.Fprintf(e.stdout, "then stop Redis and: curl -i%s %s/api/feed\n", hdr, f.urls[0])
+		fmt.Fprintf(e.stdout, "                and: curl -i -X POST%s %s/api/login\n", hdr, f.urls[0])
 	}
 	<-ctx.Done()
 	return nil
@@ -278,7 +286,8 @@ func (r *demoReport) print(w io.Writer) {
 		fmt.Fprintf(w, "           (%d stores, one per instance: each admits the whole limit)\n", r.Stores)
 	}
 	if r.StoreError != "" {
-		fmt.Fprintf(w, "store      errors: %d failed open; first: %s\n", r.Outcomes["failed_open"]+r.Outcomes["failed_closed"], r.StoreError)
+		fmt.Fprintf(w, "store      errors: %d served fail-open, %d refused fail-closed; first: %s\n",
+			r.Outcomes["failed_open"], r.Outcomes["failed_closed"], r.StoreError)
 	}
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "errors     first: %s\n", r.FirstError)

@@ -53,12 +53,20 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 		be := f.backends[i%len(f.backends)]
 		hc := demoLimits(cfg)
 		hc.Store, hc.Observer, hc.Logger = be.store, f.obs, logger
+		if cfg.fail == "closed" {
+			hc.Fail = httplimit.FailClosed(time.Second)
+		}
 		mw, err := httplimit.New(hc)
+		if err != nil {
+			return f, err
+		}
+		login, err := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
 		if err != nil {
 			return f, err
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /api/feed", mw.Handler(http.HandlerFunc(feed)))
+		mux.Handle("POST /api/login", login.Handler(http.HandlerFunc(feed)))
 		addr := "127.0.0.1:0"
 		if cfg.port != 0 {
 			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.port+i))
@@ -143,7 +151,7 @@ func (f *demoFleet) stop() {
 	}
 }
 
-// feed is the article's handler.
+// feed is the article's handler, and the demo's login: {"ok":true}.
 func feed(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write([]byte(`{"ok":true}` + "\n"))

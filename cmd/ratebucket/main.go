@@ -7,6 +7,7 @@
 //
 //	ratebucket sim      [--scenario NAME|all] [--algo ...] [--instances N] [--seed S] [--svg DIR] [--json]
 //	ratebucket demo     [--redis URL] [--instances N] [-n 1000] [-c 200] [--capacity 100] [--rate 2] [--serve]
+//	                    [--timeout 1s] [--fail open|closed]
 //	ratebucket inspect  --redis URL --capacity N --rate R KEY...
 //	ratebucket reset    --redis URL KEY...
 //	ratebucket bench    [--redis URL] [--duration D] [--concurrency 1,16,64]

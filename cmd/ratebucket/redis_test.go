@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestDemoRedis runs the demo on a real Redis: three instances, each with
@@ -266,4 +268,77 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("%s after reset: %+v %v", k, b, err)
 		}
 	}
+}
+
+// TestDemoFailModes: demo --serve on a real redis-server that the test
+// first hangs (DEBUG SLEEP: connected, but no reply) and then kills. Up,
+// both routes share the user's bucket. While Redis hangs longer than
+// --timeout 150ms, and once it is dead, GET /api/feed is served without
+// rate-limit headers (fail-open) and POST /api/login answers 503 with
+// Retry-After: 1 (fail-closed); while it hangs, each answer comes after
+// about the timeout, not redisstore's default of one second.
+func TestDemoFailModes(t *testing.T) {
+	srv := redistest.Start(t)
+	if srv.External() {
+		t.Skip("hangs and kills the server: needs one of its own, not REDIS_URL")
+	}
+	base, stop := serveDemo(t, "--redis", srv.Addr, "-n", "0", "--instances", "1", "--timeout", "150ms",
+		"--capacity", "5", "--rate", "1/m")
+	feed, login := func() (*http.Response, string) { return call(t, http.MethodGet, base+"/api/feed") },
+		func() (*http.Response, string) { return call(t, http.MethodPost, base+"/api/login") }
+	check := func(step string, resp *http.Response, body string, status int, remaining, retryAfter string) {
+		t.Helper()
+		h := resp.Header
+		if resp.StatusCode != status || h.Get("X-RateLimit-Remaining") != remaining || h.Get("Retry-After") != retryAfter {
+			t.Errorf("%s: %d %q, X-RateLimit-Remaining %q, Retry-After %q; want %d, %q, %q",
+				step, resp.StatusCode, body, h.Get("X-RateLimit-Remaining"), h.Get("Retry-After"), status, remaining, retryAfter)
+		}
+	}
+	resp, body := feed()
+	check("up: feed", resp, body, 200, "4", "")
+	resp, body = login()
+	check("up: login", resp, body, 200, "3", "")
+
+	// Hang the server: one client's DEBUG SLEEP blocks it for everyone.
+	// Wait for the event, a PING that gets no answer, not for a duration.
+	sleeper := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	defer sleeper.Close()
+	slept := make(chan error, 1)
+	go func() { slept <- sleeper.Do(context.Background(), "DEBUG", "SLEEP", "5").Err() }()
+	probe := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer probe.Close()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := probe.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			break
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		do     func() (*http.Response, string)
+		status int
+		retry  string
+	}{{"hung: feed is fail-open", feed, 200, ""}, {"hung: login is fail-closed", login, 503, "1"}} {
+		start := time.Now()
+		resp, body := c.do()
+		if took := time.Since(start); took >= time.Second {
+			t.Errorf("%s: answered after %v: --timeout 150ms was not applied", c.name, took)
+		}
+		check(c.name, resp, body, c.status, "", c.retry)
+		if c.status == 503 && !strings.Contains(body, `"error":"rate_limiter_unavailable"`) {
+			t.Errorf("%s: body %q", c.name, body)
+		}
+	}
+
+	srv.Kill(t)
+	if err := <-slept; err == nil {
+		t.Error("DEBUG SLEEP answered: the server was not killed while it slept")
+	}
+	resp, body = feed()
+	check("dead: feed is fail-open", resp, body, 200, "", "")
+	resp, body = login()
+	check("dead: login is fail-closed", resp, body, 503, "", "1")
+	stop()
 }

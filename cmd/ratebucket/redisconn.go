@@ -26,6 +26,9 @@ type redisFlags struct {
 	// noPipeline turns redisstore's auto-pipelining off (bench
 	// --pipeline=false).
 	noPipeline bool
+	// timeout bounds each store call (redisstore.Config.Timeout; demo
+	// --timeout); 0 is redisstore's default.
+	timeout time.Duration
 }
 
 // addRedisFlags registers --redis and --cluster on fs. what says what the
