@@ -31,8 +31,10 @@ var script = redis.NewScript(scriptSrc)
 // The arguments are KEYS, then the call (clock "s" server or "c" client,
 // then op "t" take, "m" multi or "i" inspect), for a client clock now in
 // µs and the TTL margin in ms (-1: none), and per key capacity,
-// Policy.Unit, Policy.Refill and cost (see tokenbucket.lua). They are
-// internal and may change between versions; Store is the API.
+// Policy.Unit, Policy.Refill and cost (see tokenbucket.lua). They are a
+// versioned contract, written down in WIRE.md beside the script
+// ([WireVersion]): other runtimes call the same script and share buckets
+// with this package.
 func Script() *redis.Script { return script }
 
 // Script ops (the second letter of ARGV[1]).

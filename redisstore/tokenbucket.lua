@@ -2,6 +2,11 @@
 -- applied atomically to one or more buckets. Keep the two in step: the tests
 -- in this package require identical Results, bit for bit.
 --
+-- Wire contract: version 1 (WIRE.md beside this file). Other runtimes (js/)
+-- load this file by path and must agree with it: the keys, arguments,
+-- replies and stored values below are the contract's, and changing their
+-- meaning bumps the version (WIRE.md says how).
+--
 -- KEYS: the buckets' Redis keys.
 -- ARGV[1] the call: clock then op, two letters, and an optional third.
 --         Clock "s" = server clock (redis TIME), "c" = client clock. Op

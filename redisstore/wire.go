@@ -1,0 +1,10 @@
+package redisstore
+
+// WireVersion is the version of the wire contract this package speaks:
+// the key layout, the stored values, and the script's arguments and
+// replies, written down in WIRE.md beside the script. The script's header
+// states the same number, and other runtimes that load the script (js/)
+// check it. A change of the stored format or of a call's meaning bumps
+// it; WIRE.md says what a new version must do with values an older one
+// wrote.
+const WireVersion = 1

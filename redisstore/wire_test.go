@@ -1,0 +1,235 @@
+package redisstore_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// TestWireVersion: WIRE.md's version line, the script's header and
+// WireVersion name one version.
+func TestWireVersion(t *testing.T) {
+	doc, err := os.ReadFile("WIRE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lua, err := os.ReadFile("tokenbucket.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.Itoa(redisstore.WireVersion)
+	if m := regexp.MustCompile(`(?m)^Wire version: (\d+)$`).FindSubmatch(doc); m == nil || string(m[1]) != want {
+		t.Errorf("WIRE.md's version line: %q, want %s", m, want)
+	}
+	if m := regexp.MustCompile(`(?m)^-- Wire contract: version (\d+) `).FindSubmatch(lua); m == nil || string(m[1]) != want {
+		t.Errorf("tokenbucket.lua's header: %q, want version %s", m, want)
+	}
+}
+
+// serverValue is WIRE.md's server-clock encoding of deficit d and stamp t
+// under refill: the value and its PEXPIREAT in ms.
+func serverValue(d, t, refill int64) (string, int64) {
+	idle := t + (d+refill-1)/refill
+	e := (idle + 999) / 1000
+	return strconv.FormatInt(d*1000+e*1000-idle, 10), e
+}
+
+// wire is a raw caller of the script: what another runtime does.
+type wire struct {
+	t   *testing.T
+	rdb redis.UniversalClient
+}
+
+// call runs the script and returns its integer reply, or the error.
+func (w wire) call(keys []string, args ...any) ([]int64, error) {
+	w.t.Helper()
+	return redisstore.Script().Run(ctxT(w.t), w.rdb, keys, args...).Int64Slice()
+}
+
+func (w wire) must(keys []string, args ...any) []int64 {
+	w.t.Helper()
+	r, err := w.call(keys, args...)
+	if err != nil {
+		w.t.Fatalf("script %v %v: %v", keys, args, err)
+	}
+	return r
+}
+
+// TestWireExamples checks WIRE.md's worked examples and reply layouts
+// with raw script calls, as another runtime makes them: a burst of 100 at
+// 2/s is capacity 100, unit 500000, refill 1.
+func TestWireExamples(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	w, pre := wire{t, rdb}, redistest.Prefix(t)
+	pol := []any{100, 500000, 1}
+	if v, e := serverValue(500000, 1700000000000123, 1); v != "500000877" || e != 1700000000501 {
+		t.Errorf("server encoding of the example = %s, PEXPIREAT %d; WIRE.md says 500000877, 1700000000501", v, e)
+	}
+
+	// Server clock: a take on an absent key stores the encoding of (500000, now).
+	k := pre + "server"
+	r := w.must([]string{k}, append([]any{"st"}, append(pol, 1)...)...)
+	now := r[0]
+	if want := []int64{now, 1, 1, 99, 0, 500000}; fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("st reply %v, want %v", r, want)
+	}
+	v, e := serverValue(500000, now, 1)
+	if got, _ := rdb.Get(ctxT(t), k).Result(); got != v {
+		t.Errorf("stored %q, want %q", got, v)
+	}
+	if got, _ := rdb.PExpireTime(ctxT(t), k).Result(); got != time.Duration(e)*time.Millisecond {
+		t.Errorf("PEXPIREAT %v, want %d ms", got, e)
+	}
+
+	// Server clock, read side: a value written by the contract's formula (a
+	// stamp an hour ahead, so it is kept) decodes to its deficit and stamp.
+	k = pre + "decode"
+	stamp := now + time.Hour.Microseconds() + 123
+	v, e = serverValue(3*500000+7, stamp, 1)
+	if err := rdb.Do(ctxT(t), "SET", k, v, "PXAT", e).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r = w.must([]string{k}, append([]any{"si"}, append(pol, 0)...)...)
+	if r[6] != 3*500000+7 || r[7] != stamp || r[3] != 96 {
+		t.Errorf("si on %s (PXAT %d) = %v; want deficit %d, stamp %d, 96 remaining", v, e, r, 3*500000+7, stamp)
+	}
+
+	// Client clock: WIRE.md's example, exactly.
+	k = pre + "client"
+	r = w.must([]string{k}, append([]any{"ct", 1700000000000000, 60000}, append(pol, 1)...)...)
+	if want := []int64{1700000000000000, 1, 1, 99, 0, 500000}; fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("ct reply %v, want %v", r, want)
+	}
+	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "500000:1700000000000000" {
+		t.Errorf("stored %q, want 500000:1700000000000000", got)
+	}
+	if ttl, _ := rdb.PTTL(ctxT(t), k).Result(); ttl <= 60*time.Second || ttl > 60500*time.Millisecond {
+		t.Errorf("PTTL %v, want at most 60500 ms (0.5 s to full, plus the margin)", ttl)
+	}
+
+	// Layouts: inspect of an absent key, and a denied multi-take.
+	r = w.must([]string{pre + "absent"}, append([]any{"si"}, append(pol, 0)...)...)
+	if want := []int64{r[0], 1, 1, 100, 0, 0, 0, 0, -2}; fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("si on an absent key = %v, want %v", r, want)
+	}
+	mk := []string{pre + "{m}a", pre + "{m}b"}
+	w.must(mk[1:], append([]any{"st"}, append(pol, 100)...)...)
+	r = w.must(mk, append(append([]any{"sm"}, append(pol, 1)...), append(pol, 1)...)...)
+	if want := []int64{r[0], 0, 1, 99, 0, 500000, 0, 0, r[8], r[9]}; fmt.Sprint(r) != fmt.Sprint(want) || r[8] <= 0 || r[8] > 500000 {
+		t.Errorf("denied sm = %v, want %v with a retry-after of at most one token", r, want)
+	}
+	if n, _ := rdb.Exists(ctxT(t), mk[0]).Result(); n != 0 {
+		t.Error("a denied multi-take charged the bucket that admitted")
+	}
+	if _, err := w.call([]string{k}, "sx", 100, 500000, 1, 1); err == nil || !regexp.MustCompile(`^RBARG`).MatchString(err.Error()) {
+		t.Errorf("an unknown op: %v, want RBARG (what an older script answers a newer call)", err)
+	}
+}
+
+// TestWireOtherFormats: a value of another format (the article's hash, a
+// value written by the article's script itself, the other clock's
+// encoding, a hypothetical later version's, digits whose expiry was lost)
+// is never misread: the call reports it (reply pair: index 1 and the
+// kind), decides on an empty bucket stamped at the call's time, exactly as
+// algo does, and rewrites it; with "k" it fails with RBCORRUPT and leaves
+// the key alone. Through a Store the repair reaches OnRepair, and
+// KeepCorrupt fails with store.ErrCorruptState.
+func TestWireOtherFormats(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	w, pre := wire{t, rdb}, redistest.Prefix(t)
+	ctx := ctxT(t)
+	article, err := os.ReadFile("../bench/refscript.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(v string, ttl time.Duration) func(string) error {
+		return func(k string) error { return rdb.Set(ctx, k, v, ttl).Err() }
+	}
+	cases := []struct {
+		name  string
+		write func(key string) error
+		clock string // "s" or "c"
+		kind  int64
+	}{
+		{"article's hash", func(k string) error {
+			return rdb.HSet(ctx, k, "tokens", 42, "ts", time.Now().UnixMilli()).Err()
+		}, "s", 1},
+		{"article's script", func(k string) error {
+			return redis.NewScript(string(article)).Run(ctx, rdb, []string{k}, 100, 2, time.Now().UnixMilli(), 1).Err()
+		}, "c", 1},
+		{"client value, server clock", set("500000:1700000000000000", time.Hour), "s", 2},
+		{"server value, client clock", set("500000877", time.Hour), "c", 2},
+		{"later version, server clock", set("2|500000|877", time.Hour), "s", 3},
+		{"later version, client clock", set("2|500000:1700000000000000", time.Hour), "c", 3},
+		{"digits without expiry", set("500000877", 0), "s", 4},
+	}
+	p := algo.PerSecond(2).Burst(100)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := fmt.Sprint(pre, i)
+			if err := c.write(k); err != nil {
+				t.Fatal(err)
+			}
+			args := []any{c.clock + "tk"}
+			if c.clock == "c" {
+				args = append(args, time.Now().UnixMicro(), 60000)
+			}
+			args = append(args, p.Capacity(), p.Unit(), p.Refill(), 1)
+			typ, _ := rdb.Type(ctx, k).Result()
+			if _, err := w.call([]string{k}, args...); err == nil || !regexp.MustCompile(`^RBCORRUPT key `).MatchString(err.Error()) {
+				t.Fatalf("keep (%s): %v, want RBCORRUPT", args[0], err)
+			}
+			if after, _ := rdb.Type(ctx, k).Result(); after != typ {
+				t.Fatalf("keep changed the key's type from %s to %s", typ, after)
+			}
+			args[0] = c.clock + "t"
+			r := w.must([]string{k}, args...)
+			_, want, err := algo.TokenBucket{}.Take(p, algo.State{Level: p.Capacity() * p.Unit(), Stamp: r[0]}, r[0], 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r) != 8 || r[6] != 1 || r[7] != c.kind {
+				t.Fatalf("reply %v: want 8 integers ending in the pair 1, %d (kind)", r, c.kind)
+			}
+			got := algo.Result{Allowed: r[2] == 1, Limit: 100, Remaining: r[3], RetryAfter: algo.Micros(r[4]), ResetAfter: algo.Micros(r[5])}
+			if got != want {
+				t.Fatalf("repaired take = %+v; algo on an empty bucket at %d says %+v", got, r[0], want)
+			}
+			args[0] = c.clock + "i"
+			args[len(args)-1] = 0
+			if r := w.must([]string{k}, args...); r[6] != p.Capacity()*p.Unit() {
+				t.Fatalf("inspect after the repair = %v; want an empty bucket stamped at the repair", r)
+			}
+		})
+	}
+
+	t.Run("store", func(t *testing.T) {
+		log := &repairLog{}
+		repair := newStore(t, rdb, redisstore.Config{OnRepair: log.add})
+		keep := newStore(t, rdb, redisstore.Config{Prefix: repair.Key(""), Corrupt: redisstore.KeepCorrupt})
+		for _, s := range []*redisstore.Store{keep, repair} {
+			if err := rdb.HSet(ctx, repair.Key("h"), "tokens", 42, "ts", time.Now().UnixMilli()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Take(ctx, "h", p, 1)
+			keys, errs := log.take()
+			switch {
+			case s == keep && !errors.Is(err, store.ErrCorruptState):
+				t.Errorf("KeepCorrupt Take on the article's hash = %+v, %v; want store.ErrCorruptState", res, err)
+			case s == repair && (err != nil || res.Allowed || len(keys) != 1 || !errors.Is(errs[0], store.ErrCorruptState)):
+				t.Errorf("Take on the article's hash = %+v, %v, OnRepair %q %v; want denied, one repair reported", res, err, keys, errs)
+			}
+		}
+	})
+}
