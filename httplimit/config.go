@@ -82,19 +82,17 @@ var ErrInvalidConfig = errors.New("httplimit: invalid configuration")
 // has no default Policy.
 var ErrUnknownTier = errors.New("httplimit: tier has no policy")
 
-// Config configures a [Middleware]. The zero value is ready to use: one
-// limit of [DefaultPolicy] per client IP ([IP]) in an in-process memstore,
-// both header sets, the JSON 429 body, and FailOpen.
+// Config configures a [Middleware]: [New] takes one, and so does
+// [Middleware.With] for a route's changes. The zero value is ready to use:
+// one limit of [DefaultPolicy] per client IP ([IP]) in an in-process
+// memstore, cost 1, both header sets, the JSON 429 body, and FailOpen.
 type Config struct {
 	// Store keeps the buckets. Use a redisstore to share limits across a
 	// fleet: with in-process stores each instance limits alone, and N
 	// instances admit N times the limit. Default: a new memstore on
-	// Clock.
+	// Clock, built once the rest of the Config is found valid (the one
+	// place httplimit reaches down to a backend).
 	Store store.Store
-	// Limiter, when set, supplies what Store and Limits leave unset: its
-	// Store, and a single limit of its Policy. Its key prefix is not
-	// used: bucket keys start with Prefix.
-	Limiter *store.Limiter
 	// Prefix starts every bucket key, to keep these buckets apart from
 	// other users of the store. Default "h:". Keys are
 	// Prefix + limit + ":" + class + "{" + id + "}", with tier + ":" after
@@ -113,9 +111,15 @@ type Config struct {
 	Key KeyFunc
 	// Tier returns each request's tier. Default: [TierFrom] the context.
 	Tier TierFunc
-	// Cost returns each request's cost. Default: 1. Per route, the Cost
-	// and CostBy options replace it.
-	Cost CostFunc
+	// Cost is what each request costs in tokens. Default: 1. A cost above
+	// some limit's capacity could never be admitted, so New and With
+	// refuse it (the error wraps algo.ErrCostExceedsCapacity); a negative
+	// one too (algo.ErrInvalidCost). Zero means the default: a route
+	// whose requests are free needs no limiter (or use Skip).
+	Cost int64
+	// CostBy, when set, returns each request's cost instead of Cost: an
+	// upload by its size, an AI call by its model.
+	CostBy CostFunc
 	// Skip exempts requests for which it returns true (health checks,
 	// internal callers): they are served with no store call and no
 	// headers. Default: none.
@@ -265,81 +269,6 @@ func checkCost(ls []limit, cost int64) error {
 		}
 	}
 	return nil
-}
-
-// Option changes a Middleware for one route; see [Middleware.With].
-type Option func(*Middleware) error
-
-// Cost sets a fixed cost for the route's requests (GET /feed 1,
-// POST /upload 10). A cost above any limit's capacity is an error at once.
-func Cost(n int64) Option {
-	return func(m *Middleware) error {
-		m.cost, m.fixedCost = nil, n
-		return checkCost(m.limits, n)
-	}
-}
-
-// CostBy sets a CostFunc for the route.
-func CostBy(f CostFunc) Option {
-	return func(m *Middleware) error {
-		if f == nil {
-			return fmt.Errorf("%w: nil CostFunc", ErrInvalidConfig)
-		}
-		m.cost = f
-		return nil
-	}
-}
-
-// OnFailure sets the route's FailMode, such as FailClosed(time.Second) for
-// a login route.
-func OnFailure(f FailMode) Option {
-	return func(m *Middleware) error {
-		if f == nil {
-			return fmt.Errorf("%w: nil FailMode", ErrInvalidConfig)
-		}
-		m.fail = f
-		return nil
-	}
-}
-
-// WithLimits replaces the route's limits (see Config.Limits). Limits
-// without a Key use the Config's Key.
-func WithLimits(ls ...Limit) Option {
-	return func(m *Middleware) error {
-		if len(ls) == 0 {
-			return fmt.Errorf("%w: WithLimits needs at least one limit", ErrInvalidConfig)
-		}
-		lim, err := newLimits(ls, m.prefix, m.key)
-		if err != nil {
-			return err
-		}
-		m.limits = lim
-		if m.cost == nil {
-			return checkCost(lim, m.fixedCost)
-		}
-		return nil
-	}
-}
-
-// SkipWhen sets the route's skip predicate (nil: none).
-func SkipWhen(f func(r *http.Request) bool) Option {
-	return func(m *Middleware) error { m.skip = f; return nil }
-}
-
-// OnDenied sets the route's DeniedHandler.
-func OnDenied(h DeniedHandler) Option {
-	return func(m *Middleware) error {
-		if h == nil {
-			return fmt.Errorf("%w: nil DeniedHandler", ErrInvalidConfig)
-		}
-		m.denied = h
-		return nil
-	}
-}
-
-// SendHeaders sets the route's header sets.
-func SendHeaders(h Headers) Option {
-	return func(m *Middleware) error { return checkHeaders(h, &m.headers) }
 }
 
 func checkHeaders(h Headers, dst *Headers) error {

@@ -90,11 +90,12 @@
 //
 // # Routes
 //
-// [Middleware.With] derives a route's middleware, sharing the store:
+// One [Config] configures everything. [Middleware.With] derives a route's
+// middleware from the fields a route Config sets, sharing the store:
 //
 //	mw, _ := httplimit.New(cfg)
-//	upload, _ := mw.With(httplimit.Cost(10))
-//	login, _ := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
+//	upload, _ := mw.With(httplimit.Config{Cost: 10})
+//	login, _ := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
 //	mux.Handle("GET /api/feed", mw.Handler(feed))
 //	mux.Handle("POST /api/upload", upload.Handler(uploadFile))
 //	mux.Handle("POST /login", login.Handler(logIn))

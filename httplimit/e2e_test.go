@@ -193,7 +193,7 @@ func TestRedisOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	login, _ := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
+	login, _ := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	feed, auth := mw.Handler(ok), login.Handler(ok)
 	get := func(h http.Handler) int {
@@ -300,7 +300,7 @@ func TestKeyMemoryUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byAPIKey, err := mw.With(httplimit.WithLimits(httplimit.Limit{Policy: httplimit.DefaultPolicy, Key: httplimit.APIKey("X-API-Key")}))
+	byAPIKey, err := mw.With(httplimit.Config{Limits: []httplimit.Limit{{Policy: httplimit.DefaultPolicy, Key: httplimit.APIKey("X-API-Key")}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,12 +77,12 @@ func Example() {
 func ExampleMiddleware_With() {
 	st, _ := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	mw, _ := httplimit.New(httplimit.Config{Store: st, Limits: []httplimit.Limit{{Policy: algo.PerMinute(60).Burst(30)}}})
-	upload, err := mw.With(httplimit.Cost(10))
+	upload, err := mw.With(httplimit.Config{Cost: 10})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	login, _ := mw.With(httplimit.OnFailure(httplimit.FailClosed(5 * time.Second)))
+	login, _ := mw.With(httplimit.Config{Fail: httplimit.FailClosed(5 * time.Second)})
 
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	mux := http.NewServeMux()
@@ -96,7 +96,7 @@ func ExampleMiddleware_With() {
 		mux.ServeHTTP(w, r)
 		fmt.Println("upload:", w.Code, "remaining", w.Header().Get("X-RateLimit-Remaining"))
 	}
-	_, err = mw.With(httplimit.Cost(31))
+	_, err = mw.With(httplimit.Config{Cost: 31})
 	fmt.Println(err)
 	// Output:
 	// upload: 200 remaining 20

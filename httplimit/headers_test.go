@@ -176,7 +176,7 @@ func TestCustomDeniedHandler(t *testing.T) {
 		w.WriteHeader(http.StatusTeapot)
 	}
 	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Limits: []Limit{{Policy: algo.PerSecond(1).Burst(1)}}},
-		OnDenied(teapot)).Handler(ok)
+		Config{Denied: teapot}).Handler(ok)
 	do(h, "192.0.2.1:1")
 	w := do(h, "192.0.2.1:1")
 	if w.Code != http.StatusTeapot || w.Header().Get("Retry-After") != "1" {

@@ -79,15 +79,16 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"ok":true}` + "\n"))
 })
 
-// newMW builds a middleware or fails the test.
-func newMW(t *testing.T, cfg Config, opts ...Option) *Middleware {
+// newMW builds a middleware, and with a route Config its route's, or
+// fails the test.
+func newMW(t *testing.T, cfg Config, route ...Config) *Middleware {
 	t.Helper()
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if len(opts) > 0 {
-		if m, err = m.With(opts...); err != nil {
+	for _, r := range route {
+		if m, err = m.With(r); err != nil {
 			t.Fatalf("With: %v", err)
 		}
 	}

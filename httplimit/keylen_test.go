@@ -85,11 +85,11 @@ func TestKeyLengthBound(t *testing.T) {
 	over = cfg
 	over.Prefix, over.Limits = strings.Repeat("p", prefixFits+maxNameLen-1), []Limit{short}
 	m = newMW(t, over) // a short limit name leaves room for a longer Prefix
-	_, err = m.With(WithLimits(short))
+	_, err = m.With(Config{Limits: []Limit{short}})
 	if err != nil {
 		t.Errorf("WithLimits of the same limit: %v", err)
 	}
-	_, err = m.With(WithLimits(short, longest))
+	_, err = m.With(Config{Limits: []Limit{short, longest}})
 	wantTooLong("WithLimits with a longer limit name", err)
 	_, err = New(Config{Prefix: strings.Repeat("p", prefixFits+1), Limits: []Limit{{Name: name("n"), Policy: one}}})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"slices"
 	"time"
 
@@ -29,9 +30,9 @@ import (
 // is logged at most once per Config.LogEvery. A request without a key gets
 // 400, one that does not fit the configuration 500 (see [ErrorHandler]).
 type Middleware struct {
+	cfg       Config // as configured, defaults not filled in: With starts from it
 	store     store.Store
 	multi     store.MultiTaker // store's, or nil
-	prefix    string
 	limits    []limit
 	key       KeyFunc
 	tier      TierFunc
@@ -48,31 +49,63 @@ type Middleware struct {
 }
 
 // New returns a Middleware for cfg, or an error wrapping [ErrInvalidConfig]
-// that says what is wrong.
-func New(cfg Config) (*Middleware, error) {
+// that says what is wrong. It checks the whole Config before it builds
+// anything (the default store included).
+func New(cfg Config) (*Middleware, error) { return build(cfg, nil) }
+
+// With returns the middleware of one route: m's Config with the fields that
+// route sets replacing m's (fields left zero keep m's):
+//
+//	upload, err := mw.With(httplimit.Config{Cost: 10})
+//	login, err := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
+//	mux.Handle("POST /upload", upload.Handler(uploadHandler))
+//
+// A route shares m's Store, Prefix, Clock and log throttle, so a client's
+// tokens are shared across the routes of one limit; a route that sets
+// Store, Prefix, Clock, Logger or LogEvery is refused (build another
+// Middleware with New for that). Setting Cost clears an inherited CostBy.
+// Errors wrap [ErrInvalidConfig]; a cost that cannot fit a capacity also
+// wraps algo.ErrCostExceedsCapacity.
+func (m *Middleware) With(route Config) (*Middleware, error) {
+	if route.Store != nil || route.Prefix != "" || route.Clock != nil || route.Logger != nil || route.LogEvery != 0 {
+		return nil, fmt.Errorf("%w: With: a route shares its parent's Store, Prefix, Clock, Logger and LogEvery; use New for others", ErrInvalidConfig)
+	}
+	c := m.cfg
+	if len(route.Limits) > 0 {
+		c.Limits = route.Limits
+	}
+	if route.Cost != 0 {
+		c.Cost, c.CostBy = route.Cost, nil
+	}
+	set(&c.Key, route.Key)
+	set(&c.Tier, route.Tier)
+	set(&c.CostBy, route.CostBy)
+	set(&c.Skip, route.Skip)
+	set(&c.Fail, route.Fail)
+	set(&c.Headers, route.Headers)
+	set(&c.Denied, route.Denied)
+	set(&c.Error, route.Error)
+	set(&c.Observer, route.Observer)
+	return build(c, m)
+}
+
+// set replaces *dst with v unless v is its type's zero value.
+func set[T any](dst *T, v T) {
+	if !reflect.ValueOf(&v).Elem().IsZero() {
+		*dst = v
+	}
+}
+
+// build checks cfg and returns its Middleware; a route (parent not nil)
+// shares the parent's store and log throttle.
+func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	m := &Middleware{
-		store: cfg.Store, prefix: cfg.Prefix, key: cfg.Key, tier: cfg.Tier, cost: cfg.Cost, fixedCost: 1,
-		skip: cfg.Skip, fail: cfg.Fail, denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock,
+		cfg: cfg, key: cfg.Key, tier: cfg.Tier, cost: cfg.CostBy, fixedCost: cfg.Cost, skip: cfg.Skip, fail: cfg.Fail,
+		denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock,
 	}
-	limits := cfg.Limits
-	if l := cfg.Limiter; l != nil {
-		if m.store == nil {
-			m.store = l.Store()
-		}
-		if len(limits) == 0 {
-			limits = []Limit{{Policy: l.Policy()}}
-		}
-	}
-	if m.store == nil {
-		s, err := defaultStore(cfg.Clock)
-		if err != nil {
-			return nil, err
-		}
-		m.store = s
-	}
-	m.multi, _ = m.store.(store.MultiTaker)
-	if cfg.Prefix == "" {
-		m.prefix = DefaultPrefix
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
 	}
 	if m.key == nil {
 		m.key = IP
@@ -92,9 +125,8 @@ func New(cfg Config) (*Middleware, error) {
 	if m.clock == nil {
 		m.clock = realClock{}
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.Default()
+	if m.fixedCost == 0 {
+		m.fixedCost = 1
 	}
 	every := cfg.LogEvery
 	if every == 0 {
@@ -103,34 +135,35 @@ func New(cfg Config) (*Middleware, error) {
 	if err := algo.Per(1, every).Burst(1).Validate(); err != nil {
 		return nil, fmt.Errorf("%w: LogEvery %v: %w", ErrInvalidConfig, every, err)
 	}
-	m.log = newLogThrottle(logger, m.clock, every)
 	if err := checkHeaders(cfg.Headers, &m.headers); err != nil {
 		return nil, err
 	}
 	var err error
-	if m.limits, err = newLimits(limits, m.prefix, m.key); err != nil {
+	if m.limits, err = newLimits(cfg.Limits, prefix, m.key); err != nil {
 		return nil, err
 	}
-	return m, nil
-}
-
-// With returns a copy of m changed by opts, for one route:
-//
-//	upload, err := mw.With(httplimit.Cost(10))
-//	login, err := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
-//	mux.Handle("POST /upload", upload.Handler(uploadHandler))
-//
-// Both share m's store, so a client's tokens are shared across the routes
-// of one limit. Errors wrap [ErrInvalidConfig]; a cost that cannot fit a
-// capacity also wraps algo.ErrCostExceedsCapacity.
-func (m *Middleware) With(opts ...Option) (*Middleware, error) {
-	c := *m
-	for _, o := range opts {
-		if err := o(&c); err != nil {
+	if m.cost == nil {
+		if err := checkCost(m.limits, m.fixedCost); err != nil {
 			return nil, err
 		}
 	}
-	return &c, nil
+	// Valid: now build what it needs.
+	if parent != nil {
+		m.store, m.log = parent.store, parent.log
+	} else {
+		logger := cfg.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		m.log = newLogThrottle(logger, m.clock, every)
+		if m.store = cfg.Store; m.store == nil {
+			if m.store, err = defaultStore(cfg.Clock); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m.multi, _ = m.store.(store.MultiTaker)
+	return m, nil
 }
 
 // Handler wraps next: the standard func(http.Handler) http.Handler shape,
@@ -235,10 +268,6 @@ func (m *Middleware) plan(r *http.Request, cost int64) (Decision, []store.Reques
 			return d, nil, fmt.Errorf("%w: limit %q: KeyFunc returned an empty ID", ErrNoKey, l.name)
 		case !validName(k.Class):
 			return d, nil, fmt.Errorf("%w: limit %q: key class %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, l.name, k.Class)
-		case cost < 0:
-			return d, nil, fmt.Errorf("limit %q: cost %d: %w", l.name, cost, algo.ErrInvalidCost)
-		case cost > p.Capacity():
-			return d, nil, fmt.Errorf("limit %q tier %q: cost %d above capacity %d: %w", l.name, t, cost, p.Capacity(), algo.ErrCostExceedsCapacity)
 		}
 		d.Limits[i] = LimitResult{Name: l.name, Tier: t, Class: k.Class, Policy: p}
 		takes[i] = store.Request{Key: l.bucketKey(t, k.Class, bucketID(k.ID)), Policy: p, Cost: cost}
@@ -262,6 +291,12 @@ func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.M
 			return mr, false, err
 		}
 	}
+	// In order, a later limit's bad cost would come after the earlier
+	// charges: check them all first, as the store would, so a refused
+	// request charges nothing.
+	if err := store.CheckRequests(reqs, store.DefaultMaxKeyLen); err != nil {
+		return store.MultiResult{}, false, fmt.Errorf("httplimit: %w", err)
+	}
 	mr = store.MultiResult{Allowed: true, Results: make([]algo.Result, len(reqs))}
 	for i, q := range reqs {
 		cost := q.Cost
@@ -281,17 +316,14 @@ func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.M
 // decide fills d from the store's results for takes. When a request was
 // refused with nothing charged (inOrder false), a MultiTaker reports the
 // limits that would have admitted it as if charged; decide shows them as
-// they are: cost more tokens left, and the reset sooner by the cost's
-// refill time, rounded down to the µs so it is late by under 1µs, never
-// early.
+// they are (algo.TokenBucket.Uncharged: cost more tokens left, and the
+// reset sooner by the cost's refill time, late by under 1µs, never early).
 func decide(d *Decision, results []algo.Result, takes []store.Request, inOrder bool) {
 	refused := slices.ContainsFunc(results, func(r algo.Result) bool { return !r.Allowed })
 	d.Allowed, d.Decider = true, 0
 	for i, res := range results {
 		if refused && !inOrder && res.Allowed && takes[i].Cost > 0 {
-			p, c := takes[i].Policy, takes[i].Cost
-			res.Remaining = min(res.Limit, res.Remaining+c)
-			res.ResetAfter = max(0, res.ResetAfter-time.Duration(c*p.Unit()/p.Refill())*time.Microsecond)
+			res = algo.TokenBucket{}.Uncharged(takes[i].Policy, res, takes[i].Cost)
 		}
 		d.Limits[i].Result = res
 		best := d.Limits[d.Decider].Result

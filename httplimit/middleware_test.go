@@ -57,13 +57,15 @@ func TestZeroConfig(t *testing.T) {
 	}
 }
 
+// TestFromLimiter: a store.Limiter's store and policy configure the
+// middleware as any others do.
 func TestFromLimiter(t *testing.T) {
 	clk := newClock()
 	lim, err := store.NewLimiter(newStore(t, clk), algo.PerMinute(3).Burst(3), store.LimiterConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newMW(t, Config{Limiter: lim, Clock: clk}).Handler(ok)
+	h := newMW(t, Config{Store: lim.Store(), Limits: []Limit{{Policy: lim.Policy()}}, Clock: clk}).Handler(ok)
 	if got := admitted(h, 5, "198.51.100.7:1"); got != 3 {
 		t.Errorf("admitted %d of 5, want the limiter's burst of 3", got)
 	}
@@ -131,7 +133,7 @@ func TestCosts(t *testing.T) {
 	clk := newClock()
 	st := newStore(t, clk)
 	base := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Policy: algo.PerSecond(2).Burst(100)}}})
-	upload, err := base.With(Cost(10))
+	upload, err := base.With(Config{Cost: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,24 +145,23 @@ func TestCosts(t *testing.T) {
 		t.Errorf("feed after uploads: admitted %d, want 0", got)
 	}
 	clk.Add(time.Second) // 2 tokens
-	free, _ := base.With(Cost(0))
+	free, _ := base.With(Config{CostBy: func(*http.Request) int64 { return 0 }})
 	if w := do(free.Handler(ok), "198.51.100.7:1"); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "2" {
 		t.Errorf("cost 0: %d, remaining %q; want 200 and 2 (nothing charged)", w.Code, w.Header().Get("X-RateLimit-Remaining"))
 	}
 
 	tiered := Limit{Name: "t", Policy: algo.PerSecond(1).Burst(500), Tiers: map[string]algo.Policy{"free": algo.PerSecond(1).Burst(5)}}
 	for _, c := range []struct {
-		name string
-		opts []Option
-		want error
+		name  string
+		route Config
+		want  error
 	}{
-		{"cost above capacity", []Option{Cost(101)}, algo.ErrCostExceedsCapacity},
-		{"negative cost", []Option{Cost(-1)}, algo.ErrInvalidCost},
-		{"cost above a tier's capacity", []Option{Cost(10), WithLimits(tiered)}, algo.ErrCostExceedsCapacity},
-		{"limits too small for the cost", []Option{WithLimits(tiered), Cost(10)}, algo.ErrCostExceedsCapacity},
+		{"cost above capacity", Config{Cost: 101}, algo.ErrCostExceedsCapacity},
+		{"negative cost", Config{Cost: -1}, algo.ErrInvalidCost},
+		{"cost above a tier's capacity", Config{Cost: 10, Limits: []Limit{tiered}}, algo.ErrCostExceedsCapacity},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := base.With(c.opts...)
+			_, err := base.With(c.route)
 			if !errors.Is(err, c.want) || !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("error %v, want ErrInvalidConfig and %v", err, c.want)
 			}
@@ -169,7 +170,7 @@ func TestCosts(t *testing.T) {
 
 	// A CostFunc can only be checked per request: a clear 500, no waiting.
 	var ev events
-	ai, err := base.With(CostBy(func(r *http.Request) int64 { return 1000 }))
+	ai, err := base.With(Config{CostBy: func(r *http.Request) int64 { return 1000 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,11 +252,11 @@ func TestSkip(t *testing.T) {
 	if st.calls.Load() != 0 || ev.last(t).Outcome != Skipped {
 		t.Errorf("%d store calls, last event %+v", st.calls.Load(), ev.last(t))
 	}
-	// Per route, SkipWhen(nil) limits everything again.
-	m, _ := newMW(t, Config{Store: st, Clock: clk, Skip: health}).With(SkipWhen(nil))
+	// Per route, a Skip that skips nothing limits everything again.
+	m, _ := newMW(t, Config{Store: st, Clock: clk, Skip: health}).With(Config{Skip: func(*http.Request) bool { return false }})
 	do(m.Handler(ok), "198.51.100.7:1", func(r *http.Request) { r.URL.Path = "/healthz" })
 	if st.calls.Load() != 1 {
-		t.Errorf("SkipWhen(nil): %d store calls, want 1", st.calls.Load())
+		t.Errorf("route Skip: %d store calls, want 1", st.calls.Load())
 	}
 }
 
@@ -318,11 +319,12 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 	m := newMW(t, Config{Store: st})
-	for name, o := range map[string]Option{
-		"nil CostFunc": CostBy(nil), "nil FailMode": OnFailure(nil), "nil DeniedHandler": OnDenied(nil),
-		"no limits": WithLimits(), "bad headers": SendHeaders(64),
+	for name, route := range map[string]Config{
+		"another store": {Store: st}, "another prefix": {Prefix: "x:"}, "another clock": {Clock: newClock()},
+		"another LogEvery": {LogEvery: time.Minute}, "bad headers": {Headers: 64}, "negative cost": {Cost: -1},
+		"bad limit": {Limits: []Limit{{Name: "a:b", Policy: p}}},
 	} {
-		if _, err := m.With(o); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := m.With(route); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: error %v, want ErrInvalidConfig", name, err)
 		}
 	}

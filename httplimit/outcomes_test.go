@@ -39,7 +39,7 @@ func TestFailModes(t *testing.T) {
 	var ev events
 	down := &errStore{err: fmt.Errorf("redisstore: %w", errDown)}
 	feed := newMW(t, Config{Store: down, Clock: clk, Observer: &ev, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	login, err := feed.With(OnFailure(FailClosed(1500 * time.Millisecond)))
+	login, err := feed.With(Config{Fail: FailClosed(1500 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}

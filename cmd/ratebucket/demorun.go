@@ -60,7 +60,7 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 		if err != nil {
 			return f, err
 		}
-		login, err := mw.With(httplimit.OnFailure(httplimit.FailClosed(time.Second)))
+		login, err := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
 		if err != nil {
 			return f, err
 		}
