@@ -4,6 +4,17 @@
 // math of package algo to them atomically. Backends (memstore in-process,
 // redisstore across a fleet) implement it; everything above (the [Limiter],
 // httplimit, sim) talks to this interface only.
+//
+// # At most N in flight
+//
+// A [Limiter] bounds how often; a [ConcurrencyLimiter] bounds how many at
+// once, over a store that implements [Leaser]. Acquire before the work,
+// Release after; a lease not released (its holder crashed) frees its slot
+// when its TTL runs out, and a holder that runs longer renews it:
+//
+//	lim, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 10, TTL: time.Minute}, store.ConcurrencyConfig{})
+//	lease, err := lim.Acquire(ctx, userID) // lease.Allowed, or lease.RetryAfter
+//	defer lim.Release(context.WithoutCancel(ctx), lease)
 package store
 
 import (

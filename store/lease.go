@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+
+	"github.com/ratebucket/ratebucket/algo"
+)
+
+// Leaser is implemented by stores that keep concurrency leases (at most N
+// in flight per key), as [MultiTaker] is by stores that take from several
+// buckets at once. Users hold a [ConcurrencyLimiter] over one.
+//
+// Each call applies algo's lease functions (algo.AcquireLease and the
+// others) to the key's leases atomically, at the store's now: a call first
+// drops the leases expired by then, so a crashed holder's lease frees its
+// slot exactly at its expiry. Lease keys are a namespace of their own: a
+// key may name a bucket (Take) and a lease set at once, and neither sees
+// the other. Lease ids are the caller's: a ConcurrencyLimiter makes random
+// ones ([NewLeaseID]), so a backend needs no randomness of its own.
+//
+// Every method returns an error only when nothing was decided or changed:
+// bad input ([ErrEmptyKey], [ErrKeyTooLong], [ErrInvalidLeasePolicy],
+// [ErrInvalidLeaseID]: see [CheckLease]), a closed store ([ErrClosed]), a
+// context that had ended, or a backend failure (wrapping the backend's
+// error). A denial, and a release or renewal of a lease that is not live,
+// are answers, not errors.
+type Leaser interface {
+	// AcquireLease asks for a lease with the given id on key under p.
+	// Allowed reports whether id now holds a live lease: a new one,
+	// admitted because fewer than p.Limit leases of key were live, or its
+	// existing one, renewed (so a retry after a lost answer holds one
+	// lease, not two). When denied, RetryAfter is the time until enough
+	// leases expire for an acquire to be admitted: an upper bound, since a
+	// holder may release sooner. Remaining is p.Limit minus the live
+	// leases, never below 0.
+	//
+	// A key is meant for one policy. A call with another applies it to the
+	// leases held: after a smaller Limit, nothing is admitted until enough
+	// leases have expired or been released.
+	AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error)
+	// ReleaseLease frees id's lease on key and reports whether it was
+	// live. Releasing a lease twice, one that expired, or an id key never
+	// leased changes nothing and reports false with a nil error.
+	ReleaseLease(ctx context.Context, key, id string) (released bool, err error)
+	// RenewLease extends id's live lease on key to expire p.TTL from now,
+	// and reports whether it was live. A lease that expired is not renewed
+	// (its slot may be taken): the call reports false, and the holder must
+	// acquire again.
+	RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (renewed bool, err error)
+}
+
+// Re-exported so callers of a Leaser need not import algo to match them.
+var (
+	// ErrInvalidLeasePolicy reports a LeasePolicy outside its bounds.
+	ErrInvalidLeasePolicy = algo.ErrInvalidLeasePolicy
+	// ErrInvalidLeaseID reports an empty lease id, or one longer than
+	// algo.MaxLeaseIDLen (64) bytes.
+	ErrInvalidLeaseID = algo.ErrInvalidLeaseID
+)
+
+// CheckLease validates a lease call's key and id as every Leaser does
+// before it acts, so that bad input changes nothing: the key ([CheckKey]
+// under maxLen) and the id (algo.CheckLeaseID). The policy, when the call
+// has one, is checked by its Validate method.
+func CheckLease(key, id string, maxLen int) error {
+	if err := CheckKey(key, maxLen); err != nil {
+		return err
+	}
+	return algo.CheckLeaseID(id)
+}
+
+// NewLeaseID returns a fresh lease id: 128 random bits from crypto/rand, in
+// 26 base32 characters. Ids are unguessable, so one holder cannot release
+// another's lease by guessing its id, and they never collide in practice.
+func NewLeaseID() string { return rand.Text() }
+
+// ConcurrencyConfig configures a [ConcurrencyLimiter]. The zero value is
+// ready to use: no prefix.
+type ConcurrencyConfig struct {
+	// Prefix is prepended to every key, as [LimiterConfig.Prefix] is. The
+	// default is no prefix.
+	Prefix string
+}
+
+// Lease is the answer to [ConcurrencyLimiter.Acquire]: a held lease when
+// Allowed, else a denial with its RetryAfter.
+type Lease struct {
+	// Key is the key passed to Acquire, without the limiter's prefix.
+	Key string
+	// ID identifies the lease; empty when denied. Keep it (with Key) to
+	// release or renew the lease, from this process or another.
+	ID string
+	algo.LeaseResult
+}
+
+// ConcurrencyLimiter is what users hold to bound how many requests of a key
+// run at once: a [algo.LeasePolicy] and a key prefix bound to a [Leaser].
+//
+//	lim, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 10, TTL: time.Minute}, store.ConcurrencyConfig{})
+//	...
+//	lease, err := lim.Acquire(ctx, userID)
+//	if err == nil && !lease.Allowed {
+//		// reject: 10 requests of userID are in flight; lease.RetryAfter
+//		// is when the earliest lease expires at the latest
+//	}
+//	defer lim.Release(context.WithoutCancel(ctx), lease)
+//
+// Release each lease when its work ends; a lease not released (its holder
+// crashed, or forgot) frees its slot when its TTL runs out. Work that can
+// outlast the TTL renews its lease, every third of a TTL say.
+//
+// A ConcurrencyLimiter holds no state of its own, so it is safe for
+// concurrent use by multiple goroutines, and any number of them may share
+// a Leaser. The zero value is not usable: its methods return [ErrNilStore].
+// Make one with [NewConcurrencyLimiter].
+type ConcurrencyLimiter struct {
+	l      Leaser
+	p      algo.LeasePolicy
+	prefix string
+}
+
+// NewConcurrencyLimiter returns a ConcurrencyLimiter applying p to keys in
+// l. It returns an error wrapping algo.ErrInvalidLeasePolicy when p is
+// invalid, and [ErrNilStore] when l is nil.
+func NewConcurrencyLimiter(l Leaser, p algo.LeasePolicy, cfg ConcurrencyConfig) (*ConcurrencyLimiter, error) {
+	if l == nil {
+		return nil, ErrNilStore
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("store: NewConcurrencyLimiter: %w", err)
+	}
+	return &ConcurrencyLimiter{l: l, p: p, prefix: cfg.Prefix}, nil
+}
+
+// Policy returns the limiter's policy.
+func (c *ConcurrencyLimiter) Policy() algo.LeasePolicy { return c.p }
+
+// Acquire asks for a lease on key under a fresh id ([NewLeaseID]). It does
+// not wait: a denial is a Lease with Allowed false, and RetryAfter is the
+// time until the earliest lease expires (an upper bound: a holder may
+// release sooner). An empty key is refused with [ErrEmptyKey], prefix or
+// not. Other errors are the Leaser's; on an error no lease is held.
+func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string) (Lease, error) {
+	return c.AcquireID(ctx, key, NewLeaseID())
+}
+
+// AcquireID is Acquire with an id of the caller's choosing, such as a job's
+// id, at most 64 bytes. Acquiring an id that holds a live lease renews
+// that lease instead of taking a second slot, so a caller that retries
+// AcquireID after losing an answer (a timeout to Redis) holds one lease.
+// Ids are per key: the same id on two keys names two leases.
+func (c *ConcurrencyLimiter) AcquireID(ctx context.Context, key, id string) (Lease, error) {
+	if err := c.check(key); err != nil {
+		return Lease{}, err
+	}
+	res, err := c.l.AcquireLease(ctx, c.prefix+key, c.p, id)
+	if err != nil {
+		return Lease{}, err
+	}
+	l := Lease{Key: key, LeaseResult: res}
+	if res.Allowed {
+		l.ID = id
+	}
+	return l, nil
+}
+
+// Release frees the lease and reports whether it was live. Releasing a
+// lease twice, or one that expired, reports false with a nil error, and so
+// does releasing a denied Lease (one with no ID), so that a deferred
+// Release needs no condition.
+//
+// Release with a context that outlives the request, such as
+// context.WithoutCancel(ctx): with the request's own, a client that hangs
+// up would make Release fail with context.Canceled, and its slot would stay
+// taken until the TTL.
+func (c *ConcurrencyLimiter) Release(ctx context.Context, l Lease) (bool, error) {
+	if err := c.check(l.Key); err != nil || l.ID == "" && !l.Allowed {
+		return false, err
+	}
+	return c.l.ReleaseLease(ctx, c.prefix+l.Key, l.ID)
+}
+
+// Renew extends the lease to expire a TTL from now and reports whether it
+// was live; a lease that had expired is not renewed (report false), and its
+// holder must Acquire again.
+func (c *ConcurrencyLimiter) Renew(ctx context.Context, l Lease) (bool, error) {
+	if err := c.check(l.Key); err != nil {
+		return false, err
+	}
+	return c.l.RenewLease(ctx, c.prefix+l.Key, c.p, l.ID)
+}
+
+// check refuses the zero limiter and an empty key.
+func (c *ConcurrencyLimiter) check(key string) error {
+	switch {
+	case c == nil || c.l == nil:
+		return ErrNilStore
+	case key == "":
+		return ErrEmptyKey
+	}
+	return nil
+}
