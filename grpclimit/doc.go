@@ -1,0 +1,89 @@
+// Package grpclimit rate-limits gRPC servers with ratebucket's token
+// buckets: a unary and a stream server interceptor over any store.Store,
+// in one process (memstore) or across a fleet (redisstore).
+//
+// It lives in a module of its own, so that users of the core library never
+// download gRPC.
+//
+// # In a few lines
+//
+//	lim, err := grpclimit.New(grpclimit.Config{
+//		Store:  rs,                                        // a redisstore: one limit for the fleet
+//		Policy: algo.PerSecond(2).Burst(100),              // the default rule
+//		Key:    grpclimit.IdentityOr(grpclimit.Peer),      // the caller, else its address
+//		Methods: map[string]grpclimit.Rule{
+//			"/shop.Orders/Create": {Cost: 10},             // draws 10 from the same bucket
+//			"/auth.Login/*":       {Name: "login", Policy: algo.PerMinute(5).Burst(5), Fail: grpclimit.FailClosed},
+//			"/grpc.health.v1.Health/*": {Exempt: true},
+//		},
+//	})
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(auth.Unary, lim.Unary()),   // auth first: it sets the identity
+//		grpc.ChainStreamInterceptor(auth.Stream, lim.Stream()),
+//	)
+//
+// # Who is limited
+//
+// A [KeyFunc] names the bucket of a call from its context, its full method
+// name and its incoming metadata. [Identity] keys by the authenticated
+// identity your authentication interceptor put in the context with
+// [WithIdentity]; it never reads a client-supplied header, which anyone can
+// forge. [Peer] keys by the transport peer's address, IPv6 grouped by /64
+// (one host owns the whole network and can rotate through it). [IdentityOr]
+// combines them: the default. Any function of the method and the metadata
+// is a KeyFunc too; identities longer than 64 bytes or holding unusual bytes
+// are hashed before they reach the store.
+//
+// A call's bucket key is the Config's Prefix (default "g:"), the rule's
+// name, the key's class and its ID in braces, the Redis Cluster hash tag:
+//
+//	g:default:ip{192.0.2.7}
+//	g:login:id{alice}
+//	g:default:ip{2001:db8:1:2::/64}
+//
+// # What a client sees
+//
+// Every limited call gets the limit's state as response header metadata,
+// the same fields httplimit sends as HTTP headers: x-ratelimit-limit
+// (capacity), x-ratelimit-remaining (whole tokens left), x-ratelimit-reset
+// (Unix seconds, rounded up, when the bucket is full again), and the IETF
+// draft-10 ratelimit-policy ("name";q=capacity;w=fill seconds) and ratelimit
+// ("name";r=remaining;t=seconds until full). gRPC sends header metadata
+// even with an error status, so a refused call carries them too.
+//
+// A refused call ends with codes.ResourceExhausted and a google.rpc.RetryInfo
+// detail whose retry_delay is the exact wait (to the microsecond) after
+// which the same call is admitted; gRPC clients and Envoy read it.
+//
+// # Streams
+//
+// A stream is charged once, when it opens, before the handler runs: a
+// refused stream never reaches the handler. Messages on an admitted stream
+// are not charged.
+//
+// # Failures and bad input
+//
+// What each outcome becomes:
+//
+//	admitted                        the handler runs; header metadata set
+//	refused by the bucket           ResourceExhausted + RetryInfo; nothing charged
+//	store failed (Redis down, ...)  the rule's FailMode: FailOpen runs the handler
+//	                                unlimited (the default), FailClosed answers
+//	                                Unavailable; never ResourceExhausted
+//	call cancelled / past deadline  Canceled / DeadlineExceeded; nothing charged
+//	no key (KeyFunc: ErrNoKey)      InvalidArgument: the client sent no identity
+//	                                of the kind the rule needs
+//	KeyFunc returned a gRPC status  that status, unchanged
+//	bad input from the store        Internal, logged
+//	other KeyFunc errors (ErrNoPeer) Internal, logged
+//
+// Bad input from the store (store.ErrKeyTooLong, store.ErrEmptyKey,
+// algo.ErrInvalidPolicy, algo.ErrCostExceedsCapacity) is Internal, not
+// InvalidArgument, because here the client chooses none of it: keys are
+// built by the server (long identities are hashed, so no client can make a
+// key too long), and policies and costs are the server's configuration,
+// checked by [New]. Such an error is a deployment bug (a store configured
+// with a smaller MaxKeyLen, say), so the server logs it and the client,
+// which can do nothing about it, is told it is internal. A failure is
+// logged at most once per second.
+package grpclimit

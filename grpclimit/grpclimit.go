@@ -1,0 +1,407 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// FailMode says what a call gets when the store cannot decide (Redis down,
+// a timeout, a closed store). A store failure is never ResourceExhausted:
+// that code tells the client it sent too much, and it did not.
+type FailMode uint8
+
+const (
+	// FailDefault, the zero value, is the Config's mode in a Rule and
+	// FailOpen in the Config.
+	FailDefault FailMode = iota
+	// FailOpen runs the handler unlimited, without rate-limit metadata:
+	// an outage of the limiter is not an outage of the service. The
+	// failure is logged.
+	FailOpen
+	// FailClosed refuses the call with codes.Unavailable ("rate limiter
+	// unavailable"): for methods where an unlimited caller costs more
+	// than an outage (login, payment).
+	FailClosed
+)
+
+// Rule is how calls to one method, or to every method of a service, are
+// limited.
+type Rule struct {
+	// Name names the rule's buckets: 1 to 32 bytes of [A-Za-z0-9_.-].
+	// Rules with one name share buckets, so they must have one Policy.
+	// The default, "default", is the Config's rule: a Rule that only
+	// changes Cost, Key or Fail draws from the same buckets as every other
+	// method. A Rule with its own Policy needs a Name of its own.
+	Name string
+	// Policy is the bucket's shape. Default: the Config's Policy.
+	Policy algo.Policy
+	// Cost is how many tokens a call (or a stream, once, when it opens)
+	// takes. Default 1. A cost above the Policy's capacity could never be
+	// admitted, so [New] refuses it.
+	Cost int64
+	// Key names a call's bucket. Default: the Config's Key.
+	Key KeyFunc
+	// Fail is the rule's FailMode. Default: the Config's.
+	Fail FailMode
+	// Exempt lets calls through unlimited and uncharged, with no
+	// metadata: for health checks and reflection.
+	Exempt bool
+}
+
+// Config configures a [Limiter]. The zero value limits every method by the
+// caller's identity, else its peer address, to a burst of 100 and 2 calls
+// per second, in a new in-process memstore, failing open.
+type Config struct {
+	// Store keeps the buckets. Use a redisstore so that every instance of
+	// the service shares one limit. Default: a new memstore (per process).
+	Store store.Store
+	// Policy is the default rule's policy. Default:
+	// algo.PerSecond(2).Burst(100).
+	Policy algo.Policy
+	// Cost is the default rule's cost. Default 1.
+	Cost int64
+	// Key is the default rule's KeyFunc. Default: IdentityOr(Peer).
+	Key KeyFunc
+	// Fail is the default rule's FailMode. Default: FailOpen.
+	Fail FailMode
+	// Methods holds rules by full method name ("/pkg.Service/Method") or
+	// by service ("/pkg.Service/*"); the exact name wins. Methods not
+	// listed follow the default rule.
+	Methods map[string]Rule
+	// Prefix starts every bucket key. Default "g:".
+	Prefix string
+	// NoMetadata turns off the rate-limit response metadata. RetryInfo is
+	// sent with every refusal whatever this says.
+	NoMetadata bool
+	// Clock is read for x-ratelimit-reset only. Default: the real clock.
+	Clock store.Clock
+	// Logger receives store failures and internal errors, at most one
+	// record a second. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// maxPrefixLen bounds Config.Prefix so that no bucket key is longer than
+// store.DefaultMaxKeyLen: prefix, a 32-byte name and class, a 64-byte ID
+// (or its 33-byte digest) and four separators come to at most 196 bytes.
+const maxPrefixLen = 64
+
+// ErrInvalidConfig reports a Config or Rule that cannot work.
+var ErrInvalidConfig = errors.New("grpclimit: invalid config")
+
+// Limiter holds the interceptors. Make one with [New]; it is immutable and
+// safe for simultaneous use by multiple goroutines.
+type Limiter struct {
+	store      store.Store
+	prefix     string
+	def        *rule
+	methods    map[string]*rule // by full method name
+	services   map[string]*rule // by "/pkg.Service/"
+	noMetadata bool
+	clock      store.Clock
+	logger     *slog.Logger
+	lastLog    atomic.Int64 // unix nanoseconds of the last log record
+}
+
+// rule is a Rule with its defaults applied and its policy fields
+// rendered once.
+type rule struct {
+	name   string
+	policy algo.Policy
+	cost   int64
+	key    KeyFunc
+	fail   FailMode
+	exempt bool
+	// draftPolicy is the ratelimit-policy item, `"name";q=100;w=50`.
+	draftPolicy string
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// New returns a Limiter for cfg, or an error wrapping [ErrInvalidConfig].
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Policy == (algo.Policy{}) {
+		cfg.Policy = algo.PerSecond(2).Burst(100)
+	}
+	if cfg.Store == nil {
+		ms, err := memstore.New(memstore.Config{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Store = ms
+	}
+	l := &Limiter{
+		store:      cfg.Store,
+		prefix:     cfg.Prefix,
+		methods:    map[string]*rule{},
+		services:   map[string]*rule{},
+		noMetadata: cfg.NoMetadata,
+		clock:      cfg.Clock,
+		logger:     cfg.Logger,
+	}
+	if l.prefix == "" {
+		l.prefix = "g:"
+	}
+	if len(l.prefix) > maxPrefixLen {
+		return nil, fmt.Errorf("%w: Prefix of %d bytes, at most %d", ErrInvalidConfig, len(l.prefix), maxPrefixLen)
+	}
+	if l.clock == nil {
+		l.clock = realClock{}
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	base := Rule{Name: "default", Policy: cfg.Policy, Cost: cfg.Cost, Key: cfg.Key, Fail: cfg.Fail}
+	if base.Key == nil {
+		base.Key = IdentityOr(Peer)
+	}
+	if base.Fail == FailDefault {
+		base.Fail = FailOpen
+	}
+	var err error
+	if l.def, err = compile("the default rule", base, base); err != nil {
+		return nil, err
+	}
+	policies := map[string]algo.Policy{l.def.name: l.def.policy}
+	for m, r := range cfg.Methods {
+		where := fmt.Sprintf("Methods[%q]", m)
+		svc, wildcard := strings.CutSuffix(m, "/*")
+		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 || strings.HasSuffix(m, "/") {
+			return nil, fmt.Errorf("%w: %s: want \"/pkg.Service/Method\" or \"/pkg.Service/*\"", ErrInvalidConfig, where)
+		}
+		if r.Name == "" && r.Policy != (algo.Policy{}) && r.Policy != base.Policy {
+			return nil, fmt.Errorf("%w: %s: a rule with its own Policy needs a Name", ErrInvalidConfig, where)
+		}
+		cr, err := compile(where, r, base)
+		if err != nil {
+			return nil, err
+		}
+		if p, ok := policies[cr.name]; ok && p != cr.policy && !cr.exempt {
+			return nil, fmt.Errorf("%w: %s: rule %q has two policies, %v and %v", ErrInvalidConfig, where, cr.name, p, cr.policy)
+		}
+		if !cr.exempt {
+			policies[cr.name] = cr.policy
+		}
+		if wildcard {
+			l.services[svc+"/"] = cr
+		} else {
+			l.methods[m] = cr
+		}
+	}
+	return l, nil
+}
+
+// compile applies base's fields to r's zero ones and checks the result.
+func compile(where string, r, base Rule) (*rule, error) {
+	if r.Name == "" {
+		r.Name = base.Name
+	}
+	if r.Policy == (algo.Policy{}) {
+		r.Policy = base.Policy
+	}
+	if r.Cost == 0 {
+		r.Cost = max(base.Cost, 1)
+	}
+	if r.Key == nil {
+		r.Key = base.Key
+	}
+	if r.Fail == FailDefault {
+		r.Fail = base.Fail
+	}
+	switch {
+	case !validName(r.Name):
+		return nil, fmt.Errorf("%w: %s: Name %q is not 1 to 32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, where, r.Name)
+	case r.Fail > FailClosed:
+		return nil, fmt.Errorf("%w: %s: unknown FailMode %d", ErrInvalidConfig, where, r.Fail)
+	}
+	if err := store.CheckRequest(store.Request{Key: "k", Policy: r.Policy, Cost: r.Cost}, 1); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, where, err)
+	}
+	w := max(1, ceilSeconds(r.Policy.FillTime()))
+	return &rule{
+		name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail, exempt: r.Exempt,
+		draftPolicy: `"` + r.Name + `";q=` + strconv.FormatInt(r.Policy.Capacity(), 10) + ";w=" + strconv.FormatInt(w, 10),
+	}, nil
+}
+
+// ruleFor returns the rule of a full method name.
+func (l *Limiter) ruleFor(method string) *rule {
+	if r, ok := l.methods[method]; ok {
+		return r
+	}
+	if i := strings.LastIndexByte(method, '/'); i > 0 {
+		if r, ok := l.services[method[:i+1]]; ok {
+			return r
+		}
+	}
+	return l.def
+}
+
+// Unary returns the unary server interceptor. Put it after your
+// authentication interceptor, which sets the identity ([WithIdentity]).
+func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := l.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor: a stream is charged once,
+// when it opens.
+func (l *Limiter) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := l.admit(ss.Context(), info.FullMethod, ss.SetHeader); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// admit decides one call: nil to run the handler, else the status error
+// to end it with.
+func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metadata.MD) error) error {
+	r := l.ruleFor(method)
+	if r.exempt {
+		return nil
+	}
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		md = metadata.MD{}
+	}
+	k, err := r.key(ctx, method, md)
+	if err == nil {
+		switch {
+		case k.ID == "":
+			err = fmt.Errorf("%w: the KeyFunc returned an empty ID", ErrNoKey)
+		case !validName(k.Class):
+			err = fmt.Errorf("grpclimit: the KeyFunc returned an invalid class %q", k.Class)
+		}
+	}
+	if err != nil {
+		if _, isStatus := status.FromError(err); isStatus {
+			return err
+		}
+		if errors.Is(err, ErrNoKey) {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		l.log(ctx, "grpclimit: no key for a call", method, err)
+		return status.Error(codes.Internal, "rate limiter: no key for this call")
+	}
+	key := l.prefix + r.name + ":" + k.Class + "{" + bucketID(k.ID) + "}"
+	res, err := l.store.Take(ctx, key, r.policy, r.cost)
+	if err != nil {
+		return l.failure(ctx, method, r, err)
+	}
+	if !l.noMetadata {
+		// The header is best effort: it fails only once headers were
+		// sent, which no interceptor before the handler has done.
+		_ = setHeader(l.metadata(r, res))
+	}
+	if res.Allowed {
+		return nil
+	}
+	return denial(r, res)
+}
+
+// failure turns a store error into the call's outcome.
+func (l *Limiter) failure(ctx context.Context, method string, r *rule, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if badInput(err) {
+		l.log(ctx, "grpclimit: the store refused the call's bucket", method, err)
+		return status.Error(codes.Internal, "rate limiter: misconfigured")
+	}
+	l.log(ctx, "grpclimit: store failed", method, err, slog.Bool("failOpen", r.fail == FailOpen))
+	if r.fail == FailOpen {
+		return nil
+	}
+	return status.Error(codes.Unavailable, "rate limiter unavailable")
+}
+
+// badInput reports an error a store returns for a request it refused to
+// decide (store.CheckRequest's), as opposed to a failure to decide.
+func badInput(err error) bool {
+	for _, e := range []error{store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrInvalidPolicy,
+		store.ErrInvalidCost, store.ErrCostExceedsCapacity, store.ErrDuplicateKey} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// log writes one record unless one was written less than a second ago.
+func (l *Limiter) log(ctx context.Context, msg, method string, err error, attrs ...slog.Attr) {
+	now := time.Now().UnixNano()
+	last := l.lastLog.Load()
+	if now-last < int64(time.Second) || !l.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	attrs = append(attrs, slog.String("method", method), slog.Any("err", err))
+	l.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+}
+
+// Response metadata keys. gRPC metadata keys are lower case.
+const (
+	MDLimit     = "x-ratelimit-limit"     // the bucket's capacity
+	MDRemaining = "x-ratelimit-remaining" // whole tokens left
+	MDReset     = "x-ratelimit-reset"     // Unix seconds, rounded up, when the bucket is full
+	MDPolicy    = "ratelimit-policy"      // draft-10: "name";q=capacity;w=fill seconds
+	MDRateLimit = "ratelimit"             // draft-10: "name";r=remaining;t=seconds until full
+)
+
+// metadata renders res as response metadata, in the formats httplimit
+// uses for the same HTTP headers.
+func (l *Limiter) metadata(r *rule, res algo.Result) metadata.MD {
+	reset := l.clock.Now().Add(res.ResetAfter)
+	resetSec := reset.Unix()
+	if reset.Nanosecond() > 0 {
+		resetSec++
+	}
+	return metadata.MD{
+		MDLimit:     {strconv.FormatInt(res.Limit, 10)},
+		MDRemaining: {strconv.FormatInt(res.Remaining, 10)},
+		MDReset:     {strconv.FormatInt(resetSec, 10)},
+		MDPolicy:    {r.draftPolicy},
+		MDRateLimit: {`"` + r.name + `";r=` + strconv.FormatInt(res.Remaining, 10) + ";t=" + strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)},
+	}
+}
+
+// denial is the status of a refused call: ResourceExhausted with the exact
+// wait in a RetryInfo.
+func denial(r *rule, res algo.Result) error {
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit %q exceeded; retry in %v", r.name, res.RetryAfter))
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
