@@ -56,6 +56,16 @@
 //     anywhere in the request charges nothing, and a key named twice in one
 //     request is either refused with [store.ErrDuplicateKey] (charging
 //     nothing) or treated as one request of the combined cost.
+//   - Leases, when the store implements [store.Leaser]: a rapid state
+//     machine of acquires, crashes (leases never released), releases,
+//     renewals and clock moves over a few keys gives algo's lease
+//     functions' answers on the same calls, and by a ledger of its own
+//     grants never more than the limit live, a lease's slot free exactly
+//     at its expiry, and a release or renewal of a lease that is not live
+//     reported as a no-op; concurrent acquires at a frozen clock never
+//     exceed the limit; lease keys are apart from bucket keys; bad input
+//     or a done context is an error matching its sentinel and changes
+//     nothing; after Close, store.ErrClosed.
 //   - Close, when the store implements io.Closer: every later call returns
 //     store.ErrClosed, and a second Close does not panic.
 //
@@ -113,6 +123,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clk *Clock) store.Store) {
 		{"BadInput", testBadInput},
 		{"Context", testContext},
 		{"Multi", testMulti},
+		{"Leases", testLeases},
 		{"Close", testClose},
 	}
 	for _, tc := range tests {
