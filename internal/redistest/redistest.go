@@ -1,7 +1,14 @@
 // Package redistest runs real Redis servers for tests: a standalone
 // redis-server on a free loopback port ([Start]) and a local Redis Cluster of
-// three masters ([StartCluster]). Nothing is mocked: tests talk to the same
-// server binary production uses.
+// three masters ([StartCluster]), or of another shape, with replicas and a
+// short node timeout for failover tests ([StartClusterOpts]). Nothing is
+// mocked: tests talk to the same server binary production uses.
+//
+// Servers and cluster nodes can be killed (SIGKILL, as a crash would) and
+// started again on the same port, empty, as a server with persistence off
+// comes back from a crash ([Server.Restart], [Cluster.Kill],
+// [Cluster.Revive]); [Cluster.WaitOK] waits until a cluster has promoted a
+// replica or taken a node back.
 //
 // Each server lives in its own t.TempDir(), with persistence off and the
 // DEBUG command allowed from loopback (DEBUG SLEEP makes it slow), and is
@@ -188,18 +195,27 @@ func (s *Server) Revive(t testing.TB) {
 	}
 	_, portStr, _ := net.SplitHostPort(s.Addr)
 	port, _ := strconv.Atoi(portStr)
-	var err error
+	s.proc = restart(t, s.dir, port)
+}
+
+// restart starts redis-server again on port with its files in dir and
+// extra arguments, trying again for a while: another process may hold the
+// port for a moment. It fails the test when the server does not start.
+func restart(t testing.TB, dir string, port int, extra ...string) *process {
+	t.Helper()
+	bin := serverBinary(t)
 	deadline := time.Now().Add(startTimeout)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for { // another process may hold the port for a moment
-		if s.proc, err = startProcess(serverBinary(t), s.dir, port); err == nil || time.Now().After(deadline) {
-			break
+	for {
+		p, err := startProcess(bin, dir, port, extra...)
+		if err == nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: restart on port %d: %v", port, err)
 		}
 		<-tick.C
-	}
-	if err != nil {
-		t.Fatalf("redistest: revive: %v", err)
 	}
 }
 

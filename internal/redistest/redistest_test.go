@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,3 +177,69 @@ func dialOnce(addr string) (interface{ Close() error }, error) {
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
+
+// TestClusterFailover: with replicas, killing a master gets its replica
+// promoted (WaitOK returns once it is), the data written before the kill
+// and replicated survives, and the revived node rejoins as a replica of
+// the new master, copying its data.
+func TestClusterFailover(t *testing.T) {
+	cl := StartClusterOpts(t, ClusterConfig{Replicas: 1, NodeTimeout: time.Second})
+	if len(cl.Addrs) != 2*ClusterSize {
+		t.Fatalf("Addrs = %v, want %d nodes", cl.Addrs, 2*ClusterSize)
+	}
+	if got := cl.Masters(t); len(got) != ClusterSize || !slices.Equal(got, sorted(cl.Addrs[:ClusterSize])) {
+		t.Fatalf("Masters = %v, want the first %d of %v", got, ClusterSize, cl.Addrs)
+	}
+	c := cl.Client()
+	k := Prefix(t) + "k"
+	if err := c.Set(ctx(t), k, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	node, err := c.MasterForKey(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := node.Wait(ctx(t), 1, time.Second).Result(); n != 1 || err != nil {
+		t.Fatalf("WAIT 1 = %d, %v", n, err)
+	}
+	start := time.Now()
+	old := cl.KillMasterOf(t, k)
+	if old != node.Options().Addr {
+		t.Fatalf("killed %s; the client says %s serves %s", old, node.Options().Addr, k)
+	}
+	cl.WaitOK(t)
+	promoted := cl.MasterOf(t, k)
+	t.Logf("replica %s promoted in %v after the kill of %s", promoted, time.Since(start).Round(time.Millisecond), old)
+	if promoted == old || !slices.Contains(cl.Addrs, promoted) {
+		t.Fatalf("master of %s after the failover = %s (killed %s)", k, promoted, old)
+	}
+	get := func(addr string) string {
+		a := adminClient(addr)
+		defer a.Close()
+		if err := a.ReadOnly(ctx(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return a.Get(ctx(t), k).Val()
+	}
+	if v := get(promoted); v != "v" {
+		t.Fatalf("GET on the promoted replica = %q, want the replicated value", v)
+	}
+
+	cl.Revive(t, old)
+	cl.WaitOK(t)
+	if m := cl.MasterOf(t, k); m != promoted {
+		t.Errorf("after the revival the master of %s is %s, want %s still", k, m, promoted)
+	}
+	a := adminClient(old)
+	defer a.Close()
+	repl := a.Info(ctx(t), "replication").Val()
+	_, port, _ := net.SplitHostPort(promoted)
+	if !strings.Contains(repl, "role:slave") || !strings.Contains(repl, "master_port:"+port) {
+		t.Errorf("the revived node is not a replica of %s:\n%s", promoted, repl)
+	}
+	if v := get(old); v != "v" {
+		t.Errorf("GET on the revived replica = %q, want the value copied from the new master", v)
+	}
+}
+
+func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
