@@ -56,6 +56,21 @@
 // Full sweeps at a full shard run at most once per ⌈n/16⌉ overflowed
 // inserts (n the shard's size), and only once some stored bucket can have
 // become idle, so an attack cannot make every Take scan the map.
+//
+// # Leases
+//
+// The Store is also a store.Leaser: at most N leases of a key in flight
+// (see store.ConcurrencyLimiter). A key's leases live in the same shards
+// as the buckets, apart from them (a key may have both), and count
+// towards MaxKeys. A key with no live lease holds no memory: it is deleted
+// when its last lease is released, and swept, like an idle bucket, once
+// its last lease has expired. A new lease key arriving at a full shard with
+// nothing idle is denied, with a RetryAfter of at most the policy's TTL:
+// leases cannot be shared the way the overflow bucket is without letting a
+// key exceed its limit. Acquire and release take time linear in the key's
+// live leases; with ids made beforehand, an acquire and release on a key
+// that holds other leases allocates nothing, and one on a key with none
+// allocates its entry (112 bytes).
 package memstore
 
 import (
@@ -97,15 +112,17 @@ type Config struct {
 	// Shards is the number of shards, rounded up to a power of two, at
 	// most 65536. The default (0) is 4×GOMAXPROCS rounded up.
 	Shards int
-	// MaxKeys bounds the number of buckets kept; see the package
-	// documentation for what happens when it is reached. The default (0)
-	// is DefaultMaxKeys.
+	// MaxKeys bounds the number of keys kept, buckets and lease keys
+	// together; see the package documentation for what happens when it
+	// is reached. The default (0) is DefaultMaxKeys.
 	MaxKeys int
 	// MaxKeyLen bounds a key's length in bytes: a longer key is refused
 	// with an error matching store.ErrKeyTooLong, and charges nothing.
 	// The default (0) is store.DefaultMaxKeyLen (256); a negative value
 	// means no bound. With MaxKeys it bounds the store's memory: about
-	// MaxKeys × (MaxKeyLen + 88 bytes).
+	// MaxKeys × (MaxKeyLen + 88 bytes) for buckets; a lease key takes
+	// about 136 bytes with one lease, and at most its policy's Limit ×
+	// (48 + algo.MaxLeaseIDLen) bytes more for its leases and their ids.
 	MaxKeyLen int
 }
 
@@ -262,8 +279,9 @@ func (s *Store) take(p algo.Policy, st algo.State, now, cost int64) (algo.State,
 	return st, res, algo.TokenBucket{}.IdleFrom(p, st, res.ResetAfter, now), nil
 }
 
-// Len returns the number of buckets held, including idle ones not yet
-// swept out. It locks each shard in turn, so it is not a snapshot.
+// Len returns the number of buckets and lease keys held, including idle
+// ones not yet swept out. It locks each shard in turn, so it is not a
+// snapshot.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {

@@ -12,12 +12,15 @@ import (
 const minSweep = 1024
 
 // entry is one bucket: its key, its state and the time (µs) from which it
-// is idle, kept so that a sweep need not know the bucket's policy.
+// is idle, kept so that a sweep need not know the bucket's policy. A lease
+// key's entry (lease.go) has its leases in ls and the same idle time: its
+// last lease's expiry.
 type entry struct {
 	key  string
 	s    algo.State
 	idle int64
-	next *entry // the next bucket whose key has the same hash (rare)
+	next *entry    // the next bucket whose key has the same hash (rare)
+	ls   *leaseSet // a lease key's leases (lease.go); nil for a bucket
 }
 
 // shard is one lock and the buckets whose keys hash to it. All fields are
