@@ -1,0 +1,337 @@
+// ratebucket for Node.js: token buckets in Redis shared with the Go
+// package, through the same Lua script (redisstore/tokenbucket.lua, read by
+// path at start, never copied) and the wire contract it implements
+// (redisstore/WIRE.md).
+
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+
+import { Policy } from './policy.js';
+
+export { Policy, Rate, per, perSecond, perMinute, perHour, perDay } from './policy.js';
+
+/** The wire contract version this package implements (redisstore/WIRE.md). */
+export const WIRE_VERSION = 1;
+/** The key prefix when none is given, as in Go. */
+export const DEFAULT_PREFIX = 'rb:';
+/** How long a call may take, in ms, when no timeout is given. */
+export const DEFAULT_TIMEOUT_MS = 1000;
+/** The longest key accepted, in bytes, without the prefix (store.DefaultMaxKeyLen). */
+export const DEFAULT_MAX_KEY_LEN = 256;
+
+/** Where the script lives: the Go package's file, in this repository. */
+export const SCRIPT_PATH = new URL('../../redisstore/tokenbucket.lua', import.meta.url);
+
+/**
+ * ioredis options a standalone client must have (spread them into yours):
+ * a call that was written and whose reply was lost may have charged the
+ * bucket, so ioredis must not send it again after a reconnect; and a call
+ * that gave up while waiting for a connection must not be sent later.
+ */
+export const REDIS_OPTIONS = Object.freeze({ autoResendUnfulfilledCommands: false, enableOfflineQueue: false });
+
+/**
+ * ioredis Cluster options a cluster client must have: as REDIS_OPTIONS for
+ * each node, and no re-sending of a call whose connection closed
+ * (retryDelayOnFailover 0). MOVED, ASK, TRYAGAIN and CLUSTERDOWN are still
+ * followed: they say the script did not run.
+ */
+export const CLUSTER_OPTIONS = Object.freeze({
+  enableOfflineQueue: false,
+  retryDelayOnFailover: 0,
+  redisOptions: Object.freeze({ autoResendUnfulfilledCommands: false }),
+});
+
+/**
+ * An error of this package; `code` says which: RB_CORRUPT (the key holds
+ * something that is not a bucket, with corrupt: 'keep' or on inspect),
+ * RB_TIMEOUT (the call took longer than its timeout: the script may have
+ * run), RB_CROSSSLOT (multi-take keys in several Cluster slots), RB_SCRIPT
+ * (the script refused its arguments: a bug), RB_CLOSED.
+ */
+export class RateBucketError extends Error {
+  /** @param {string} code @param {string} message @param {object} [options] */
+  constructor(code, message, options) {
+    super(message, options);
+    this.name = 'RateBucketError';
+    this.code = code;
+  }
+}
+
+/**
+ * Reads the script at path and checks that it speaks WIRE_VERSION.
+ * @param {string | URL} [path]
+ * @returns {{lua: string, sha: string}} the text and its SHA1 (EVALSHA's name)
+ */
+export function loadScript(path = SCRIPT_PATH) {
+  const lua = readFileSync(path, 'utf8');
+  const m = /^-- Wire contract: version (\d+) /m.exec(lua);
+  if (!m || Number(m[1]) !== WIRE_VERSION) {
+    throw new RateBucketError('RB_SCRIPT', `ratebucket: ${path} speaks wire version ${m ? m[1] : '(none)'}, this package ${WIRE_VERSION}`);
+  }
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
+}
+
+const KINDS = { 1: 'held another Redis type', 2: "held the other clock's format", 3: 'held a value that is not a bucket', 4: 'had a bad or missing expiry' };
+
+/**
+ * Buckets in Redis, shared with every other process (in Go or Node) that
+ * uses the same Redis, prefix and keys. One script call per take, decided
+ * on the Redis server's clock. Safe to share within a process.
+ */
+export class RateBucket {
+  /**
+   * @param {import('ioredis').Redis | import('ioredis').Cluster} client an
+   *   ioredis client built with REDIS_OPTIONS (or CLUSTER_OPTIONS); the
+   *   caller owns it and closes it
+   * @param {object} [options]
+   * @param {string} [options.prefix] put before every key; default "rb:"
+   * @param {number} [options.timeoutMs] bound of each call; default 1000
+   * @param {'repair'|'keep'} [options.corrupt] what a take does with a key
+   *   that holds no bucket: 'repair' (default) takes it as an empty bucket,
+   *   rewrites it and calls onRepair; 'keep' fails with RB_CORRUPT
+   * @param {(key: string, err: RateBucketError) => void} [options.onRepair]
+   *   told of each repaired key; default console.warn
+   * @param {number} [options.maxKeyLen] longest key in bytes; default 256
+   * @param {string | URL} [options.scriptPath] the script; default the Go
+   *   package's file
+   */
+  constructor(client, options = {}) {
+    const { prefix = DEFAULT_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, corrupt = 'repair', onRepair, maxKeyLen = DEFAULT_MAX_KEY_LEN } = options;
+    checkClient(client);
+    if (hashTag(prefix) !== prefix) throw new TypeError(`ratebucket: prefix ${JSON.stringify(prefix)} contains a Cluster hash tag`);
+    if (corrupt !== 'repair' && corrupt !== 'keep') throw new TypeError(`ratebucket: corrupt must be 'repair' or 'keep', not ${corrupt}`);
+    const { lua, sha } = loadScript(options.scriptPath);
+    this.client = client;
+    this.prefix = prefix;
+    this.timeoutMs = timeoutMs;
+    this.keep = corrupt === 'keep' ? 'k' : '';
+    this.onRepair = onRepair ?? ((key, err) => console.warn(`ratebucket: repaired a corrupt bucket: ${err.message}`));
+    this.maxKeyLen = maxKeyLen;
+    this.sha = sha;
+    this.isCluster = Boolean(client.isCluster);
+    // defineCommand is ioredis's EVALSHA with the NOSCRIPT fallback: EVAL of
+    // the source, sent once, only after Redis said the script did not run.
+    this.command = `ratebucket_${sha.slice(0, 12)}`;
+    if (typeof client[this.command] !== 'function') client.defineCommand(this.command, { lua });
+  }
+
+  /** The Redis key of the bucket at key. @param {string} key */
+  key(key) {
+    return this.prefix + key;
+  }
+
+  /**
+   * Takes cost tokens from the bucket at key, or denies with the exact wait.
+   * A cost of 0 peeks.
+   * @param {string} key
+   * @param {Policy} policy
+   * @param {number} [cost]
+   * @returns {Promise<Result>}
+   */
+  async take(key, policy, cost = 1) {
+    const reqs = [{ key, policy, cost }];
+    const { now, results } = await this.#run('t', reqs);
+    return { ...results[0], now };
+  }
+
+  /**
+   * Takes from several buckets atomically: if every bucket admits, all are
+   * charged; otherwise none is, each result is what its bucket alone would
+   * answer, and denied and retryAfterUs name the longest wait. On a Cluster
+   * the keys must share a hash slot (a hash tag: "{user:42}:burst").
+   * @param {{key: string, policy: Policy, cost?: number}[]} reqs
+   * @returns {Promise<MultiResult>}
+   */
+  async takeMulti(reqs) {
+    if (reqs.length === 0) return { allowed: true, denied: -1, retryAfterUs: 0, results: [], now: 0 };
+    const { now, results } = await this.#run('m', reqs.map((r) => ({ cost: 1, ...r })));
+    let denied = -1;
+    results.forEach((r, i) => {
+      if (!r.allowed && (denied < 0 || r.retryAfterUs > results[denied].retryAfterUs)) denied = i;
+    });
+    return { allowed: denied < 0, denied, retryAfterUs: denied < 0 ? 0 : results[denied].retryAfterUs, results, now };
+  }
+
+  /**
+   * The bucket at key as it stands now, without charging or writing it.
+   * @param {string} key
+   * @param {Policy} policy
+   * @returns {Promise<Bucket>}
+   */
+  async inspect(key, policy) {
+    const { now, results, extra } = await this.#run('i', [{ key, policy, cost: 0 }]);
+    const [deficit, stamp, pttl] = extra;
+    const exists = pttl !== -2;
+    return {
+      key: this.key(key), exists, now, tokens: results[0].remaining, limit: results[0].limit,
+      fullInUs: results[0].resetAfterUs, deficit, stamp: exists ? stamp : 0, ttlMs: exists ? pttl : 0,
+    };
+  }
+
+  /** Deletes the bucket at key: it is full again. @param {string} key */
+  async reset(key) {
+    checkKey(key, this.maxKeyLen);
+    await this.#timed(this.#ready().then(() => this.client.del(this.key(key))));
+  }
+
+  async #run(op, reqs) {
+    reqs.forEach((r) => checkRequest(r, this.maxKeyLen));
+    if (reqs.length > 1) {
+      const keys = new Set(reqs.map((r) => r.key));
+      if (keys.size !== reqs.length) throw new RangeError('ratebucket: a key is named twice');
+      if (this.isCluster) {
+        const slots = new Set(reqs.map((r) => slot(this.key(r.key))));
+        if (slots.size > 1) throw new RateBucketError('RB_CROSSSLOT', 'ratebucket: keys in several Cluster slots; put a hash tag such as {user:42} in them');
+      }
+    }
+    const call = 's' + op + (op === 'i' ? '' : this.keep);
+    const args = [reqs.length, ...reqs.map((r) => this.key(r.key)), call];
+    for (const { policy: p, cost } of reqs) args.push(p.capacity, p.unit, p.refill, cost);
+    let vals;
+    try {
+      vals = await this.#timed(this.#ready().then(() => this.client[this.command](...args)));
+    } catch (err) {
+      throw scriptError(err);
+    }
+    return this.#parse(vals, op, reqs);
+  }
+
+  #parse(vals, op, reqs) {
+    const want = 2 + 4 * reqs.length + (op === 'i' ? 3 : 0);
+    if (!Array.isArray(vals) || vals.length < want || (vals.length - want) % 2 !== 0) {
+      throw new RateBucketError('RB_SCRIPT', `ratebucket: script replied ${JSON.stringify(vals)}, want ${want} integers and pairs`);
+    }
+    const results = reqs.map((r, i) => {
+      const v = vals.slice(2 + 4 * i, 6 + 4 * i);
+      return { allowed: v[0] === 1, limit: r.policy.capacity, remaining: v[1], retryAfterUs: v[2], resetAfterUs: v[3] };
+    });
+    for (let i = want; i < vals.length; i += 2) {
+      const key = this.key(reqs[vals[i] - 1].key);
+      const why = KINDS[vals[i + 1]] ?? `was corrupt (kind ${vals[i + 1]})`;
+      this.onRepair(key, new RateBucketError('RB_CORRUPT', `ratebucket: key ${key} ${why}; rewritten as an empty bucket`));
+    }
+    return { now: vals[0], results, extra: vals.slice(2 + 4 * reqs.length, want) };
+  }
+
+  #waiting = null; // one wait for 'ready' shared by every call
+
+  // ready waits for the client to connect (it queues nothing offline).
+  #ready() {
+    const c = this.client;
+    if (c.status === 'ready') return Promise.resolve();
+    if (c.status === 'end') return Promise.reject(new RateBucketError('RB_CLOSED', 'ratebucket: the client is closed'));
+    if (c.status === 'wait') c.connect().catch(() => {});
+    this.#waiting ??= new Promise((resolve) => {
+      c.once('ready', () => {
+        this.#waiting = null;
+        resolve();
+      });
+    });
+    return this.#waiting;
+  }
+
+  // timed bounds p by the timeout; a late reply is dropped (never replayed).
+  #timed(p) {
+    let timer;
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(
+        () => reject(new RateBucketError('RB_TIMEOUT', `ratebucket: no reply within ${this.timeoutMs} ms (the script may have run)`)),
+        this.timeoutMs,
+      );
+    });
+    p.catch(() => {}); // a reply after the timeout is nobody's
+    return Promise.race([p, late]).finally(() => clearTimeout(timer));
+  }
+}
+
+function checkClient(c) {
+  const o = c?.options;
+  if (!o) throw new TypeError('ratebucket: client is not an ioredis client');
+  const bad = c.isCluster
+    ? o.enableOfflineQueue !== false || o.retryDelayOnFailover !== 0 || o.redisOptions?.autoResendUnfulfilledCommands !== false
+    : o.autoResendUnfulfilledCommands !== false || o.enableOfflineQueue !== false;
+  if (bad) {
+    const name = c.isCluster ? 'CLUSTER_OPTIONS' : 'REDIS_OPTIONS';
+    throw new TypeError(`ratebucket: build the client with ratebucket's ${name}: ioredis would send a call again after a reconnect, charging the bucket twice`);
+  }
+}
+
+function checkKey(key, max) {
+  if (typeof key !== 'string' || key === '') throw new RangeError('ratebucket: empty key');
+  const n = Buffer.byteLength(key);
+  if (n > max) throw new RangeError(`ratebucket: key too long: ${n} bytes, at most ${max}`);
+}
+
+function checkRequest(r, max) {
+  checkKey(r.key, max);
+  if (!(r.policy instanceof Policy)) throw new TypeError('ratebucket: policy must be a Policy (perSecond(2).burst(100))');
+  if (!Number.isSafeInteger(r.cost) || r.cost < 0) throw new RangeError(`ratebucket: invalid cost ${r.cost}`);
+  if (r.cost > r.policy.capacity) throw new RangeError(`ratebucket: cost ${r.cost} exceeds capacity ${r.policy.capacity}`);
+}
+
+function scriptError(err) {
+  if (err instanceof RateBucketError) return err;
+  const msg = String(err?.message ?? err);
+  if (msg.startsWith('RBCORRUPT')) return new RateBucketError('RB_CORRUPT', `ratebucket: ${msg}`, { cause: err });
+  if (msg.startsWith('RBARG')) return new RateBucketError('RB_SCRIPT', `ratebucket: script refused its arguments (a bug): ${msg}`, { cause: err });
+  return err;
+}
+
+/**
+ * The part of key Redis Cluster hashes: the text between the first "{" and
+ * the first "}" after it when not empty, else the whole key.
+ * @param {string} key
+ */
+export function hashTag(key) {
+  const i = key.indexOf('{');
+  if (i >= 0) {
+    const j = key.indexOf('}', i + 1);
+    if (j > i + 1) return key.slice(i + 1, j);
+  }
+  return key;
+}
+
+/**
+ * The Redis Cluster hash slot of key: CRC16/XMODEM of its hash tag (or the
+ * whole key) modulo 16384.
+ * @param {string} key
+ */
+export function slot(key) {
+  let crc = 0;
+  for (const b of Buffer.from(hashTag(key))) {
+    crc ^= b << 8;
+    for (let k = 0; k < 8; k++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
+}
+
+/**
+ * @typedef {object} Result one bucket's answer (durations in µs, exact)
+ * @property {boolean} allowed admitted and charged
+ * @property {number} limit the capacity
+ * @property {number} remaining whole tokens left
+ * @property {number} retryAfterUs 0 when allowed; else the exact wait
+ * @property {number} resetAfterUs until the bucket is full again
+ * @property {number} [now] the server time the call was decided at, µs
+ */
+/**
+ * @typedef {object} MultiResult
+ * @property {boolean} allowed every bucket admitted, and all were charged
+ * @property {number} denied index of the denying bucket with the longest wait, or -1
+ * @property {number} retryAfterUs that wait
+ * @property {Result[]} results one per request
+ * @property {number} now the server time, µs
+ */
+/**
+ * @typedef {object} Bucket what inspect finds
+ * @property {string} key the Redis key
+ * @property {boolean} exists Redis holds the key (absent: a full bucket)
+ * @property {number} now the server time, µs
+ * @property {number} tokens whole tokens available now
+ * @property {number} limit the capacity
+ * @property {number} fullInUs until the bucket is full
+ * @property {number} deficit stored deficit in level units
+ * @property {number} stamp stored stamp, µs (0 when absent)
+ * @property {number} ttlMs the key's TTL (0 when absent, -1 no expiry)
+ */
