@@ -25,6 +25,7 @@ type mapStore struct {
 	clk    store.Clock
 	mutant string
 	closed bool
+	leases map[string]algo.Leases // lease_test.go
 }
 
 func (s *mapStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
