@@ -178,21 +178,23 @@ func (l *limit) policyFor(tier string) (algo.Policy, string, error) {
 }
 
 // bucketKey returns the store key of the bucket of tier ("" for the
-// Limit's own Policy), key class and ID (as [bucketID] returns it):
+// Limit's own Policy), key class and ID (as [bucketID] returns it): the
+// name
 //
-//	Prefix + limit + ":" + class + "{" + id + "}"                 no tier
-//	Prefix + limit + ":" + tier + ":" + class + "{" + id + "}"    a tier
+//	Prefix + limit + ":" + class                 no tier
+//	Prefix + limit + ":" + tier + ":" + class    a tier
 //
-// Under one Prefix, distinct (limit, tier, class, ID) make distinct keys:
-// names hold neither ':' nor '{', so what precedes the first '{' splits
-// at ':' into two or three names, and the ID, which holds no brace, runs
-// from there to the final '}'. The braces are the Redis Cluster hash tag,
-// so the buckets of one client share a slot and TakeMulti stays atomic.
+// in the group of the ID (store.GroupKey: name + "{" + id + "}",
+// "h:default:user{42}"): the buckets of one client are one group, so a
+// store that spreads keys over servers keeps them together and TakeMulti
+// stays atomic. Under one Prefix, distinct (limit, tier, class, ID) make
+// distinct keys: names hold no ':', so a name splits at ':' into two or
+// three names, and GroupKey keeps distinct (group, name) pairs apart.
 func (l *limit) bucketKey(tier, class, id string) string {
 	if tier == "" {
-		return l.prefix + class + "{" + id + "}"
+		return store.GroupKey(id, l.prefix+class)
 	}
-	return l.prefix + tier + ":" + class + "{" + id + "}"
+	return store.GroupKey(id, l.prefix+tier+":"+class)
 }
 
 // maxKeyLen returns the length of l's longest possible bucket key: its

@@ -70,7 +70,7 @@ func (o onlyTake) Take(ctx context.Context, key string, p algo.Policy, cost int6
 type crossSlot struct{ onlyTake }
 
 func (crossSlot) TakeMulti(context.Context, []store.Request) (store.MultiResult, error) {
-	return store.MultiResult{}, store.ErrCrossSlot
+	return store.MultiResult{}, store.ErrNotTogether
 }
 
 // ok is the handler behind the middleware in tests.

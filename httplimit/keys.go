@@ -21,7 +21,7 @@ type Key struct {
 	Class string
 	// ID is the identity within the class: any bytes, but not empty. An
 	// ID longer than [MaxIDLen] bytes, or holding a byte that is not
-	// printable ASCII or is a space, '#', '{' or '}', is replaced in the
+	// printable ASCII or is a space, '#', '%', '{' or '}', is replaced in the
 	// bucket key by a SHA-256 digest, so hostile or binary input cannot
 	// bloat or break the store's key space.
 	ID string
@@ -135,7 +135,7 @@ func bucketID(id string) string {
 		return digest(id)
 	}
 	for i := 0; i < len(id); i++ {
-		if c := id[i]; c <= ' ' || c > '~' || c == '#' || c == '{' || c == '}' {
+		if c := id[i]; c <= ' ' || c > '~' || c == '#' || c == '%' || c == '{' || c == '}' {
 			return digest(id)
 		}
 	}

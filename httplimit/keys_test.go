@@ -101,12 +101,12 @@ func TestBucketIDProperties(t *testing.T) {
 // exactly when their limit, tier, class and ID are all equal. Every
 // combination of names that would meet under a careless layout (a tier "a"
 // and class "b" against a class "a.b" or "ab"; a name equal to a tier or a
-// class) and of IDs holding ':' (IPv6), '#' or braces is tried. The ID is
+// class) and of IDs holding ':' (IPv6), '#', '%' or braces is tried. The ID is
 // each key's hash tag.
 func TestBucketKeysAreDistinct(t *testing.T) {
 	type bucket struct{ limit, tier, class, id string }
 	names := []string{"a", "b", "ab", "a.b", "a-b", "a_b", "ip", "user"}
-	ids := []string{"1", "a", "b", "b1", "a:b", "::1", "2001:db8::/64", "#1", "{1}", "a}b"}
+	ids := []string{"1", "a", "b", "b1", "a:b", "::1", "2001:db8::/64", "#1", "{1}", "a}b", "50%", "%23"}
 	seen := map[string]bucket{}
 	for _, limitName := range names {
 		ls, err := newLimits([]Limit{{Name: limitName, Policy: DefaultPolicy}}, DefaultPrefix, IP)

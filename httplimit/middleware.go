@@ -287,7 +287,7 @@ func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.M
 	}
 	if m.multi != nil {
 		mr, err := m.multi.TakeMulti(ctx, reqs)
-		if !errors.Is(err, store.ErrCrossSlot) {
+		if !errors.Is(err, store.ErrNotTogether) {
 			return mr, false, err
 		}
 	}

@@ -371,4 +371,3 @@ func (f *Fallback) openErr(cause error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrOpen, cause)
 }
-

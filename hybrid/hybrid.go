@@ -82,7 +82,7 @@ func IsInputError(err error) bool {
 }
 
 var inputErrors = []error{
-	store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, store.ErrCorruptState, store.ErrCrossSlot, store.ErrDuplicateKey,
+	store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, store.ErrCorruptState, store.ErrNotTogether, store.ErrDuplicateKey,
 	algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity,
 	algo.ErrInvalidTime, algo.ErrInvalidState, ErrNotMultiTaker,
 }

@@ -19,7 +19,7 @@ import (
 
 // TestCluster covers what only a cluster has: the slot function agrees
 // with CLUSTER KEYSLOT, keys spread over the masters, multi-limit takes
-// within one slot work, across slots they fail with store.ErrCrossSlot
+// within one slot work, across slots they fail with store.ErrNotTogether
 // before any script runs, and a timed-out script is not replayed by the
 // cluster client's own retry loop.
 func TestCluster(t *testing.T) {
@@ -90,8 +90,8 @@ func TestCluster(t *testing.T) {
 		before := evalCalls(t, rdb)
 		reqs := []store.Request{{Key: "user:1", Policy: p, Cost: 1}, {Key: "tenant:1", Policy: p, Cost: 1}}
 		res, err := s.TakeMulti(ctxT(t), reqs)
-		if !errors.Is(err, store.ErrCrossSlot) {
-			t.Fatalf("TakeMulti across slots = %+v, %v; want store.ErrCrossSlot", res, err)
+		if !errors.Is(err, store.ErrNotTogether) {
+			t.Fatalf("TakeMulti across slots = %+v, %v; want store.ErrNotTogether", res, err)
 		}
 		if after := evalCalls(t, rdb); after != before {
 			t.Fatalf("a cross-slot TakeMulti reached Redis (%d → %d script calls)", before, after)
@@ -143,7 +143,7 @@ func evalCalls(t *testing.T, rdb *redis.ClusterClient) int {
 }
 
 // TestRing: on a Ring a multi-limit take needs keys with one hash tag (the
-// Ring shards by it); without one it fails with store.ErrCrossSlot.
+// Ring shards by it); without one it fails with store.ErrNotTogether.
 func TestRing(t *testing.T) {
 	a, b := redistest.Start(t), redistest.Start(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
@@ -158,7 +158,7 @@ func TestRing(t *testing.T) {
 		t.Fatalf("peek after TakeMulti = %+v, %v; want 1 remaining (the single take reaches the same shard)", res, err)
 	}
 	untagged := []store.Request{{Key: "user:1", Policy: p, Cost: 1}, {Key: "tenant:1", Policy: p, Cost: 1}}
-	if res, err := s.TakeMulti(ctxT(t), untagged); !errors.Is(err, store.ErrCrossSlot) {
-		t.Fatalf("TakeMulti without a shared tag = %+v, %v; want store.ErrCrossSlot", res, err)
+	if res, err := s.TakeMulti(ctxT(t), untagged); !errors.Is(err, store.ErrNotTogether) {
+		t.Fatalf("TakeMulti without a shared tag = %+v, %v; want store.ErrNotTogether", res, err)
 	}
 }

@@ -38,10 +38,10 @@ func Example() {
 	}
 }
 
-// Two limits at once, atomically: a burst limit and a daily quota. The
-// hash tag {user:42} puts both keys in one Redis Cluster slot, which a
-// multi-limit take needs; without it TakeMulti fails with
-// store.ErrCrossSlot on a cluster.
+// Two limits at once, atomically: a burst limit and a daily quota. Keys
+// made by store.GroupKey with one group ("user:42") live in one Redis
+// Cluster slot, which a multi-limit take needs; without it TakeMulti fails
+// with store.ErrNotTogether on a cluster.
 func ExampleStore_TakeMulti() {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"localhost:7000"}, ContextTimeoutEnabled: true})
 	defer rdb.Close()
@@ -50,8 +50,8 @@ func ExampleStore_TakeMulti() {
 		log.Fatal(err)
 	}
 	res, err := s.TakeMulti(context.Background(), []store.Request{
-		{Key: "{user:42}:burst", Policy: algo.PerSecond(10).Burst(20), Cost: 1},
-		{Key: "{user:42}:daily", Policy: algo.PerDay(1000).Burst(1000), Cost: 1},
+		{Key: store.GroupKey("user:42", "burst"), Policy: algo.PerSecond(10).Burst(20), Cost: 1},
+		{Key: store.GroupKey("user:42", "daily"), Policy: algo.PerDay(1000).Burst(1000), Cost: 1},
 	})
 	if err != nil {
 		log.Fatal(err)

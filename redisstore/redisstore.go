@@ -62,8 +62,10 @@
 //
 // On Redis Cluster keys spread over slots by their full name; the prefix is
 // not a hash tag. To keep related buckets in one slot (required by
-// [Store.TakeMulti]), put a hash tag in your part of the key:
-// "{user:42}:burst" and "{user:42}:daily" share a slot.
+// [Store.TakeMulti]), make their keys with store.GroupKey and one group:
+// it puts the group in braces, which Redis Cluster hashes as the key's hash
+// tag ("burst{user:42}" and "daily{user:42}" share a slot). Keys with a
+// hash tag of their own work too.
 //
 // # Retries and timeouts
 //
@@ -107,6 +109,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -127,10 +130,11 @@ const (
 // Redis: no read timeout, and context deadlines not applied to the socket.
 var ErrUnboundedClient = errors.New("redisstore: client has no read timeout and ignores context deadlines")
 
-// ErrHashTagPrefix reports a Config.Prefix that contains a Redis Cluster
-// hash tag ("{...}"): every bucket would hash to one slot, one node of the
-// cluster. Put hash tags in the keys instead.
-var ErrHashTagPrefix = errors.New("redisstore: prefix contains a hash tag")
+// ErrHashTagPrefix reports a Config.Prefix that contains a brace: a hash
+// tag ("{...}") would hash every bucket to one slot, one node of the
+// cluster, and a lone brace would take the keys' own hash tags (those of
+// store.GroupKey) apart. Put hash tags in the keys instead.
+var ErrHashTagPrefix = errors.New("redisstore: prefix contains a brace")
 
 // ErrInvalidConfig reports a Config field out of range.
 var ErrInvalidConfig = errors.New("redisstore: invalid config")
@@ -252,7 +256,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 			slog.Default().Warn("redisstore: repaired a corrupt bucket", "key", key, "err", err)
 		}
 	}
-	if hashTag(s.prefix) != s.prefix {
+	if strings.ContainsAny(s.prefix, "{}") {
 		return nil, fmt.Errorf("%w: %q", ErrHashTagPrefix, s.prefix)
 	}
 	if s.timeout == 0 {
@@ -323,10 +327,10 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 // as after a denied Take; the others are left exactly as they were.)
 //
 // A key named twice is refused with store.ErrDuplicateKey. On Redis Cluster
-// all keys must hash to one slot (use a hash tag, see the package
-// documentation), or the call fails with an error matching
-// store.ErrCrossSlot before Redis is called; on a Ring they must share a
-// hash tag. An empty reqs is allowed, with no Results.
+// all keys must hash to one slot (make them with store.GroupKey and one
+// group, see the package documentation), or the call fails with an error
+// matching store.ErrNotTogether before Redis is called; on a Ring they
+// must share a hash tag. An empty reqs is allowed, with no Results.
 func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
 	res := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
 	if len(reqs) == 0 {

@@ -193,12 +193,14 @@ func TestNew(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	for _, prefix := range []string{"{rl}:", "app:{x}"} {
+	// A tag hashes every key to one slot; an empty or unclosed brace would
+	// take the hash tags of store.GroupKey's keys apart.
+	for _, prefix := range []string{"{rl}:", "app:{x}", "a{}b:", "x{:", "y}:"} {
 		if _, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix}); !errors.Is(err, redisstore.ErrHashTagPrefix) {
 			t.Errorf("New with prefix %q: %v, want ErrHashTagPrefix", prefix, err)
 		}
 	}
-	for _, prefix := range []string{"rl:", "a{}b:", "x{:"} { // no tag: "{}" is empty, "{" unclosed
+	for _, prefix := range []string{"rl:", "a:b:"} {
 		if _, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix}); err != nil {
 			t.Errorf("New with prefix %q: %v", prefix, err)
 		}

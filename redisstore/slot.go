@@ -28,7 +28,7 @@ func routerOf(c redis.UniversalClient) router {
 	return single
 }
 
-// sameSlot returns an error matching store.ErrCrossSlot when the keys of
+// sameSlot returns an error matching store.ErrNotTogether when the keys of
 // reqs (after prefix) cannot run in one script on this client.
 func (r router) sameSlot(prefix string, reqs []store.Request) error {
 	if r == single || len(reqs) < 2 {
@@ -39,11 +39,11 @@ func (r router) sameSlot(prefix string, reqs []store.Request) error {
 		k := prefix + reqs[i].Key
 		switch {
 		case r == cluster && Slot(k) != Slot(first):
-			return fmt.Errorf("redisstore: keys %q (slot %d) and %q (slot %d): %w; put a hash tag such as {user:42} in the keys",
-				first, Slot(first), k, Slot(k), store.ErrCrossSlot)
+			return fmt.Errorf("redisstore: keys %q (slot %d) and %q (slot %d) are in different cluster slots: %w; make them with store.GroupKey and one group (a hash tag such as {user:42})",
+				first, Slot(first), k, Slot(k), store.ErrNotTogether)
 		case r == ring && hashTag(k) != hashTag(first):
-			return fmt.Errorf("redisstore: keys %q and %q do not share a hash tag, so a Ring may shard them apart: %w",
-				first, k, store.ErrCrossSlot)
+			return fmt.Errorf("redisstore: keys %q and %q do not share a hash tag, so a Ring may shard them apart: %w; make them with store.GroupKey and one group",
+				first, k, store.ErrNotTogether)
 		}
 	}
 	return nil

@@ -94,9 +94,12 @@ var (
 	// and report the repair with an error matching this one; a store that
 	// keeps it returns this error until the key is reset (deleted).
 	ErrCorruptState = errors.New("store: corrupt bucket state")
-	// ErrCrossSlot reports a multi-limit take whose keys live in
-	// different Redis Cluster slots.
-	ErrCrossSlot = errors.New("store: keys in different cluster slots")
+	// ErrNotTogether reports a multi-limit take whose buckets the store
+	// cannot take in one atomic step: a store that spreads keys over
+	// several servers keeps only the keys of one group together. Make the
+	// keys with [GroupKey] and one group, or take the buckets one at a
+	// time.
+	ErrNotTogether = errors.New("store: keys cannot be taken together")
 )
 
 // Re-exported so callers of a Store need not import algo to match them.
