@@ -266,7 +266,8 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 // denyMulti returns the local answer to reqs, if the cache can prove a
 // denial.
 func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
-	if c.closed.Load() || len(reqs) == 0 || hasDuplicate(reqs) {
+	// Bad input (a key named twice, say) is the primary's to report.
+	if c.closed.Load() || len(reqs) == 0 || store.CheckRequests(reqs, store.MaxKeyLen(-1)) != nil {
 		return store.MultiResult{}, false
 	}
 	now := c.now()
@@ -374,16 +375,4 @@ func (c *DenyCache) Close() error {
 // primary so that its error comes back.
 func eligible(key string, p algo.Policy, cost int64) bool {
 	return key != "" && cost > 0 && cost <= p.Capacity() && p.Unit() > 0
-}
-
-// hasDuplicate reports whether two requests name the same key.
-func hasDuplicate(reqs []store.Request) bool {
-	for i := range reqs {
-		for j := i + 1; j < len(reqs); j++ {
-			if reqs[i].Key == reqs[j].Key {
-				return true
-			}
-		}
-	}
-	return false
 }
