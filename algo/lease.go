@@ -73,7 +73,10 @@ func (p LeasePolicy) String() string { return fmt.Sprintf("%d in flight, ttl %v"
 // Lease is one held slot: the holder's id and the time (µs since the Unix
 // epoch) at which the lease expires unless renewed.
 type Lease struct {
-	ID     string
+	// ID names the holder: 1 to MaxLeaseIDLen bytes, unique per key.
+	ID string
+	// Expiry is when the lease ends unless renewed, in µs since the Unix
+	// epoch: its acquire's or last renewal's now plus the TTL.
 	Expiry int64
 }
 
