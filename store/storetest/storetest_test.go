@@ -49,8 +49,8 @@ func (s *mapStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.M
 	out := store.MultiResult{Allowed: true, Denied: -1}
 	next := make([]algo.State, len(reqs))
 	for i, r := range reqs {
-		if r.Key == "" && s.mutant != "accepts empty key" {
-			return store.MultiResult{}, store.ErrEmptyKey
+		if err := store.CheckKey(r.Key, store.DefaultMaxKeyLen); err != nil && (r.Key != "" || s.mutant != "accepts empty key") {
+			return store.MultiResult{}, err
 		}
 		for j := range i {
 			if reqs[j].Key == r.Key {
@@ -145,7 +145,7 @@ func TestSuiteCatchesBugs(t *testing.T) {
 	for _, m := range regexp.MustCompile(`--- FAIL: TestMutants/([^/\s]+)/(\w+)`).FindAllStringSubmatch(string(out), -1) {
 		failed[m[1]+"/"+m[2]] = true
 	}
-	if !strings.Contains(string(out), "--- PASS: TestMutants/none") {
+	if !strings.Contains(string(out), "--- PASS: TestMutants/none (") || slices.ContainsFunc(slices.Collect(maps.Keys(failed)), func(k string) bool { return strings.HasPrefix(k, "none/") }) {
 		t.Fatalf("the plain map store did not pass:\n%s", out)
 	}
 	for mutant, check := range mutants {
