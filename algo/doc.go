@@ -27,6 +27,19 @@
 // tokens' worth of requests, and a client that stays under the rate is never
 // denied: bursts are allowed as long as the long-run average is respected.
 //
+// # Beyond take: refund, take at most n, reserve
+//
+// [TokenBucket.Refund] gives tokens back (a failed upload need not cost
+// its quota), never above Capacity. [TokenBucket.TakeAtMost] grants as many
+// whole tokens as the bucket holds, up to n, for batch consumers.
+// [TokenBucket.Reserve] admits a request whose tokens will exist within a
+// maximum wait, with the exact Delay after which it may proceed: the
+// bucket goes into debt (at most one full bucket of it), requests are
+// served in the order they reserved, and a Take is denied until the debt
+// has refilled. [TokenBucket.Cancel] gives a waiting reservation's tokens
+// back exactly when no other was queued behind it since. Requests that
+// proceed at their admitted times keep the law above.
+//
 // # Why not a fixed window
 //
 // [FixedWindow] counts requests per window and resets the count at each

@@ -49,13 +49,13 @@ func (b *ratBucket) take(now, cost int64) algo.Result {
 	}
 	res := algo.Result{Limit: b.capacity.Num().Int64()}
 	c := new(big.Rat).SetInt64(cost)
-	if b.tokens.Cmp(c) >= 0 {
+	if cost == 0 || b.tokens.Cmp(c) >= 0 { // a peek is allowed in debt too
 		res.Allowed = true
 		b.tokens.Sub(b.tokens, c)
 	} else {
 		res.RetryAfter = time.Duration(b.last-now+b.waitFor(c)) * time.Microsecond
 	}
-	res.Remaining = new(big.Int).Quo(b.tokens.Num(), b.tokens.Denom()).Int64()
+	res.Remaining = max(0, new(big.Int).Quo(b.tokens.Num(), b.tokens.Denom()).Int64())
 	if w := b.waitFor(b.capacity); w > 0 {
 		res.ResetAfter = time.Duration(b.last-now+w) * time.Microsecond
 	}

@@ -30,17 +30,25 @@ func (TokenBucket) Name() string { return "tokenbucket" }
 //  2. Refill: D₁ = max(0, D − (t₁−t)·R). The product is formed in 128 bits
 //     and used only when it is below D (the Lua twin compares t₁−t with
 //     ⌈D/R⌉ first, so its product is below D + R).
-//  3. Admit when D₁ + cost·Unit ≤ full, and charge: D₂ = D₁ + cost·Unit.
-//  4. Denied: RetryAfter = (t₁−now) + ⌈(D₁ + cost·Unit − full) / R⌉.
+//  3. Admit when D₁ ≤ full − cost·Unit, and charge: D₂ = D₁ + cost·Unit.
+//     A cost of 0 is always admitted, even in debt.
+//  4. Denied: RetryAfter = (t₁−now) + ⌈(D₁ − full + cost·Unit) / R⌉.
 //  5. ResetAfter = (t₁−now) + ⌈D₂/R⌉ with D₂ the new deficit, or zero
 //     when D₂ = 0 (the bucket is full, even if the caller's clock is behind).
 //
-// Bounds (all in int64 here and in IEEE doubles in the Lua twin, exact below
-// 2^53): Validate ensures full ≤ 2^52 and R ≤ 2^52; Take ensures
-// 0 ≤ D ≤ full (larger stored deficits, e.g. from a policy that shrank, are
-// read as an empty bucket), cost ≤ Capacity and times in [0, 2^53). Then
-// every intermediate is at most D + cost·Unit ≤ 2·full ≤ 2^53, t₁−t < 2^53
-// and D + R − 1 < 2^53.
+// A deficit above full is debt, which only a reservation ([TokenBucket.Reserve])
+// makes: the bucket then holds no token, every request of cost 1 or more is
+// denied until the debt has refilled, and RetryAfter counts the debt too.
+// The debt is at most one full bucket, so D ≤ 2·full; a larger stored
+// deficit (from a policy that shrank, or a foreign writer) is read as 2·full.
+//
+// Bounds (all in int64 here and in IEEE doubles in the Lua twin, exact up
+// to 2^53): Validate ensures full ≤ 2^52 and R ≤ 2^52; Take ensures
+// 0 ≤ D ≤ 2·full, cost ≤ Capacity and times in [0, 2^53). Then every
+// intermediate is at most 2·full ≤ 2^53: D, D₁ − full + cost·Unit (formed
+// in that order), D₂ ≤ D₁ + cost·Unit ≤ 2·full when admitted (D₁ ≤ full −
+// cost·Unit); and t₁−t < 2^53. ⌈x/R⌉ is (x + R − 1)/R here, in int64, and
+// exact division with fmod in the Lua twin, so its dividends stay ≤ 2^53.
 func (tb TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, error) {
 	var res Result
 	s, err := tb.TakeTo(&res, p, s, now, cost)
@@ -58,30 +66,18 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 		return s, err
 	}
 	full, r := p.capacity*p.unit, p.refill
-	d, t := min(s.Level, full), s.Stamp
-	if now > t {
-		if d > 0 {
-			// now−t ≥ ⌈D/R⌉ exactly when (now−t)·R ≥ D: one 128-bit
-			// multiply instead of a division, and the product, when
-			// below D, is the refill.
-			hi, lo := bits.Mul64(uint64(now-t), uint64(r))
-			if hi != 0 || lo >= uint64(d) {
-				d = 0
-			} else {
-				d -= int64(lo)
-			}
-		}
-		t = now
-	}
+	d, t := refill(full, r, s, now)
 	// The Result is stored field by field: a composite literal would be
 	// built in a temporary and copied, stalling on its own stores.
 	need := cost * p.unit
-	res.Allowed = d+need <= full
+	res.Allowed = d <= full-need
 	res.RetryAfter = 0
 	if res.Allowed {
 		d += need
+	} else if need == 0 { // a peek, in debt
+		res.Allowed = true
 	} else {
-		res.RetryAfter = Micros(t - now + refillTime(d+need-full, r))
+		res.RetryAfter = Micros(t - now + refillTime(d-full+need, r))
 	}
 	res.Limit = p.capacity
 	res.Remaining = remaining(p.capacity, p.unit, d)
@@ -97,7 +93,29 @@ func (TokenBucket) IdleAt(p Policy, s State) int64 {
 	if p.unit <= 0 || s.Level <= 0 {
 		return s.Stamp
 	}
-	return s.Stamp + refillTime(min(s.Level, p.capacity*p.unit), p.refill)
+	return s.Stamp + refillTime(min(s.Level, 2*p.capacity*p.unit), p.refill)
+}
+
+// refill returns the deficit of the bucket in state s (read as at most
+// 2·full: one full bucket of debt) refilled to t₁ = max(now, s.Stamp), and
+// t₁: steps 1 and 2 of [TokenBucket.Take].
+func refill(full, r int64, s State, now int64) (d, t int64) {
+	d, t = min(s.Level, 2*full), s.Stamp
+	if now > t {
+		if d > 0 {
+			// now−t ≥ ⌈D/R⌉ exactly when (now−t)·R ≥ D: one 128-bit
+			// multiply instead of a division, and the product, when
+			// below D, is the refill.
+			hi, lo := bits.Mul64(uint64(now-t), uint64(r))
+			if hi != 0 || lo >= uint64(d) {
+				d = 0
+			} else {
+				d -= int64(lo)
+			}
+		}
+		t = now
+	}
+	return d, t
 }
 
 // remaining is ⌊(capacity·unit − d)/unit⌋, the whole tokens left at

@@ -133,17 +133,25 @@ func TestFarBehindSaturates(t *testing.T) {
 	}
 }
 
-// TestTokenBucketLevelAboveFull: a stored deficit above full (the policy
-// shrank, or a foreign writer) reads as an empty bucket, not as credit.
+// TestTokenBucketLevelAboveFull: a stored deficit above full is debt (a
+// reservation's), read as at most one full bucket of debt: a deficit far
+// above that (the policy shrank, or a foreign writer) is not credit, and
+// not an endless denial either.
 func TestTokenBucketLevelAboveFull(t *testing.T) {
 	p := algo.PerSecond(1).Burst(2)
 	big := algo.State{Level: 10 * 2 * p.Unit(), Stamp: t0}
 	s, res, err := algo.TokenBucket{}.Take(p, big, t0, 1)
-	if err != nil || res.Allowed || res.Remaining != 0 || res.RetryAfter != time.Second || res.ResetAfter != 2*time.Second {
-		t.Fatalf("Take = %+v, %v: want denied, 0 remaining, retry 1s, reset 2s", res, err)
+	if err != nil || res.Allowed || res.Remaining != 0 || res.RetryAfter != 3*time.Second || res.ResetAfter != 4*time.Second {
+		t.Fatalf("Take = %+v, %v: want denied, 0 remaining, retry 3s, reset 4s", res, err)
 	}
-	if s.Level != 2*p.Unit() {
-		t.Errorf("level = %d want it clamped to full %d", s.Level, 2*p.Unit())
+	if s.Level != 4*p.Unit() {
+		t.Errorf("level = %d want it clamped to full plus one bucket of debt %d", s.Level, 4*p.Unit())
+	}
+	if _, res, _ := (algo.TokenBucket{}).Take(p, big, t0, 0); !res.Allowed || res.RetryAfter != 0 {
+		t.Errorf("peek in debt = %+v, want allowed", res)
+	}
+	if idle := (algo.TokenBucket{}).IdleAt(p, big); idle != t0+4e6 {
+		t.Errorf("IdleAt = %d, want %d: two fill times, the debt's and the bucket's", idle, t0+4e6)
 	}
 }
 
