@@ -1,0 +1,102 @@
+// Package rls is a rate-limit server speaking Envoy's
+// envoy.service.ratelimit.v3.RateLimitService, the API of
+// envoyproxy/ratelimit: Envoy's envoy.filters.http.ratelimit filter, Istio
+// and any other client of that API use it unchanged. It reads
+// envoyproxy/ratelimit's YAML configuration and answers with ratebucket's
+// exact token buckets instead of fixed windows. The command
+// ratebucket-rls (in cmd/ratebucket-rls) runs it.
+//
+// # Requests and answers
+//
+// A RateLimitRequest names a domain and a list of descriptors, each a list
+// of key/value entries. Each descriptor is matched against the domain's
+// configuration ([Load]); the buckets of the descriptors that matched a
+// limit are taken together, hits_addend tokens each (a descriptor's own
+// hits_addend wins over the request's; 0 means 1 at the request level,
+// a peek at the descriptor level). Each descriptor gets a status:
+//
+//	code                  OK or OVER_LIMIT
+//	current_limit         the matched rate_limit (name, requests_per_unit, unit); unset if none
+//	limit_remaining       whole tokens left; 4294967295 for unlimited
+//	duration_until_reset  when OK, until the bucket is full again; when OVER_LIMIT,
+//	                      the exact wait until this request would be admitted
+//
+// and the overall code is OVER_LIMIT if any descriptor not in shadow mode
+// is over its limit. With [Options].ResponseHeaders the response also
+// carries x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset
+// for the descriptor with the fewest tokens left (or the refusing one with
+// the longest wait), plus retry-after when refused; Envoy adds them to the
+// client's response, as with envoyproxy/ratelimit's
+// LIMIT_RESPONSE_HEADERS_ENABLED.
+//
+// # Configuration
+//
+// The format is envoyproxy/ratelimit's: one domain per file, nested
+// descriptors with key and optional value (a value ending in '*' is a
+// prefix wildcard), rate_limit with unit (second, minute, hour, day, week,
+// month, year) and requests_per_unit, unlimited, name and replaces,
+// shadow_mode, share_threshold. quota_mode is answered like shadow_mode;
+// detailed_metric and value_to_metric are accepted and have no effect,
+// because metric labels here never carry descriptor values. Matching is
+// envoyproxy/ratelimit's: level by level, key and value first, then the
+// wildcards in file order, then the key alone; a limit applies only to a
+// descriptor exactly as long as its path.
+//
+// One extension, burst, makes the bucket's capacity differ from
+// requests_per_unit:
+//
+//	rate_limit:
+//	  unit: minute
+//	  requests_per_unit: 60   # refilled at 1 per second, continuously
+//	  burst: 10               # at most 10 at once (default: 60)
+//
+// # Token bucket against fixed window
+//
+// envoyproxy/ratelimit counts requests per clock window (per second,
+// minute, ...) and resets the count at the window's boundary. Here each
+// bucket holds up to burst tokens (requests_per_unit by default, so one
+// unit's worth), refilled continuously at requests_per_unit per unit. The
+// differences a client can see:
+//
+//   - No boundary spike. A fixed window admits 2× its limit across a
+//     boundary (all of it at 0:59, all again at 1:01); the bucket never
+//     admits more than burst + rate·t in any interval of length t.
+//   - Gradual recovery. After a burst, capacity comes back a token at a
+//     time (10 per second → one every 100 ms), not all at once when the
+//     window ends, so a client that paces itself is never refused.
+//   - Exact waits. duration_until_reset on a refusal is the exact time
+//     until the request would pass, not the time to the window's end.
+//   - A refused request charges nothing, and a request whose descriptors
+//     are taken together charges none of them if any refuses;
+//     envoyproxy/ratelimit increments every counter whatever the outcome.
+//   - requests_per_unit 0 refuses everything, as there; a hits_addend
+//     above the burst can never pass and is refused without charging.
+//
+// # Stores, atomicity and Redis Cluster
+//
+// Buckets live in a store.Store: a redisstore (one script call per
+// request, auto-pipelined, on Redis's clock) so that every server instance
+// shares them, or a memstore for a single node. The descriptors of a
+// request are taken with one store.MultiTaker call: all are charged or
+// none. On Redis Cluster that needs every key in one slot, so keys carry a
+// hash tag ([HashTag]): by default the domain and the descriptor's first
+// entry, so a request whose descriptors all start with the same entry
+// (the usual remote_address, then remote_address and path) is atomic, and
+// keys still spread over the cluster. Descriptors of a request that land
+// in different slots are taken slot by slot, in order; once one group
+// refuses, the later groups are only peeked at, and the groups taken
+// before it stay charged.
+//
+// A bucket's key is derived from the domain and the descriptor's entries,
+// escaped and hashed when long, so no descriptor value can forge another's
+// key or make a key longer than 256 bytes. A limit changed by a reload
+// keeps its buckets: the new policy applies to them at once.
+//
+// # Operations
+//
+// [Loader] reloads the configuration when its files change (or on SIGHUP)
+// without dropping requests; a file that fails to load keeps the previous
+// configuration and is logged and counted in [Metrics]. [Server] serves
+// the gRPC API and the gRPC health service, /healthz, /readyz and
+// /metrics, and shuts down gracefully.
+package rls

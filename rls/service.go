@@ -1,0 +1,543 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// ConfigSource gives the configuration in use. A [*Config] is its own
+// source; a [*Loader] gives the latest good one.
+type ConfigSource interface {
+	Config() *Config
+}
+
+// Config returns c, so a fixed configuration is a ConfigSource.
+func (c *Config) Config() *Config { return c }
+
+// Options configures a [Service]. Store is required; the zero value of
+// every other field works.
+type Options struct {
+	// Store keeps the buckets: a redisstore for a fleet of servers, a
+	// memstore for a single one.
+	Store store.Store
+	// Cluster says that Store is a redisstore on Redis Cluster, where a
+	// multi-bucket take needs every key in one slot: descriptors are
+	// grouped by slot and the groups taken in order (see the package
+	// documentation).
+	Cluster bool
+	// HashTag chooses the part of the bucket keys that is their Cluster
+	// hash tag. Default: TagFirst.
+	HashTag HashTag
+	// Prefix starts every bucket key (after the redisstore's own prefix).
+	// Default "rls:".
+	Prefix string
+	// ResponseHeaders adds rate-limit headers to every response that has
+	// a limit, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED
+	// does: see HeaderLimit. Envoy adds them to the client's response.
+	ResponseHeaders bool
+	// Header names, defaults x-ratelimit-limit (the bucket's capacity),
+	// x-ratelimit-remaining (whole tokens left) and x-ratelimit-reset
+	// (seconds, rounded up, until the bucket is full, or when over the
+	// limit until the request could pass). An OVER_LIMIT response also
+	// gets retry-after (seconds, rounded up, at least 1).
+	HeaderLimit, HeaderRemaining, HeaderReset string
+	// Metrics receives the decisions; nil keeps none.
+	Metrics *Metrics
+	// Logger receives store failures, at most one record a second.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Service implements envoy.service.ratelimit.v3.RateLimitService. It is
+// safe for simultaneous use by multiple goroutines.
+type Service struct {
+	pb.UnimplementedRateLimitServiceServer
+	src     ConfigSource
+	opt     Options
+	multi   store.MultiTaker // Store's, or nil
+	metrics *Metrics
+	logger  *slog.Logger
+	logged  logEvery
+}
+
+// NewService returns a Service deciding with the configuration src gives
+// at each request.
+func NewService(src ConfigSource, opt Options) (*Service, error) {
+	if src == nil || opt.Store == nil {
+		return nil, errors.New("rls: NewService needs a ConfigSource and a Store")
+	}
+	if opt.Prefix == "" {
+		opt.Prefix = "rls:"
+	}
+	if len(opt.Prefix) > 32 {
+		return nil, fmt.Errorf("rls: Prefix of %d bytes, at most 32", len(opt.Prefix))
+	}
+	if opt.HeaderLimit == "" {
+		opt.HeaderLimit = "x-ratelimit-limit"
+	}
+	if opt.HeaderRemaining == "" {
+		opt.HeaderRemaining = "x-ratelimit-remaining"
+	}
+	if opt.HeaderReset == "" {
+		opt.HeaderReset = "x-ratelimit-reset"
+	}
+	s := &Service{src: src, opt: opt, metrics: opt.Metrics, logger: opt.Logger}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	s.multi, _ = opt.Store.(store.MultiTaker)
+	return s, nil
+}
+
+// item is one descriptor of a request on its way to a status.
+type item struct {
+	limit  *Limit
+	proto  *pb.RateLimitResponse_RateLimit
+	policy algo.Policy
+	key    string
+	cost   int64
+	kind   uint8 // what decides it: below
+	res    algo.Result
+	req    int // index in its take group, when grouped
+	// grouped: the store is asked about it (charged, or peeked at).
+	grouped bool
+}
+
+const (
+	kindNone      uint8 = iota // no limit: OK, no current_limit
+	kindUnlimited              // unlimited: OK, remaining MaxUint32
+	kindBlocked                // requests_per_unit 0, or a cost above the burst: always over
+	kindTake                   // the store decides
+)
+
+// ShouldRateLimit decides a request: each descriptor is matched against
+// the domain's configuration and the matched buckets are taken, all
+// together or none (see the package documentation for Cluster). The
+// overall code is OVER_LIMIT when any descriptor that is not in shadow or
+// quota mode is over its limit.
+//
+// A request without a domain or descriptors is InvalidArgument; a store
+// that cannot decide makes it Unavailable (Envoy then applies its
+// failure_mode_deny setting); a call that ended is Canceled or
+// DeadlineExceeded.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	start := time.Now()
+	resp, err := s.decide(ctx, req)
+	if m := s.metrics; m != nil {
+		m.latency.Observe(time.Since(start).Seconds())
+		switch {
+		case err != nil:
+			m.requests.WithLabelValues("error").Inc()
+		case resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT:
+			m.requests.WithLabelValues(resultOver).Inc()
+		default:
+			m.requests.WithLabelValues(resultOK).Inc()
+		}
+	}
+	return resp, err
+}
+
+func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	if len(req.Descriptors) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	root := s.src.Config().domains[req.Domain]
+	domain := req.Domain
+	if root == nil {
+		domain = "unknown"
+	}
+	items := make([]item, len(req.Descriptors))
+	var replaced map[string]bool
+	for i, d := range req.Descriptors {
+		it := &items[i]
+		it.cost = int64(max(1, req.HitsAddend))
+		if d.HitsAddend != nil {
+			it.cost = int64(min(d.HitsAddend.Value, math.MaxInt64))
+		}
+		if d.IsNegativeHits {
+			it.cost = 0 // a refund: not supported, so it charges nothing
+		}
+		if d.Limit != nil {
+			s.override(it, req.Domain, d)
+			continue
+		}
+		if root == nil || len(d.Entries) == 0 {
+			continue
+		}
+		l, shared := root.lookup(d.Entries)
+		if l == nil {
+			continue
+		}
+		it.limit, it.proto = l, l.proto
+		for _, r := range l.Replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[r] = true
+		}
+		if !l.Unlimited && l.RequestsPerUnit > 0 {
+			it.policy = l.Policy
+			it.key = bucketKey(s.opt.Prefix, req.Domain, d.Entries, shared, s.opt.HashTag, "")
+		}
+	}
+	var enforce, shadow []store.Request
+	for i := range items {
+		it := &items[i]
+		if it.limit != nil && it.limit.Name != "" && replaced[it.limit.Name] {
+			*it = item{} // replaced: as if it matched nothing
+		}
+		switch {
+		case it.limit != nil && it.limit.Unlimited:
+			it.kind = kindUnlimited
+		case it.proto == nil:
+			it.kind = kindNone
+		case it.key == "":
+			it.kind = kindBlocked
+		default:
+			// A cost above the burst can never pass: the bucket is only
+			// peeked at, for its remaining tokens.
+			it.kind, it.grouped = kindTake, true
+			cost := it.cost
+			if cost > it.policy.Capacity() {
+				it.kind, cost = kindBlocked, 0
+			}
+			group := &enforce
+			if it.limit.soft() {
+				group = &shadow
+			}
+			it.req = addRequest(group, store.Request{Key: it.key, Policy: it.policy, Cost: cost})
+		}
+	}
+	// A descriptor sent twice adds up its costs (addRequest); a sum
+	// above the burst can never pass, so it is refused like a single
+	// cost above the burst, and its request only peeks.
+	for i := range items {
+		it := &items[i]
+		if !it.grouped {
+			continue
+		}
+		group := enforce
+		if it.limit.soft() {
+			group = shadow
+		}
+		if group[it.req].Cost > it.policy.Capacity() {
+			it.kind = kindBlocked
+		}
+	}
+	for _, group := range [][]store.Request{enforce, shadow} {
+		for j := range group {
+			if group[j].Cost > group[j].Policy.Capacity() {
+				group[j].Cost = 0
+			}
+		}
+	}
+	allowed := true
+	for i := range items {
+		if it := &items[i]; it.kind == kindBlocked && !it.limit.soft() {
+			allowed = false
+		}
+	}
+	enforced, err := s.take(ctx, enforce, allowed)
+	if err == nil {
+		allowed = allowed && enforced.Allowed
+		var shadowed store.MultiResult
+		shadowed, err = s.take(ctx, shadow, allowed)
+		for i := range items {
+			if it := &items[i]; it.grouped && err == nil {
+				if it.limit != nil && it.limit.soft() {
+					it.res = shadowed.Results[it.req]
+				} else {
+					it.res = enforced.Results[it.req]
+				}
+			}
+		}
+	}
+	if err != nil {
+		return nil, s.failed(ctx, domain, err)
+	}
+	return s.respond(items, domain), nil
+}
+
+// soft reports a limit whose refusals are reported, not enforced.
+func (l *Limit) soft() bool { return l != nil && (l.Shadow || l.Quota) }
+
+// override applies a descriptor's limit override, sent by Envoy: its own
+// policy, on a bucket of its own.
+func (s *Service) override(it *item, domain string, d *rlpb.RateLimitDescriptor) {
+	o := d.Limit
+	mult := uint32(1)
+	if o.UnitMultiplier != nil && o.UnitMultiplier.Value > 0 {
+		mult = o.UnitMultiplier.Value
+	}
+	unit := pb.RateLimitResponse_RateLimit_Unit(o.Unit)
+	it.proto = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: o.RequestsPerUnit, Unit: unit}
+	length := unitLength(unit)
+	if o.RequestsPerUnit == 0 || length == 0 || len(d.Entries) == 0 {
+		return // blocked: nothing can pass a limit of 0 or of no unit
+	}
+	p, err := algo.NewPolicy(int64(o.RequestsPerUnit), algo.Per(int64(o.RequestsPerUnit), time.Duration(mult)*length))
+	if err != nil {
+		return
+	}
+	it.policy = p
+	suffix := "|@" + strconv.FormatUint(uint64(o.RequestsPerUnit), 10) + "/" + strconv.FormatUint(uint64(mult), 10) + unit.String()
+	it.key = bucketKey(s.opt.Prefix, domain, d.Entries, nil, s.opt.HashTag, suffix)
+}
+
+// Key returns the bucket key (before the store's own prefix) that a
+// descriptor of domain is charged to under the configuration in use, and
+// false when it matches no limit that keeps a bucket (no limit,
+// unlimited, or requests_per_unit 0). Tools use it to inspect
+// a bucket (redisstore's Inspect) or reset it.
+func (s *Service) Key(domain string, d *rlpb.RateLimitDescriptor) (string, bool) {
+	it := &item{}
+	if d.Limit != nil {
+		s.override(it, domain, d)
+		return it.key, it.key != ""
+	}
+	root := s.src.Config().domains[domain]
+	if root == nil || len(d.Entries) == 0 {
+		return "", false
+	}
+	l, shared := root.lookup(d.Entries)
+	if l == nil || l.Unlimited || l.RequestsPerUnit == 0 {
+		return "", false
+	}
+	return bucketKey(s.opt.Prefix, domain, d.Entries, shared, s.opt.HashTag, ""), true
+}
+
+// addRequest appends r to group, or, when a request for the same bucket is
+// already there (a descriptor sent twice), adds r's cost to it, and
+// returns the request's index.
+func addRequest(group *[]store.Request, r store.Request) int {
+	for j, q := range *group {
+		if q.Key == r.Key && q.Policy == r.Policy {
+			(*group)[j].Cost = min(q.Cost+r.Cost, q.Policy.Capacity()+1) // no overflow
+			return j
+		}
+	}
+	*group = append(*group, r)
+	return len(*group) - 1
+}
+
+// take applies reqs, or only peeks at them (cost 0) when charge is false,
+// atomically when the store and the slots allow. Results has one Result
+// per request.
+func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (store.MultiResult, error) {
+	if !charge {
+		peek := make([]store.Request, len(reqs))
+		for i, r := range reqs {
+			peek[i] = store.Request{Key: r.Key, Policy: r.Policy}
+		}
+		reqs = peek
+	}
+	switch {
+	case len(reqs) == 0:
+		return store.MultiResult{Allowed: true}, nil
+	case len(reqs) == 1:
+		res, err := s.opt.Store.Take(ctx, reqs[0].Key, reqs[0].Policy, reqs[0].Cost)
+		if err != nil {
+			return store.MultiResult{}, err
+		}
+		return store.MultiResult{Allowed: res.Allowed, Results: []algo.Result{res}}, nil
+	case s.multi != nil && (!s.opt.Cluster || oneSlot(reqs)):
+		res, err := s.multi.TakeMulti(ctx, reqs)
+		if err == nil && !res.Allowed {
+			// A bucket that would have admitted was not charged: report
+			// the tokens it still has, as a peek would.
+			for i, r := range res.Results {
+				if r.Allowed {
+					res.Results[i].Remaining = min(r.Limit, r.Remaining+reqs[i].Cost)
+				}
+			}
+		}
+		return res, err
+	}
+	// In order, one slot (or, without TakeMulti, one bucket) at a time:
+	// once a group is refused, the later ones are only peeked at.
+	out := store.MultiResult{Allowed: true, Results: make([]algo.Result, len(reqs))}
+	done := make([]bool, len(reqs))
+	for i := range reqs {
+		if done[i] {
+			continue
+		}
+		var idx []int
+		for j := i; j < len(reqs); j++ {
+			if !done[j] && (j == i || s.multi != nil && redisstore.Slot(reqs[j].Key) == redisstore.Slot(reqs[i].Key)) {
+				idx = append(idx, j)
+				done[j] = true
+			}
+		}
+		group := make([]store.Request, len(idx))
+		for k, j := range idx {
+			group[k] = reqs[j]
+			if !out.Allowed {
+				group[k].Cost = 0
+			}
+		}
+		res, err := s.take(ctx, group, true)
+		if err != nil {
+			return store.MultiResult{}, err
+		}
+		out.Allowed = out.Allowed && res.Allowed
+		for k, j := range idx {
+			out.Results[j] = res.Results[k]
+		}
+	}
+	return out, nil
+}
+
+func oneSlot(reqs []store.Request) bool {
+	slot := redisstore.Slot(reqs[0].Key)
+	for _, r := range reqs[1:] {
+		if redisstore.Slot(r.Key) != slot {
+			return false
+		}
+	}
+	return true
+}
+
+// failed turns a store error into the call's status.
+func (s *Service) failed(ctx context.Context, domain string, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if s.metrics != nil {
+		s.metrics.storeErrors.WithLabelValues(domain).Inc()
+	}
+	if s.logged.ok() {
+		s.logger.Warn("rls: the store could not decide; answering UNAVAILABLE", "domain", domain, "err", err)
+	}
+	return status.Error(codes.Unavailable, "rate limit store unavailable")
+}
+
+// respond builds the response from decided items.
+func (s *Service) respond(items []item, domain string) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
+	header := -1 // the item the headers describe
+	for i := range items {
+		it := &items[i]
+		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, CurrentLimit: it.proto}
+		resp.Statuses[i] = st
+		result := resultOK
+		switch it.kind {
+		case kindNone:
+			st.CurrentLimit = nil
+			result = resultNoLimit
+		case kindUnlimited:
+			st.CurrentLimit = nil
+			st.LimitRemaining = math.MaxUint32
+			result = resultUnlimited
+		case kindBlocked:
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+			d := time.Duration(0)
+			if it.policy != (algo.Policy{}) {
+				d = it.policy.FillTime()
+			} else if u := unitLength(it.proto.Unit); u > 0 {
+				d = u
+			}
+			st.DurationUntilReset = durationpb.New(d)
+			if it.grouped {
+				st.LimitRemaining = uint32(min(it.res.Remaining, math.MaxUint32))
+			}
+			it.res = algo.Result{Limit: it.policy.Capacity(), Remaining: it.res.Remaining, RetryAfter: d, ResetAfter: d}
+		case kindTake:
+			st.LimitRemaining = uint32(min(it.res.Remaining, math.MaxUint32))
+			if it.res.Allowed {
+				st.DurationUntilReset = durationpb.New(it.res.ResetAfter)
+			} else {
+				st.Code = pb.RateLimitResponse_OVER_LIMIT
+				st.DurationUntilReset = durationpb.New(it.res.RetryAfter)
+			}
+		}
+		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
+			result = resultOver
+			if it.limit.soft() {
+				st.Code = pb.RateLimitResponse_OK
+				result = resultShadowOver
+			} else {
+				resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+			}
+		}
+		if s.metrics != nil {
+			s.metrics.decisions.WithLabelValues(domain, result).Inc()
+		}
+		if it.kind >= kindBlocked && (header < 0 || better(st, resp.Statuses[header], it, &items[header])) {
+			header = i
+		}
+	}
+	if s.opt.ResponseHeaders && header >= 0 {
+		s.addHeaders(resp, resp.Statuses[header], &items[header])
+	}
+	return resp
+}
+
+// better reports whether status a (of item ia) should be described by the
+// headers rather than b: an enforced refusal with the longer wait, else the
+// fewest tokens left.
+func better(a, b *pb.RateLimitResponse_DescriptorStatus, ia, ib *item) bool {
+	overA := a.Code == pb.RateLimitResponse_OVER_LIMIT
+	overB := b.Code == pb.RateLimitResponse_OVER_LIMIT
+	switch {
+	case overA != overB:
+		return overA
+	case overA:
+		return ia.res.RetryAfter > ib.res.RetryAfter
+	}
+	return a.LimitRemaining < b.LimitRemaining
+}
+
+// addHeaders adds the x-ratelimit-* headers describing st.
+func (s *Service) addHeaders(resp *pb.RateLimitResponse, st *pb.RateLimitResponse_DescriptorStatus, it *item) {
+	limit := it.policy.Capacity()
+	if it.policy == (algo.Policy{}) {
+		limit = int64(it.proto.RequestsPerUnit)
+	}
+	reset := st.DurationUntilReset.AsDuration()
+	resp.ResponseHeadersToAdd = []*core.HeaderValue{
+		{Key: s.opt.HeaderLimit, Value: strconv.FormatInt(limit, 10)},
+		{Key: s.opt.HeaderRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: s.opt.HeaderReset, Value: strconv.FormatInt(ceilSeconds(reset), 10)},
+	}
+	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
+			&core.HeaderValue{Key: "retry-after", Value: strconv.FormatInt(max(1, ceilSeconds(reset)), 10)})
+	}
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// logEvery lets one log record through per second.
+type logEvery struct{ last atomic.Int64 }
+
+func (l *logEvery) ok() bool {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	return now-last >= int64(time.Second) && l.last.CompareAndSwap(last, now)
+}
