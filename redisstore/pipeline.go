@@ -92,6 +92,7 @@ type call struct {
 // for the last.
 type pipeliner struct {
 	rdb      redis.UniversalClient
+	fn       *functions // nil: EVALSHA
 	maxBatch int
 	delay    time.Duration
 	maxW     int
@@ -243,7 +244,8 @@ func (p *pipeliner) pop(batch []*call) []*call {
 }
 
 // flush sends the calls of batch still wanted in one pipeline, then the
-// ones that replied NOSCRIPT as EVAL in another, and signals each caller.
+// ones that replied NOSCRIPT as EVAL in another (or, with Functions, the
+// ones that found no library, once it is loaded), and signals each caller.
 func (p *pipeliner) flush(batch []*call) {
 	live := batch[:0]
 	var deadline time.Time
@@ -281,14 +283,8 @@ func (p *pipeliner) flush(batch []*call) {
 		defer cancel()
 	}
 	p.exec(ctx, live, func(*call) bool { return true })
-	if retry := needsEval(live); retry {
-		p.exec(ctx, live, func(c *call) bool {
-			if !redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-				return false
-			}
-			c.args[0], c.args[1] = "eval", scriptSrc
-			return true
-		})
+	if again := p.fn.pick(ctx, live); again != nil { // NOSCRIPT, or no function library
+		p.exec(ctx, live, again)
 	}
 	for _, c := range live {
 		c.done <- struct{}{}
@@ -313,16 +309,6 @@ func (p *pipeliner) exec(ctx context.Context, calls []*call, pick func(*call) bo
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
-}
-
-// needsEval reports whether any call replied NOSCRIPT.
-func needsEval(calls []*call) bool {
-	for _, c := range calls {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			return true
-		}
-	}
-	return false
 }
 
 // close refuses new calls, lets the writers send everything queued and

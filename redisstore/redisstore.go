@@ -174,6 +174,16 @@ type Config struct {
 	// store.ErrCorruptState that says what the key held. The default logs
 	// it with slog.Default() at level Warn.
 	OnRepair func(key string, err error)
+	// Functions, when set, loads the script as a Redis Function library
+	// (Redis 7 or later) and calls it with FCALL instead of EVALSHA; the
+	// library is named after the wire version and the script's SHA1 (see
+	// [FunctionLibrary]). Functions persist with the data and replicate,
+	// so a restart with persistence or a failover to a replica needs no
+	// reload; a server without the library (flushed, or a new empty node)
+	// is loaded on the first call that finds it missing, on every master,
+	// and that call is sent again, once: it had not run. The default is
+	// EVALSHA, with EVAL when the server answers NOSCRIPT.
+	Functions bool
 	// MaxKeyLen bounds a key's length in bytes, not counting Prefix: a
 	// longer key is refused before Redis is called, with an error matching
 	// store.ErrKeyTooLong. The default (0) is store.DefaultMaxKeyLen (256);
@@ -218,6 +228,7 @@ type Store struct {
 	marginArg any   // margin, boxed once
 	route     router
 	pipe      *pipeliner // nil: pipelining disabled
+	fn        *functions // nil: EVALSHA (Config.Functions unset)
 	closed    atomic.Bool
 }
 
@@ -271,11 +282,15 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		s.margin = (m + time.Millisecond - 1).Milliseconds()
 	}
 	s.marginArg = s.margin
+	if cfg.Functions {
+		s.fn = newFunctions(client)
+	}
 	if !cfg.Pipeline.Disabled {
 		p, err := newPipeliner(client, cfg.Pipeline)
 		if err != nil {
 			return nil, err
 		}
+		p.fn = s.fn
 		s.pipe = p
 	}
 	return s, nil

@@ -101,8 +101,8 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 		}
 	} else {
 		cmd = redis.NewIntSliceCmd(ctx, args...)
-		if err := s.rdb.Process(ctx, noRetry{cmd}); redis.HasErrorPrefix(err, "NOSCRIPT") {
-			args[0], args[1] = "eval", scriptSrc
+		_ = s.rdb.Process(ctx, noRetry{cmd})
+		if s.fn.retry(ctx, cmd, args) { // NOSCRIPT, or no function library
 			cmd = redis.NewIntSliceCmd(ctx, args...)
 			_ = s.rdb.Process(ctx, noRetry{cmd})
 		}
@@ -150,7 +150,8 @@ var (
 // tokenbucket.lua).
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []any {
 	args := make([]any, 0, 3+5*len(reqs)+3)
-	args = append(args, "evalsha", argSHA, len(reqs))
+	verb, target := s.fn.head() // EVALSHA or FCALL
+	args = append(args, verb, target, len(reqs))
 	for _, r := range reqs {
 		args = append(args, s.prefix+r.Key)
 	}
