@@ -190,3 +190,12 @@ func render(resp *pb.RateLimitResponse) string {
 	b.WriteByte(']')
 	return b.String()
 }
+
+// descs builds one descriptor per "key=value" entry.
+func descs(entries ...string) []*rlpb.RateLimitDescriptor {
+	out := make([]*rlpb.RateLimitDescriptor, len(entries))
+	for i, e := range entries {
+		out[i] = desc(e)
+	}
+	return out
+}
