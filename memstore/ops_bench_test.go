@@ -1,0 +1,39 @@
+package memstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ratebucket/ratebucket/memstore"
+)
+
+// BenchmarkOps measures each operation on one hot key next to Take, on the
+// real clock, as BenchmarkTake's "hot key": issue 14 asks that a refund and
+// a reservation cost no more than 1.2× a Take. The bucket (benchPolicy, a
+// billion tokens at 1/s) never fills up or runs dry during a run.
+func BenchmarkOps(b *testing.B) {
+	ctx := context.Background()
+	half := benchPolicy.Capacity() / 2
+	bench := func(name string, setup int64, op func(s *memstore.Store, key string)) {
+		b.Run(name, func(b *testing.B) {
+			s := newStore(b, memstore.Config{})
+			key := benchKeys(b, s, name, 1)[0]
+			take(b, s, key, benchPolicy, setup)
+			b.ReportAllocs()
+			for b.Loop() {
+				op(s, key)
+			}
+		})
+	}
+	bench("take", 0, func(s *memstore.Store, key string) { s.Take(ctx, key, benchPolicy, 1) })
+	bench("refund", half, func(s *memstore.Store, key string) { s.Refund(ctx, key, benchPolicy, 1) })
+	bench("takeAtMost", 0, func(s *memstore.Store, key string) { s.TakeAtMost(ctx, key, benchPolicy, 2) })
+	bench("reserve", 0, func(s *memstore.Store, key string) { s.Reserve(ctx, key, benchPolicy, 1, 0) })
+	bench("reserve in debt", benchPolicy.Capacity()-1, func(s *memstore.Store, key string) {
+		s.Reserve(ctx, key, benchPolicy, 1, benchPolicy.MaxDelay())
+	})
+	bench("reserve+cancel", benchPolicy.Capacity()-1, func(s *memstore.Store, key string) {
+		r, _ := s.Reserve(ctx, key, benchPolicy, 1, benchPolicy.MaxDelay())
+		s.CancelReservation(ctx, key, benchPolicy, r.Ticket)
+	})
+}
