@@ -25,12 +25,12 @@ export const userOr = (fallback) => (req) => (req.user?.id != null ? { class: 'u
 
 /**
  * The ID as it appears in a bucket key (httplimit's bucketID): verbatim when
- * at most 64 bytes of printable ASCII without space, '#', '{' or '}' (so it
+ * at most 64 bytes of printable ASCII without space, '#', '%', '{' or '}' (so it
  * can be the Cluster hash tag), else '#' and 32 hex digits of its SHA-256.
  * @param {string} id
  */
 export function bucketID(id) {
-  if (Buffer.byteLength(id) <= MAX_ID_LEN && /^[!-~]*$/.test(id) && !/[#{}]/.test(id)) return id;
+  if (Buffer.byteLength(id) <= MAX_ID_LEN && /^[!-~]*$/.test(id) && !/[#%{}]/.test(id)) return id;
   return '#' + createHash('sha256').update(id).digest('hex').slice(0, 32);
 }
 
