@@ -92,6 +92,7 @@ type call struct {
 // for the last.
 type pipeliner struct {
 	rdb      redis.UniversalClient
+	fo       *failover  // nil: not a cluster client
 	fn       *functions // nil: EVALSHA
 	maxBatch int
 	delay    time.Duration
@@ -107,11 +108,11 @@ type pipeliner struct {
 	wg      sync.WaitGroup
 }
 
-func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig) (*pipeliner, error) {
+func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig, fo *failover) (*pipeliner, error) {
 	if cfg.MaxBatch < 0 || cfg.Writers < 0 || cfg.MaxQueued < 0 {
 		return nil, fmt.Errorf("%w: MaxBatch %d, Writers %d, MaxQueued %d", ErrInvalidConfig, cfg.MaxBatch, cfg.Writers, cfg.MaxQueued)
 	}
-	p := &pipeliner{rdb: rdb, maxBatch: cfg.MaxBatch, delay: cfg.MaxDelay, maxW: cfg.Writers}
+	p := &pipeliner{rdb: rdb, fo: fo, maxBatch: cfg.MaxBatch, delay: cfg.MaxDelay, maxW: cfg.Writers}
 	if p.maxBatch == 0 {
 		p.maxBatch = DefaultMaxBatch
 	}
@@ -298,6 +299,7 @@ func (p *pipeliner) exec(ctx context.Context, calls []*call, pick func(*call) bo
 		if c := calls[0]; pick(c) {
 			c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
 			_ = p.rdb.Process(ctx, noRetry{c.cmd})
+			p.fo.check(c.cmd.Err())
 		}
 		return
 	}
@@ -309,6 +311,7 @@ func (p *pipeliner) exec(ctx context.Context, calls []*call, pick func(*call) bo
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
+	p.fo.checkCalls(calls)
 }
 
 // close refuses new calls, lets the writers send everything queued and

@@ -108,6 +108,7 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 		}
 	}
 	if err := cmd.Err(); err != nil {
+		s.fo.check(err)
 		return scriptError(ctx, err)
 	}
 	vals, err := cmd.Result()

@@ -1,0 +1,420 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// The failover tests' cluster: three masters with a replica each, failed
+// after 2 s without an answer.
+const failoverNodeTimeout = 2 * time.Second
+
+// Bounds the failover test asserts: every call that starts later than
+// servedAfterPromotion after the promotion (every running node agrees on
+// the new master) succeeds, and so does every call that starts later than
+// servedAfterKill after the kill. The promotion is Redis's: the node
+// timeout, then 0.5 to 1 s of election delay, and the gossip; it came 3.0
+// to 5.0 s after the kill, with or without the two cores busy. Every call
+// succeeded again from 3.0 to 4.4 s after the kill, at most 0.2 s after
+// the promotion and often before it (the client reloads from the first
+// node that knows).
+const (
+	servedAfterPromotion = time.Second
+	servedAfterKill      = failoverNodeTimeout + 4*time.Second
+)
+
+// failoverPolicy keeps buckets drained under the test's traffic (each key
+// is visited several times a second), so every admission counts against
+// the law: at most capacity + rate·t in t.
+var failoverPolicy = algo.PerSecond(1).Burst(3)
+
+// TestClusterFailover kills a master of a cluster with replicas under a
+// steady load of Takes and TakeMultis, pipelined and not, with a client
+// built as users build theirs (cluster addresses, go-redis defaults). It
+// asserts that every key is served again within servedAfterKill of the
+// kill and servedAfterPromotion of the promotion, that keys on the
+// surviving masters never admit beyond the law, and that keys on the
+// killed master exceed it by no more than a bucket's capacity. Writes the
+// dead master acknowledged but had not yet replicated are lost, so the
+// promoted replica may hold an older, fuller bucket: at most what the
+// master admitted during the replication lag W, capacity + rate·W, which
+// is the capacity for W under a second at 1 token/s (measured: 0 excess
+// in every run, the lag on loopback being a fraction of a millisecond).
+//
+// The control runs the same failover with the store's reloads off and
+// shows every key of the killed master still failing 5 s after the
+// promotion: the stall of go-redis issue #3979, which only the client's
+// periodic reload (ClusterStateReloadInterval, 60 s) would end. It calls
+// without pipelining, where a call to the dead master fails within
+// 0.4 s, so every key is tried again and again in those 5 s.
+func TestClusterFailover(t *testing.T) {
+	cl := redistest.StartClusterOpts(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: failoverNodeTimeout})
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			f := runFailover(t, cl, m.cfg, true)
+			if f.served > servedAfterKill || f.served-f.promoted > servedAfterPromotion {
+				t.Errorf("every key served again %v after the kill (promotion at %v); want within %v, and %v of the promotion",
+					f.served, f.promoted, servedAfterKill, servedAfterPromotion)
+			}
+			if f.reloads == 0 {
+				t.Errorf("the store asked for no cluster state reload")
+			}
+			if f.liveExcess > 0 {
+				t.Errorf("keys on the surviving masters admitted %d beyond capacity + rate·t", f.liveExcess)
+			}
+			if f.maxExcess > failoverPolicy.Capacity() {
+				t.Errorf("a key of the killed master admitted %d beyond capacity + rate·t, more than a bucket (%d)", f.maxExcess, failoverPolicy.Capacity())
+			}
+		})
+	}
+	t.Run("control: no reload", func(t *testing.T) {
+		f := runFailover(t, cl, redisstore.PipelineConfig{Disabled: true}, false)
+		if f.stalled < f.deadUnits || f.deadUnits == 0 {
+			t.Errorf("without reloads %d of the %d units on the killed master were not served in the 5 s after the promotion, and failed in the last 3; want all: the control shows no stall",
+				f.stalled, f.deadUnits)
+		}
+	})
+}
+
+// failoverResult is what runFailover measured. Durations are from the
+// kill.
+type failoverResult struct {
+	promoted  time.Duration // until every running node agrees on the new master
+	served    time.Duration // until the start of the last failed call: every call started later succeeded
+	deadUnits int           // units on the killed master
+	stalled   int           // control: units not served in the 5 s after the promotion, failing in the last 3
+	reloads   int64
+	// Admissions beyond capacity + rate·t, summed over the keys of the
+	// surviving masters, and the most for one key of the killed master.
+	liveExcess, maxExcess int64
+}
+
+// runFailover starts traffic on a store over a new client of cl, kills the
+// master of the first key once every bucket is drained, and waits until
+// every key is served again (or, with reload off, 5 s past the
+// promotion). It revives the killed node, which rejoins as a replica, when
+// the test ends.
+func runFailover(t *testing.T, cl *redistest.Cluster, pc redisstore.PipelineConfig, reload bool) failoverResult {
+	rdb := redis.NewClusterClient(cl.Options())
+	t.Cleanup(func() { rdb.Close() })
+	s := newStore(t, rdb, redisstore.Config{Pipeline: pc})
+	if !reload {
+		redisstore.NoFailoverReload(s)
+	}
+	tr := startTraffic(s, failoverPolicy, 600, 200, 8)
+	t.Cleanup(tr.halt)
+	waitUntil(t, 20*time.Second, "every bucket drained", func() bool { return tr.minRounds() >= 5 })
+
+	slots, err := rdb.ClusterSlots(ctxT(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	masterOf := func(u *unit) string {
+		slot := redisstore.Slot(s.Key(u.keys[0]))
+		for _, r := range slots {
+			if r.Start <= slot && slot <= r.End {
+				return r.Nodes[0].Addr
+			}
+		}
+		t.Fatalf("slot %d has no master in %v", slot, slots)
+		return ""
+	}
+	dead := cl.MasterOf(t, s.Key(tr.units[0].keys[0]))
+	if m := masterOf(tr.units[0]); m != dead {
+		t.Fatalf("the client routes %s to %s, the cluster to %s", tr.units[0].keys[0], m, dead)
+	}
+	kill := time.Now()
+	cl.Kill(t, dead)
+	t.Cleanup(func() {
+		cl.Revive(t, dead)
+		cl.WaitOK(t)
+	})
+	cl.WaitOK(t)
+	var f failoverResult
+	f.promoted = time.Since(kill)
+	promoted := kill.Add(f.promoted)
+
+	if reload {
+		waitUntil(t, 20*time.Second, "every key served again", func() bool { return tr.servedSince(promoted) })
+		rounds := tr.minRounds()
+		waitUntil(t, 10*time.Second, "two more rounds", func() bool { return tr.minRounds() >= rounds+2 })
+	} else {
+		waitUntil(t, 10*time.Second, "5 s past the promotion", func() bool { return time.Since(promoted) >= 5*time.Second })
+	}
+	tr.halt()
+
+	var lastErr int64           // UnixNano
+	failing := map[string]int{} // units with errors, by master
+	rate := failoverPolicy.Rate()
+	for _, u := range tr.units {
+		m := masterOf(u)
+		if m == dead {
+			f.deadUnits++
+			if !reload && u.lastErr.Load() > promoted.Add(2*time.Second).UnixNano() && u.lastOK.Load() < promoted.UnixNano() {
+				f.stalled++
+			}
+		}
+		if u.errs.Load() > 0 {
+			failing[m]++
+			lastErr = max(lastErr, u.lastErr.Load())
+		}
+		if u.first.IsZero() {
+			continue
+		}
+		allowed := failoverPolicy.Capacity() + rate.Tokens*int64(u.last.Sub(u.first))/int64(rate.Period)
+		excess := max(u.admitted-allowed, 0)
+		if m == dead {
+			f.maxExcess = max(f.maxExcess, excess)
+		} else {
+			f.liveExcess += excess
+		}
+		if excess > 0 {
+			t.Logf("%v on %s: %d admitted in %v, law allows %d", u.keys, m, u.admitted, u.last.Sub(u.first).Round(time.Millisecond), allowed)
+		}
+	}
+	f.served = time.Unix(0, lastErr).Sub(kill)
+	f.reloads = redisstore.FailoverReloads(s)
+	t.Logf("killed %s: promoted after %v; the last failed call started %v after the kill; %d units (of %d; %d on the killed master) failed at least once, by master %v; %d reloads asked; errors %s; excess admissions: %d on the surviving masters, at most %d per key on the killed one",
+		dead, f.promoted.Round(time.Millisecond), f.served.Round(time.Millisecond), sumValues(failing), len(tr.units), f.deadUnits, failing, f.reloads, tr.errorSummary(kill), f.liveExcess, f.maxExcess)
+	if !reload {
+		t.Logf("without reloads: %d of the %d units on the killed master not served in the 5 s after the promotion, and failing in the last 3", f.stalled, f.deadUnits)
+	}
+	return f
+}
+
+// unit is one key taken with Take, or two keys with one hash tag taken
+// together with TakeMulti. Only its worker writes admitted, first and last
+// (read after the traffic stops); lastOK and lastErr are read while it
+// runs.
+type unit struct {
+	keys        []string
+	admitted    int64     // calls that admitted
+	first, last time.Time // start of its first call, end of its last successful one
+	// UnixNano at the start of the last call that succeeded, that failed.
+	lastOK, lastErr atomic.Int64
+	errs            atomic.Int64
+}
+
+// traffic runs workers that each take cost 1 from their units in turn,
+// as fast as the store answers, until halted.
+type traffic struct {
+	s      *redisstore.Store
+	p      algo.Policy
+	units  []*unit
+	done   []atomic.Int64 // rounds each worker has completed
+	stop   chan struct{}
+	halted sync.Once
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	kinds       map[string]int           // errors by kind
+	first, last map[string]time.Time     // the start of the first and last failed call, by kind
+	slowest     map[string]time.Duration // the longest failed call, by kind
+	sample      map[string]string        // one message per kind
+}
+
+// startTraffic starts workers over singles keys taken alone and pairs of
+// hash-tagged keys taken together.
+func startTraffic(s *redisstore.Store, p algo.Policy, singles, pairs, workers int) *traffic {
+	tr := &traffic{s: s, p: p, done: make([]atomic.Int64, workers), stop: make(chan struct{}),
+		kinds: map[string]int{}, first: map[string]time.Time{}, last: map[string]time.Time{},
+		slowest: map[string]time.Duration{}, sample: map[string]string{}}
+	for i := range singles {
+		tr.units = append(tr.units, &unit{keys: []string{fmt.Sprintf("f:%d", i)}})
+	}
+	for i := range pairs {
+		tr.units = append(tr.units, &unit{keys: []string{fmt.Sprintf("{fm:%d}:a", i), fmt.Sprintf("{fm:%d}:b", i)}})
+	}
+	for w := range workers {
+		tr.wg.Go(func() {
+			for {
+				for i := w; i < len(tr.units); i += workers {
+					select {
+					case <-tr.stop:
+						return
+					default:
+					}
+					tr.take(tr.units[i])
+				}
+				tr.done[w].Add(1)
+			}
+		})
+	}
+	return tr
+}
+
+// take makes one call for u, under the store's timeout (1 s).
+func (tr *traffic) take(u *unit) {
+	start := time.Now()
+	var allowed bool
+	var err error
+	if len(u.keys) == 1 {
+		var r algo.Result
+		r, err = tr.s.Take(context.Background(), u.keys[0], tr.p, 1)
+		allowed = r.Allowed
+	} else {
+		var r store.MultiResult
+		r, err = tr.s.TakeMulti(context.Background(), []store.Request{
+			{Key: u.keys[0], Policy: tr.p, Cost: 1}, {Key: u.keys[1], Policy: tr.p, Cost: 1}})
+		allowed = r.Allowed
+	}
+	end := time.Now()
+	if u.first.IsZero() {
+		u.first = start
+	}
+	if err != nil {
+		u.errs.Add(1)
+		u.lastErr.Store(start.UnixNano())
+		tr.record(err, start, end.Sub(start))
+		return
+	}
+	u.last = end
+	u.lastOK.Store(start.UnixNano())
+	if allowed {
+		u.admitted++
+	}
+}
+
+func (tr *traffic) record(err error, start time.Time, took time.Duration) {
+	kind := errorKind(err)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.kinds[kind] == 0 || start.Before(tr.first[kind]) {
+		tr.first[kind] = start
+	}
+	if start.After(tr.last[kind]) {
+		tr.last[kind] = start
+	}
+	tr.kinds[kind]++
+	tr.slowest[kind] = max(tr.slowest[kind], took)
+	if _, ok := tr.sample[kind]; !ok {
+		tr.sample[kind] = err.Error()
+	}
+}
+
+// errorKind names what went wrong, for the log.
+func errorKind(err error) string {
+	var op *net.OpError
+	switch msg := err.Error(); {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "dropped"
+	case strings.Contains(msg, "CLUSTERDOWN"):
+		return "CLUSTERDOWN"
+	case errors.As(err, &op) && op.Timeout(), errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	}
+	return "other"
+}
+
+// errorSummary describes the errors by kind, their times from t0.
+func (tr *traffic) errorSummary(t0 time.Time) string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(tr.kinds)) {
+		fmt.Fprintf(&b, "%s %d (started from %v to %v, the slowest took %v; %.120q); ", k, tr.kinds[k],
+			tr.first[k].Sub(t0).Round(time.Millisecond), tr.last[k].Sub(t0).Round(time.Millisecond), tr.slowest[k].Round(time.Millisecond), tr.sample[k])
+	}
+	return b.String()
+}
+
+// servedSince reports whether every unit has been served by a call that
+// started after t and after its last failed call started.
+func (tr *traffic) servedSince(t time.Time) bool {
+	for _, u := range tr.units {
+		if ok := u.lastOK.Load(); ok <= t.UnixNano() || ok <= u.lastErr.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// minRounds returns the rounds completed by the slowest worker.
+func (tr *traffic) minRounds() int64 {
+	n := tr.done[0].Load()
+	for i := range tr.done {
+		n = min(n, tr.done[i].Load())
+	}
+	return n
+}
+
+// halt stops the workers and waits for them.
+func (tr *traffic) halt() {
+	tr.halted.Do(func() { close(tr.stop) })
+	tr.wg.Wait()
+}
+
+// waitUntil polls cond until it holds, failing the test after limit.
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond) // polls a condition; times nothing
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s within %v", what, limit)
+		}
+		<-tick.C
+	}
+}
+
+func sumValues(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestNodeLost: the errors that ask a cluster client for a reload are
+// those of a node that cannot be reached, dropped the connection or did
+// not answer in time, not a reply from Redis or a local limit.
+func TestNodeLost(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{dial, true},
+		{fmt.Errorf("redisstore: redis: %w", dial), true},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true}, // i/o timeout
+		{io.EOF, true},
+		{io.ErrUnexpectedEOF, true},
+		{context.DeadlineExceeded, true}, // what go-redis leaves in a pipeline whose dial retries outlast it
+		{context.Canceled, false},
+		{redis.ErrClosed, false},
+		{redis.ErrPoolTimeout, false},
+		{redis.Nil, false},
+		{errors.New("CLUSTERDOWN The cluster is down"), false},
+		{errors.New("MOVED 3999 127.0.0.1:6381"), false},
+		{errors.New("LOADING Redis is loading the dataset in memory"), false},
+	} {
+		if got := redisstore.NodeLost(c.err); got != c.want {
+			t.Errorf("NodeLost(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
