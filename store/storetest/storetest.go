@@ -66,6 +66,23 @@
 //     exceed the limit; lease keys are apart from bucket keys; bad input
 //     or a done context is an error matching its sentinel and changes
 //     nothing; after Close, store.ErrClosed.
+//   - Refund, when the store implements [store.Refunder]: takes and
+//     refunds of any size match algo.TokenBucket's; a take refunded at once
+//     changes nothing any later request sees; RefundMulti matches the
+//     reference, and bad input anywhere in it refunds nothing; bad input
+//     to Refund is an error matching its sentinel and changes nothing.
+//   - TakeAtMost, when the store implements [store.AtMostTaker]: grants and
+//     Results match algo.TokenBucket's, for any n; bad input as above.
+//   - Reserve, when the store implements [store.Reserver]: reservations,
+//     cancellations in any order (early or late) and takes match
+//     algo.TokenBucket's, tickets included; what proceeds at its admitted
+//     time, cancelled reservations left out, keeps the law; reservations
+//     cancelled from the latest back leave the key as one that never
+//     reserved; concurrent reservations at a frozen clock admit exactly
+//     one bucket at once and one in debt, a token's refill apart; bad
+//     input as above, and a forged ticket is algo.ErrInvalidReservation.
+//     Each of these three ends by closing the store: every operation it
+//     has then returns store.ErrClosed.
 //   - Close, when the store implements io.Closer: every later call returns
 //     store.ErrClosed, and a second Close does not panic.
 //
@@ -124,6 +141,9 @@ func Run(t *testing.T, newStore func(t *testing.T, clk *Clock) store.Store) {
 		{"Context", testContext},
 		{"Multi", testMulti},
 		{"Leases", testLeases},
+		{"Refund", testRefund},
+		{"TakeAtMost", testTakeAtMost},
+		{"Reserve", testReserve},
 		{"Close", testClose},
 	}
 	for _, tc := range tests {
