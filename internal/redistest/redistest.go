@@ -338,26 +338,10 @@ func startProcess(bin, dir string, port int, extra ...string) (*process, error) 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
-	deadline := time.Now().Add(startTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return p, nil
-		}
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("redis-server on port %d exited at start: %s", port, p.tail())
-		case <-tick.C:
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("redis-server on port %d did not answer PING within %v: %v; log: %s", port, startTimeout, err, p.tail())
-		}
+	if err := awaitProcess(p, "redis-server on port "+strconv.Itoa(port), func(ctx context.Context) error { return c.Ping(ctx).Err() }); err != nil {
+		return nil, err
 	}
+	return p, nil
 }
 
 // stop kills the process and waits for it to exit.
