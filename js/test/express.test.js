@@ -7,21 +7,16 @@ import Redis from 'ioredis';
 
 import { RateBucket, REDIS_OPTIONS, perSecond } from '../src/index.js';
 import { bucketID, rateLimit } from '../src/express.js';
-import { startRedis } from '../testutil/redis.js';
+import { standalone, startRedis } from '../testutil/redis.js';
 
-let srv, rdb, admin, rb;
+let admin, rb;
 
+let env;
 before(async () => {
-  srv = await startRedis();
-  rdb = new Redis({ port: srv.port, ...REDIS_OPTIONS });
-  admin = new Redis({ port: srv.port });
-  rb = new RateBucket(rdb);
+  env = await standalone();
+  ({ admin, rb } = env);
 });
-after(async () => {
-  rdb.disconnect();
-  admin.disconnect();
-  await srv.stop();
-});
+after(() => env.stop());
 
 // serve runs an app with the middleware on /api and returns its base URL and a closer.
 async function serve(limiter, opts = {}) {

@@ -7,24 +7,19 @@ import { after, before, describe, test } from 'node:test';
 
 import Redis from 'ioredis';
 
-import { RateBucket, REDIS_OPTIONS, SCRIPT_PATH, loadScript, per, perDay, perHour, perMinute, perSecond, slot } from '../src/index.js';
-import { startRedis } from '../testutil/redis.js';
+import { RateBucket, SCRIPT_PATH, loadScript, per, perDay, perHour, perMinute, perSecond, slot } from '../src/index.js';
+import { standalone } from '../testutil/redis.js';
 
-let srv, rdb, admin, rb;
+let rdb, admin, rb;
 let n = 0;
 const fresh = () => `t${process.pid}-${++n}`;
 
+let env;
 before(async () => {
-  srv = await startRedis();
-  rdb = new Redis({ port: srv.port, ...REDIS_OPTIONS });
-  admin = new Redis({ port: srv.port });
-  rb = new RateBucket(rdb);
+  env = await standalone();
+  ({ rdb, admin, rb } = env);
 });
-after(async () => {
-  rdb.disconnect();
-  admin.disconnect();
-  await srv.stop();
-});
+after(() => env.stop());
 
 // calls returns how many times the server ran cmd (INFO commandstats).
 async function calls(cmd) {

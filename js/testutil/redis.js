@@ -105,3 +105,24 @@ export async function startCluster() {
     },
   };
 }
+
+/**
+ * Starts a redis-server with the clients every test file wants: rdb (built
+ * with REDIS_OPTIONS, for the limiter), admin (plain, for setting up and
+ * checking), rb (a RateBucket on rdb); stop() closes them and the server.
+ */
+export async function standalone() {
+  const { RateBucket, REDIS_OPTIONS } = await import('../src/index.js');
+  const { default: Redis } = await import('ioredis');
+  const srv = await startRedis();
+  const rdb = new Redis({ port: srv.port, ...REDIS_OPTIONS });
+  const admin = new Redis({ port: srv.port });
+  return {
+    srv, rdb, admin, rb: new RateBucket(rdb),
+    async stop() {
+      rdb.disconnect();
+      admin.disconnect();
+      await srv.stop();
+    },
+  };
+}
