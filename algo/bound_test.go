@@ -27,7 +27,7 @@ func TestPropDenyBoundSound(t *testing.T) {
 		if !ok {
 			t.Fatalf("LearnDenyBound refused a token bucket's own answer %+v", res)
 		}
-		quiet := s // the bucket with no other traffic
+		quiet := s  // the bucket with no other traffic
 		var e int64 // µs since t0, moving forward
 		for range rapid.IntRange(1, 8).Draw(t, "steps") {
 			e += rapid.Int64Range(0, 4*max(1, tokenTime(p))).Draw(t, "step")
