@@ -387,6 +387,108 @@ func sumValues(m map[string]int) int {
 	return n
 }
 
+// TestRestartRefillsBuckets: a Redis with persistence off that is killed
+// and started again comes back empty, so every bucket it held comes back
+// full: a drained key admits its capacity again at once, beyond the law by
+// exactly that. Shown for a standalone server and for a cluster master
+// with no replica (it keeps its slots, from nodes.conf, and loses its
+// data); keys on the other masters stay drained. The test measures how
+// long the keys fail after the restart.
+func TestRestartRefillsBuckets(t *testing.T) {
+	p := algo.PerHour(1).Burst(5)
+	t.Run("standalone", func(t *testing.T) {
+		srv := redistest.Start(t)
+		if srv.External() {
+			t.Skip("needs a local server to kill and restart, not REDIS_URL")
+		}
+		s := newStore(t, srv.Client(), redisstore.Config{})
+		keys := restartKeys(100)
+		drain(t, s, p, keys)
+		srv.Restart(t)
+		refilled(t, s, p, keys, func(string) bool { return true })
+	})
+	t.Run("cluster master without replica", func(t *testing.T) {
+		cl := redistest.StartCluster(t)
+		s := newStore(t, cl.Client(), redisstore.Config{})
+		keys := restartKeys(90)
+		drain(t, s, p, keys)
+		master := map[string]string{}
+		for _, k := range keys {
+			master[k] = cl.MasterOf(t, s.Key(k))
+		}
+		victim := master[keys[0]]
+		cl.Kill(t, victim)
+		cl.Revive(t, victim)
+		refilled(t, s, p, keys, func(k string) bool { return master[k] == victim })
+		cl.WaitOK(t)
+		if m := cl.MasterOf(t, s.Key(keys[0])); m != victim {
+			t.Errorf("after the restart %s is served by %s, want %s still (no replica to promote)", keys[0], m, victim)
+		}
+	})
+}
+
+func restartKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("r:%d", i)
+	}
+	return keys
+}
+
+// drain takes every token of each key's bucket and checks the next Take
+// is denied.
+func drain(t *testing.T, s *redisstore.Store, p algo.Policy, keys []string) {
+	t.Helper()
+	for _, k := range keys {
+		r, err := s.Take(ctxT(t), k, p, p.Capacity())
+		if err == nil && r.Allowed {
+			r, err = s.Take(ctxT(t), k, p, 1)
+		}
+		if err != nil || r.Allowed {
+			t.Fatalf("draining %s: %+v, %v; want drained", k, r, err)
+		}
+	}
+}
+
+// refilled takes from each key after a restart, retrying a failed call
+// (every 10 ms, for at most 20 s), and checks that the keys lost (for
+// which lost is true) admit their whole capacity again and the others
+// admit nothing. It logs how long the keys failed and how often.
+func refilled(t *testing.T, s *redisstore.Store, p algo.Policy, keys []string, lost func(string) bool) {
+	t.Helper()
+	start := time.Now()
+	kinds := map[string]int{}
+	var failed int
+	var last time.Duration // until the last failed call
+	nLost := 0
+	for _, k := range keys {
+		var r algo.Result
+		waitUntil(t, 20*time.Second, "served after the restart", func() bool {
+			var err error
+			if r, err = s.Take(ctxT(t), k, p, 1); err != nil {
+				failed++
+				kinds[errorKind(err)]++
+				last = time.Since(start)
+				return false
+			}
+			return true
+		})
+		switch {
+		case !lost(k) && r.Allowed:
+			t.Errorf("%s, on a node that was not restarted, admitted after the restart: %+v", k, r)
+		case lost(k) && (!r.Allowed || r.Remaining != p.Capacity()-1):
+			t.Errorf("%s after the restart: %+v; want a full bucket", k, r)
+		case lost(k):
+			nLost++
+			if r, err := s.Take(ctxT(t), k, p, p.Capacity()-1); err != nil || !r.Allowed {
+				t.Errorf("%s: the rest of the refilled bucket: %+v, %v", k, r, err)
+			}
+		}
+	}
+	t.Logf("%d of %d drained buckets came back full (%d admissions beyond the law each); %d failed calls %v, the last %v after the restart returned",
+		nLost, len(keys), p.Capacity(), failed, kinds, last.Round(time.Millisecond))
+}
+
 // TestNodeLost: the errors that ask a cluster client for a reload are
 // those of a node that cannot be reached, dropped the connection or did
 // not answer in time, not a reply from Redis or a local limit.

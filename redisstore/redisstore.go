@@ -116,17 +116,26 @@
 // come back fuller than it was, by at most what it admitted in that
 // replication lag; measured, no key admitted more than capacity + rate·t.
 //
-// What you may tune: cluster-node-timeout on the servers, most of the
-// cost (the promotion came 1.0 to 3.0 s after it; with Redis's default of
-// 15 s, expect 16 to 18 s of errors); the
-// client's DialerRetries (5, 100 ms apart), which make each call to a dead
-// master wait 0.4 s, and a pipeline up to MaxRedirects+1 times that (with
-// DialerRetries: 1 no call to a healthy master timed out); the Store's
-// Timeout; and what a failed call means: httplimit.FailOpen (the default)
-// admits it, so the dead master's keys are unlimited meanwhile,
-// httplimit.FailClosed refuses it, and hybrid.NewFallback answers from a
-// local store with this instance's share of the limit. The 200 ms spacing
-// is fixed: go-redis waits as long between two reloads anyway.
+// What you may tune: cluster-node-timeout on the servers, most of the cost
+// (the promotion came 1.0 to 3.0 s after it; with Redis's default of 15 s,
+// expect 16 to 18 s of errors); the client's DialerRetries (5, 100 ms
+// apart), which make each call to a dead master wait 0.4 s, and a pipeline
+// up to MaxRedirects+1 times that (with DialerRetries: 1 no call to a
+// healthy master timed out); the Store's Timeout; and what a failed call
+// means: httplimit.FailOpen (the default) admits it, so the dead master's
+// keys are unlimited meanwhile, httplimit.FailClosed refuses it, and
+// hybrid.NewFallback answers from a local store with this instance's share
+// of the limit. The 200 ms spacing is fixed: go-redis waits as long
+// between two reloads anyway.
+//
+// A Redis with persistence off that restarts comes back empty, so every
+// bucket it held comes back full: each key may admit its capacity again
+// (go test -run TestRestartRefillsBuckets -v). A standalone server's
+// restart cost no failed call; a cluster master restarted before the node
+// timeout keeps its slots and answers CLUSTERDOWN for about 2 s (Redis's
+// rejoin delay) before it serves full buckets. A replica does not help
+// then: it copies the empty master. Persistence (appendonly) keeps the
+// buckets across a restart.
 //
 // # Errors
 //
