@@ -325,8 +325,8 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 
 // failure turns a store error into the call's outcome.
 func (l *Limiter) failure(ctx context.Context, method string, r *rule, err error) error {
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return status.FromContextError(ctx.Err()).Err()
+	if err := contextError(ctx, err); err != nil {
+		return err
 	}
 	if badInput(err) {
 		l.log(ctx, "grpclimit: the store refused the call's bucket", method, err)
@@ -404,4 +404,20 @@ func ceilSeconds(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// contextError returns the status of a store error caused by the call's
+// own context (Canceled, DeadlineExceeded), or nil for any other error.
+// A store call given a context with a deadline sets no timeout of its
+// own, so a deadline error is the caller's even when the socket's timer
+// fired a moment before ctx.Err() was set.
+func contextError(ctx context.Context, err error) error {
+	_, hasDeadline := ctx.Deadline()
+	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, context.DeadlineExceeded) && hasDeadline:
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return nil
 }

@@ -419,8 +419,8 @@ func oneSlot(reqs []store.Request) bool {
 
 // failed turns a store error into the call's status.
 func (s *Service) failed(ctx context.Context, domain string, err error) error {
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return status.FromContextError(ctx.Err()).Err()
+	if err := contextError(ctx, err); err != nil {
+		return err
 	}
 	if s.metrics != nil {
 		s.metrics.storeErrors.WithLabelValues(domain).Inc()
@@ -540,4 +540,20 @@ func (l *logEvery) ok() bool {
 	now := time.Now().UnixNano()
 	last := l.last.Load()
 	return now-last >= int64(time.Second) && l.last.CompareAndSwap(last, now)
+}
+
+// contextError returns the status of a store error caused by the call's
+// own context (Canceled, DeadlineExceeded), or nil for any other error.
+// A store call given a context with a deadline sets no timeout of its
+// own, so a deadline error is the caller's even when the socket's timer
+// fired a moment before ctx.Err() was set.
+func contextError(ctx context.Context, err error) error {
+	_, hasDeadline := ctx.Deadline()
+	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, context.DeadlineExceeded) && hasDeadline:
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return nil
 }
