@@ -69,7 +69,7 @@ func newMachine(t *rapid.T, alg algo.Algorithm, top Topology, rdbs map[string]Co
 	for name, base := range rdbs {
 		cfg := base
 		cfg.Algorithm, cfg.Topology, cfg.Instances, cfg.Skew = alg, top, n, m.skew
-		f, err := newFleet(&cfg, m.clk)
+		f, err := newFleet(cfg.layout(), m.clk)
 		if err != nil {
 			t.Fatalf("%s fleet: %v", name, err)
 		}

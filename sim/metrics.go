@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"hash/fnv"
 	"math/rand/v2"
 	"time"
 
@@ -12,9 +13,7 @@ var Widths = []time.Duration{time.Second, 10 * time.Second, time.Minute}
 
 // recorder builds a run's clients and collects what happens to them.
 type recorder struct {
-	cfg      *Config
-	scenario Scenario
-	base     algo.Policy
+	scenario string // its name, for errors
 	length   time.Duration
 	classes  []class
 	clients  []*client
@@ -29,19 +28,21 @@ type bucketLog struct {
 	adm    []Admission
 }
 
-func newRecorder(cfg *Config, sc Scenario, base algo.Policy, length time.Duration) *recorder {
-	r := &recorder{cfg: cfg, scenario: sc, base: base, length: length,
+// newRecorder builds the clients of scenario sc under its main policy
+// base, scale times as many as the scenario has, for a run of length; seed
+// draws their traffic.
+func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64) *recorder {
+	r := &recorder{scenario: sc.Name, length: length,
 		classes: sc.classes(base), keys: map[string]*bucketLog{}}
-	scale := max(cfg.Scale, 1)
 	for ci, cl := range r.classes {
 		for i := range cl.count * scale {
 			entitled := cl.entitled
 			if entitled == (algo.Policy{}) {
 				entitled = cl.policy
 			}
-			pair := rand.New(rand.NewPCG(cfg.Seed^0x9a1e5eed, uint64(i)))
+			pair := rand.New(rand.NewPCG(seed^0x9a1e5eed, uint64(i)))
 			c := &client{class: ci, key: cl.key(i), policy: cl.policy, entitled: entitled,
-				gen: cl.gen(i, pair), rng: rand.New(rand.NewPCG(cfg.Seed, streamID(cl.name, i)))}
+				gen: cl.gen(i, pair), rng: rand.New(rand.NewPCG(seed, streamID(cl.name, i)))}
 			r.clients = append(r.clients, c)
 			if r.focus == "" && cl.name == sc.Focus {
 				r.focus = c.key
@@ -49,12 +50,20 @@ func newRecorder(cfg *Config, sc Scenario, base algo.Policy, length time.Duratio
 		}
 	}
 	secs := int((length + time.Second - 1) / time.Second)
-	r.timeline = &Timeline{Key: r.focus, Step: time.Second,
+	r.timeline = &Timeline{Key: r.focus, Step: time.Second, Policy: base,
 		Admitted: make([]int64, secs), Denied: make([]int64, secs), Tokens: make([]int64, secs)}
 	for i := range r.timeline.Tokens {
 		r.timeline.Tokens[i] = -1
 	}
 	return r
+}
+
+// streamID gives each client its own random stream, independent of how
+// many clients other classes have.
+func streamID(class string, i int) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(class))
+	return h.Sum64() ^ uint64(i)*0x9e3779b97f4a7c15
 }
 
 // record notes the answer res to client c's request e.
@@ -90,21 +99,12 @@ func (r *recorder) legit(c *client) bool {
 	return mulDiv(p.Refill(), r.length.Microseconds(), p.Unit()) >= c.offered
 }
 
-// report assembles the Report of a finished run.
-func (r *recorder) report(calls int64) (*Report, error) {
-	alg := r.cfg.algorithm()
-	backend := "memstore"
-	if r.cfg.Redis != nil {
-		backend = "redisstore"
-	}
-	rep := &Report{
-		Scenario: r.scenario.Name, Algorithm: alg.Name(), Topology: r.cfg.Topology,
-		Instances: r.cfg.instances(), Skew: append([]time.Duration(nil), r.cfg.Skew...),
-		Backend: backend, Seed: r.cfg.Seed, Duration: r.length, Policy: r.base.String(),
-		BackendCalls: calls, Timeline: r.timeline,
-	}
+// report completes head, the description of the finished run, with what
+// it measured: calls is the backend calls made, and slack the law's.
+func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Report, error) {
+	rep := &head
+	rep.BackendCalls, rep.Timeline = calls, r.timeline
 	r.timeline.Title = rep.Title()
-	r.timeline.Policy = r.base
 	for range r.classes {
 		rep.Classes = append(rep.Classes, Stats{})
 	}
@@ -141,11 +141,11 @@ func (r *recorder) report(calls int64) (*Report, error) {
 		}
 		rep.Windows = append(rep.Windows, best)
 	}
-	rep.Law = Law{Holds: true, Slack: r.cfg.spread()}
+	rep.Law = Law{Holds: true, Slack: slack}
 	first := true
 	for _, k := range keys {
 		b := r.keys[k]
-		law, err := Check(b.policy, b.adm, r.cfg.spread())
+		law, err := Check(b.policy, b.adm, slack)
 		if err != nil {
 			return nil, err
 		}

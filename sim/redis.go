@@ -11,8 +11,8 @@ import (
 	"github.com/ratebucket/ratebucket/redisstore"
 )
 
-// addRedis builds one redisstore.Store per instance over the one Redis in
-// cfg, each with its own client clock (the virtual clock plus the
+// addRedis builds one redisstore.Store per instance of l over its one
+// Redis, each with its own client clock (the virtual clock plus the
 // instance's skew): N app processes sharing one Redis, each sending its own
 // time to the script. That is the honest model of clock skew; the server
 // clock (Redis TIME) cannot be simulated, since it is real time, but a
@@ -22,23 +22,23 @@ import (
 // never see each other's buckets. They get no expiry (TTLMargin −1):
 // virtual time runs far ahead of Redis's real clock, and a bucket must
 // live exactly as long as in memstore. They are deleted when the run ends.
-func (f *fleet) addRedis(cfg *Config, c *Clock) error {
+func (f *fleet) addRedis(l layout, c *Clock) error {
 	var nonce [6]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return fmt.Errorf("sim: redis prefix: %w", err)
 	}
 	prefix := "rb:sim:" + hex.EncodeToString(nonce[:]) + ":"
-	f.closers = append(f.closers, func() error { return deletePrefix(cfg.Redis, prefix) })
-	for i := range cfg.instances() {
-		clk := c.Skewed(dur(cfg.skew(i)))
-		rs, err := redisstore.New(cfg.Redis, redisstore.Config{Prefix: prefix, Clock: clk, TTLMargin: -1})
+	f.closers = append(f.closers, func() error { return deletePrefix(l.redis, prefix) })
+	for i, skew := range l.skews {
+		clk := c.Skewed(dur(skew))
+		rs, err := redisstore.New(l.redis, redisstore.Config{Prefix: prefix, Clock: clk, TTLMargin: -1})
 		if err != nil {
 			return fmt.Errorf("sim: redisstore: %w", err)
 		}
 		f.closers = append(f.closers, rs.Close)
 		s, n := Count(rs)
 		f.counters = append(f.counters, n)
-		if err := f.add(cfg, clk, i, s); err != nil {
+		if err := f.add(l, i, clk, s); err != nil {
 			return err
 		}
 	}

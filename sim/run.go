@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -82,23 +81,6 @@ type Config struct {
 
 func (c *Config) instances() int { return max(c.Instances, 1) }
 
-func (c *Config) skew(i int) int64 {
-	if i < len(c.Skew) {
-		return c.Skew[i].Microseconds()
-	}
-	return 0
-}
-
-// spread returns the largest skew minus the smallest, instances without
-// one counting as 0.
-func (c *Config) spread() time.Duration {
-	lo, hi := int64(0), int64(0)
-	for i := range c.instances() {
-		lo, hi = min(lo, c.skew(i)), max(hi, c.skew(i))
-	}
-	return dur(hi - lo)
-}
-
 func (c *Config) algorithm() algo.Algorithm {
 	if c.Algorithm == nil {
 		return algo.TokenBucket{}
@@ -139,6 +121,62 @@ func (c *Config) check() error {
 	return nil
 }
 
+// runPlan is a Config resolved once, before anything runs: the scenario
+// looked up, every default filled in, and each phase's share set apart, so
+// that no phase reads the Config. newFleet takes the layout; newRecorder
+// the scenario, base, length, scale and seed; simulate the seed; report
+// the head and the slack.
+type runPlan struct {
+	layout   layout
+	scenario Scenario
+	base     algo.Policy   // the scenario's main policy, or Config.Policy
+	length   time.Duration // the virtual time covered
+	scale    int
+	seed     uint64
+	head     Report        // the run's description, with nothing measured yet
+	slack    time.Duration // the law's: the spread of the skews
+}
+
+// resolve checks c and resolves it into the plan of a run.
+func (c *Config) resolve() (runPlan, error) {
+	sc, err := Lookup(c.Scenario)
+	if err != nil {
+		return runPlan{}, err
+	}
+	if err := c.check(); err != nil {
+		return runPlan{}, err
+	}
+	p := runPlan{layout: c.layout(), scenario: sc, base: sc.Policy, length: sc.Duration,
+		scale: max(c.Scale, 1), seed: c.Seed}
+	if c.Policy != (algo.Policy{}) {
+		p.base = c.Policy
+	}
+	if c.Duration > 0 {
+		p.length = c.Duration
+	}
+	p.slack = p.layout.spread()
+	backend := "memstore"
+	if c.Redis != nil {
+		backend = "redisstore"
+	}
+	p.head = Report{
+		Scenario: sc.Name, Algorithm: p.layout.alg.Name(), Topology: c.Topology,
+		Instances: len(p.layout.skews), Skew: append([]time.Duration(nil), c.Skew...),
+		Backend: backend, Seed: c.Seed, Duration: p.length, Policy: p.base.String(),
+	}
+	return p, nil
+}
+
+// layout resolves the instances and their stores: one skew per instance,
+// in µs, and the default algorithm.
+func (c *Config) layout() layout {
+	skews := make([]int64, c.instances())
+	for i, s := range c.Skew {
+		skews[i] = s.Microseconds()
+	}
+	return layout{alg: c.algorithm(), topology: c.Topology, skews: skews, redis: c.Redis, wrap: c.Wrap}
+}
+
 // Algorithms returns the algorithms the simulator compares: the token
 // bucket, the fixed window and the sliding window.
 func Algorithms() []algo.Algorithm {
@@ -156,22 +194,12 @@ func Run(cfg Config) (*Report, error) { return RunContext(context.Background(), 
 // request its policy cannot hold (such as a cost above capacity), or the
 // store's error.
 func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
-	sc, err := Lookup(cfg.Scenario)
+	p, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.check(); err != nil {
-		return nil, err
-	}
-	base, length := sc.Policy, sc.Duration
-	if cfg.Policy != (algo.Policy{}) {
-		base = cfg.Policy
-	}
-	if cfg.Duration > 0 {
-		length = cfg.Duration
-	}
 	clk := NewClock(Start)
-	f, err := newFleet(&cfg, clk)
+	f, err := newFleet(p.layout, clk)
 	if err != nil {
 		return nil, err
 	}
@@ -180,11 +208,11 @@ func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
 			rep, err = nil, cerr
 		}
 	}()
-	r := newRecorder(&cfg, sc, base, length)
-	if err := r.simulate(ctx, f, clk); err != nil {
+	r := newRecorder(p.scenario, p.base, p.length, p.scale, p.seed)
+	if err := r.simulate(ctx, f, clk, p.seed); err != nil {
 		return nil, err
 	}
-	return r.report(f.calls())
+	return r.report(p.head, f.calls(), p.slack)
 }
 
 // client is one simulated user, device or attacker.
@@ -251,18 +279,10 @@ func (h *events) pop() event {
 	return top
 }
 
-// streamID gives each client its own random stream, independent of how
-// many clients other classes have.
-func streamID(class string, i int) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(class))
-	return h.Sum64() ^ uint64(i)*0x9e3779b97f4a7c15
-}
-
 // simulate runs the event loop: pop the earliest request, move the clock
 // there, send it through a random instance's Limiter, record the answer,
-// and ask the client for its next request.
-func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock) error {
+// and ask the client for its next request. seed draws the instances.
+func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint64) error {
 	var h events
 	var seq uint64
 	end := r.length.Microseconds()
@@ -276,8 +296,8 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock) error {
 		q, ok := c.gen.next(c.rng, 0, nil)
 		schedule(i, q, ok)
 	}
-	lb := rand.New(rand.NewPCG(r.cfg.Seed, 0x10adba1a))
-	n := r.cfg.instances()
+	lb := rand.New(rand.NewPCG(seed, 0x10adba1a))
+	n := len(f.instances)
 	start := Start.UnixMicro()
 	for steps := 0; len(h) > 0; steps++ {
 		if steps&4095 == 0 {
@@ -301,7 +321,7 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock) error {
 		c.calls += f.calls() - before
 		if err != nil {
 			return fmt.Errorf("sim: %s: %s at %v, cost %d: %w",
-				r.scenario.Name, r.classes[c.class].name, dur(e.at), e.cost, err)
+				r.scenario, r.classes[c.class].name, dur(e.at), e.cost, err)
 		}
 		r.record(c, e, res)
 		q, ok := c.gen.next(c.rng, e.at, &res)

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -165,59 +167,79 @@ func (f *fleet) close() error {
 	return errors.Join(errs...)
 }
 
-// add registers instance i over backend store s (already counted or not).
-func (f *fleet) add(cfg *Config, clk store.Clock, i int, s store.Store) error {
-	if cfg.Wrap != nil {
-		w, err := cfg.Wrap(i, clk, s)
+// layout is what newFleet builds: the instances, their clocks and the
+// stores behind them, resolved from a Config (see Config.layout).
+type layout struct {
+	alg      algo.Algorithm
+	topology Topology
+	skews    []int64               // µs, one per instance
+	redis    redis.UniversalClient // nil: memstore
+	wrap     func(instance int, clk store.Clock, s store.Store) (store.Store, error)
+}
+
+// spread returns the largest skew minus the smallest, no skew counting
+// as 0.
+func (l layout) spread() time.Duration {
+	lo, hi := int64(0), int64(0)
+	for _, s := range l.skews {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	return dur(hi - lo)
+}
+
+// add registers instance i over backend store s (already counted or not),
+// wrapped by l.wrap if set; clk is the clock instance i reads.
+func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
+	if l.wrap != nil {
+		w, err := l.wrap(i, clk, s)
 		if err != nil {
 			return fmt.Errorf("sim: wrap instance %d: %w", i, err)
 		}
 		s = w
 	}
 	f.instances = append(f.instances, &instance{
-		store: s, skew: cfg.skew(i), limiters: map[algo.Policy]*store.Limiter{},
+		store: s, skew: l.skews[i], limiters: map[algo.Policy]*store.Limiter{},
 	})
 	return nil
 }
 
-// newFleet builds the instances of cfg over virtual clock c.
-func newFleet(cfg *Config, c *Clock) (f *fleet, err error) {
+// newFleet builds the instances of l over virtual clock c.
+func newFleet(l layout, c *Clock) (f *fleet, err error) {
 	f = new(fleet)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.close())
 		}
 	}()
-	if cfg.Redis != nil {
-		return f, f.addRedis(cfg, c)
+	if l.redis != nil {
+		return f, f.addRedis(l, c)
 	}
-	alg := cfg.algorithm()
-	switch cfg.Topology {
+	switch l.topology {
 	case Shared:
 		f.caller = &callerClock{c: c}
-		ms, err := memstore.New(memstore.Config{Clock: f.caller, Algorithm: alg})
+		ms, err := memstore.New(memstore.Config{Clock: f.caller, Algorithm: l.alg})
 		if err != nil {
 			return f, fmt.Errorf("sim: memstore: %w", err)
 		}
 		f.closers = append(f.closers, ms.Close)
 		s, n := Count(ms)
 		f.counters = append(f.counters, n)
-		for i := range cfg.instances() {
-			if err := f.add(cfg, f.caller, i, s); err != nil {
+		for i := range l.skews {
+			if err := f.add(l, i, f.caller, s); err != nil {
 				return f, err
 			}
 		}
 	case PerInstance:
-		for i := range cfg.instances() {
-			clk := c.Skewed(dur(cfg.skew(i)))
-			ms, err := memstore.New(memstore.Config{Clock: clk, Algorithm: alg})
+		for i, skew := range l.skews {
+			clk := c.Skewed(dur(skew))
+			ms, err := memstore.New(memstore.Config{Clock: clk, Algorithm: l.alg})
 			if err != nil {
 				return f, fmt.Errorf("sim: memstore: %w", err)
 			}
 			f.closers = append(f.closers, ms.Close)
 			s, n := Count(ms)
 			f.counters = append(f.counters, n)
-			if err := f.add(cfg, clk, i, s); err != nil {
+			if err := f.add(l, i, clk, s); err != nil {
 				return f, err
 			}
 		}
