@@ -56,6 +56,11 @@ type LimiterConfig struct {
 // it suits clients and background jobs that pace themselves against a
 // quota. All three charge only when they admit.
 //
+// With a Store that has them, a Limiter also gives tokens back (Refund),
+// grants part of a batch (TakeAtMost) and reserves tokens ahead, to proceed
+// after an exact, bounded delay instead of being refused (Reserve, which
+// Wait then uses); with one that does not, those return [ErrUnsupported].
+//
 // A Limiter holds no state of its own, so it is safe for concurrent use by
 // multiple goroutines, and any number of Limiters may share a Store. The
 // zero value is not usable: its methods return [ErrNilStore]. Make one with
@@ -110,43 +115,220 @@ func (l *Limiter) Take(ctx context.Context, key string, cost int64) (algo.Result
 	return l.s.Take(ctx, l.prefix+key, l.p, cost)
 }
 
+// Refund gives n tokens back to key's bucket, never raising it above
+// capacity: for a request that should not count after all (see
+// [Refunder]). It returns [ErrUnsupported] when the Store cannot refund.
+func (l *Limiter) Refund(ctx context.Context, key string, n int64) (algo.Result, error) {
+	rf, err := as[Refunder](l, key, "Refund")
+	if err != nil {
+		return algo.Result{}, err
+	}
+	return rf.Refund(ctx, l.prefix+key, l.p, n)
+}
+
+// TakeAtMost takes as many whole tokens as key's bucket holds, up to n, and
+// returns how many it granted; none granted is a denial with the exact wait
+// for one token (see [AtMostTaker]). It returns [ErrUnsupported] when the
+// Store cannot.
+func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, algo.Result, error) {
+	am, err := as[AtMostTaker](l, key, "TakeAtMost")
+	if err != nil {
+		return 0, algo.Result{}, err
+	}
+	return am.TakeAtMost(ctx, l.prefix+key, l.p, n)
+}
+
+// Reservation is a reservation made by [Limiter.Reserve]: the store's
+// answer (embedded: Allowed, Delay, the bucket's Result after it) and what
+// [Reservation.Cancel] needs. The zero Reservation cancels nothing.
+type Reservation struct {
+	algo.Reservation
+	lim *Limiter
+	key string
+}
+
+// Cancel gives the reservation's tokens back, before its time, when the
+// request will not proceed: exactly when no reservation on the key was
+// made after it, and not at all otherwise (see [Reserver]). It reports
+// whether it gave them back. A reservation that was refused, or admitted
+// with no delay, has nothing to cancel: Cancel reports false and calls
+// nothing.
+func (r Reservation) Cancel(ctx context.Context) (bool, algo.Result, error) {
+	if r.lim == nil || r.Ticket == (algo.Ticket{}) {
+		return false, r.Result, nil
+	}
+	rs, err := as[Reserver](r.lim, r.key, "Reserve")
+	if err != nil {
+		return false, algo.Result{}, err
+	}
+	return rs.CancelReservation(ctx, r.lim.prefix+r.key, r.lim.p, r.Ticket)
+}
+
+// Reserve takes cost tokens from key's bucket now, even before they exist,
+// if they exist within maxWait: the Reservation is then Allowed, and the
+// request may proceed after its Delay (zero when the bucket held the
+// tokens). The bucket is in debt meanwhile, so later requests on the key
+// wait behind this one. A reservation that needs more than maxWait (or
+// than the policy's MaxDelay, one bucket's refill) is refused, charges
+// nothing, and has an exact RetryAfter: see [Reserver].
+//
+// Reserve honours ctx's deadline: it reserves only what may proceed before
+// it. When the deadline, and not maxWait, is what the reservation would
+// exceed, it returns the refused Reservation with an error wrapping
+// [ErrWouldExceedDeadline], at once and charging nothing. It returns
+// [ErrUnsupported] when the Store cannot reserve; other errors are the
+// Store's.
+//
+// Reserve does not wait: the caller sleeps for Delay and then proceeds,
+// or, if it will not, cancels the reservation to give its tokens back.
+// [Limiter.Wait] does both.
+func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait time.Duration) (Reservation, error) {
+	rs, err := as[Reserver](l, key, "Reserve")
+	if err != nil {
+		return Reservation{}, err
+	}
+	wait, left, deadline := min(maxWait, l.p.MaxDelay()), time.Duration(0), false
+	if dl, ok := ctx.Deadline(); ok {
+		// A request proceeding at the deadline is too late: ctx is done.
+		if left = dl.Sub(l.clk.Now()); left-time.Microsecond < wait {
+			wait, deadline = max(0, left-time.Microsecond), true
+		}
+	}
+	r, err := rs.Reserve(ctx, l.prefix+key, l.p, cost, wait)
+	res := Reservation{Reservation: r, lim: l, key: key}
+	if err == nil && deadline && !r.Allowed {
+		err = fmt.Errorf("%w: proceeds in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, r.RetryAfter+wait, left)
+	}
+	return res, err
+}
+
+// as returns l's Store as the optional interface I, or the error for a
+// zero Limiter, an empty key, or a Store without op.
+func as[I any](l *Limiter, key, op string) (I, error) {
+	var none I
+	switch {
+	case l == nil || l.s == nil:
+		return none, ErrNilStore
+	case key == "":
+		return none, ErrEmptyKey
+	}
+	i, ok := l.s.(I)
+	if !ok {
+		return none, fmt.Errorf("%w: %T has no %s", ErrUnsupported, l.s, op)
+	}
+	return i, nil
+}
+
 // Wait takes cost tokens from key's bucket, blocking until they are
 // available or ctx ends, like golang.org/x/time/rate's Limiter.Wait.
 //
-// After each denial Wait sleeps on the limiter's clock for the denial's
-// RetryAfter and tries again: the wait is exact when no one else takes from
-// the bucket, and Wait simply waits again when another caller got there
-// first (so a large cost can be starved by a stream of small ones). A
-// denied attempt charges nothing, so a Wait that gives up has cost nothing.
+// When the Store can reserve ([Reserver]), Wait reserves the tokens at
+// once, before they exist, and sleeps on the limiter's clock for the
+// reservation's Delay, the exact time until they do. The bucket serves
+// reservations in the order they were made: once Wait holds its place, no
+// later request, large or small, can take its tokens, so a large cost is
+// no longer starved by a stream of small ones. The queue is at most one
+// bucket deep (Policy.MaxDelay of waiting); a Wait that finds it full
+// sleeps the refusal's exact RetryAfter, until its request fits, and
+// reserves then, so under sustained overload, when the queue stays full,
+// smaller costs fit first. If ctx ends while Wait sleeps, it cancels the
+// reservation: the tokens come back exactly if no other reservation was
+// made on the key since; otherwise they stay spent (the reservations
+// behind were given their times counting on them) and refill as usual.
 //
-// Wait returns the admitting Result with a nil error; or, with the last
-// denied Result:
+// With a Store that cannot reserve, Wait retries Take after each denial's
+// RetryAfter: the wait is exact when no one else takes from the bucket,
+// but another caller may get there first, and Wait simply waits again (so
+// a large cost can be starved by a stream of small ones). A denied attempt
+// charges nothing, so such a Wait that gives up has cost nothing.
+//
+// Wait returns the admitting Result with a nil error (after a reservation,
+// the bucket's Result right after it: Remaining 0 while the bucket is in
+// debt); or, with the last denial's Result, or the bucket's after a
+// cancelled reservation (Allowed false either way):
 //   - an error wrapping [ErrWouldExceedDeadline] (which also matches
-//     context.DeadlineExceeded), at once, when ctx's deadline comes no
-//     later than the earliest instant the request could be admitted (at
-//     that instant the context is already done);
+//     context.DeadlineExceeded), at once and charging nothing, when ctx's
+//     deadline comes no later than the earliest instant the request could
+//     proceed (at that instant the context is already done);
 //   - ctx.Err() when ctx ends while waiting.
 //
 // Errors from the Store, including a cost above capacity (which no wait
 // can admit), are returned at once.
 func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result, error) {
+	if _, err := as[Reserver](l, key, "Reserve"); err != nil {
+		if errors.Is(err, ErrUnsupported) {
+			return l.waitTake(ctx, key, cost)
+		}
+		return algo.Result{}, err
+	}
+	for {
+		r, err := l.Reserve(ctx, key, cost, l.p.MaxDelay())
+		switch {
+		case err != nil:
+			return r.Result, err
+		case r.Allowed && r.Delay <= 0:
+			return r.Result, nil
+		case r.Allowed:
+			if err := l.sleep(ctx, r.Delay); err != nil {
+				// The request will not proceed: give its place back.
+				_, res, cerr := r.Cancel(context.WithoutCancel(ctx))
+				if res.Allowed = false; cerr != nil {
+					err = errors.Join(err, cerr)
+				}
+				return res, err
+			}
+			return r.Result, nil
+		}
+		// The queue is full: the request fits after RetryAfter, and can
+		// proceed MaxDelay (rounded to the µs) after that, at the earliest.
+		wait := max(r.RetryAfter, time.Microsecond)
+		if err := l.before(ctx, wait+l.p.MaxDelay()); err != nil {
+			return r.Result, err
+		}
+		if err := l.sleep(ctx, wait); err != nil {
+			return r.Result, err
+		}
+	}
+}
+
+// waitTake is Wait for a Store that cannot reserve: Take, and after each
+// denial sleep its RetryAfter and try again.
+func (l *Limiter) waitTake(ctx context.Context, key string, cost int64) (algo.Result, error) {
 	for {
 		res, err := l.Take(ctx, key, cost)
 		if err != nil || res.Allowed {
 			return res, err
 		}
 		wait := max(res.RetryAfter, time.Microsecond) // a store never denies with 0; never spin
-		if dl, ok := ctx.Deadline(); ok {
-			if left := dl.Sub(l.clk.Now()); wait >= left { // the context ends first
-				return res, fmt.Errorf("%w: admitted in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, wait, left)
-			}
+		if err := l.before(ctx, wait); err != nil {
+			return res, err
 		}
-		t := l.clk.Timer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return res, ctx.Err()
+		if err := l.sleep(ctx, wait); err != nil {
+			return res, err
 		}
+	}
+}
+
+// before returns an error wrapping ErrWouldExceedDeadline when ctx's
+// deadline comes no later than wait from now on the limiter's clock.
+func (l *Limiter) before(ctx context.Context, wait time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok {
+		if left := dl.Sub(l.clk.Now()); wait >= left { // the context ends first
+			return fmt.Errorf("%w: admitted in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, wait, left)
+		}
+	}
+	return nil
+}
+
+// sleep waits d on the limiter's clock, or until ctx ends, whose error it
+// then returns.
+func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
+	t := l.clk.Timer(d)
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
 	}
 }

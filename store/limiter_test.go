@@ -61,6 +61,15 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	var hs *hookStore
+	r := newRigOver(t, func(ms *memstore.Store) store.Store { hs = &hookStore{Store: ms}; return hs })
+	r.store = hs
+	return r
+}
+
+// newRigOver is newRig with the memstore wrapped in the store wrap returns.
+func newRigOver(t *testing.T, wrap func(*memstore.Store) store.Store) *rig {
+	t.Helper()
 	clk := timerClock{Mock: clock.NewMock(), timers: make(chan time.Duration, 16)}
 	clk.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ms, err := memstore.New(memstore.Config{Clock: clk})
@@ -68,12 +77,11 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
-	hs := &hookStore{Store: ms}
-	lim, err := store.NewLimiter(hs, algo.PerSecond(1).Burst(2), store.LimiterConfig{Clock: clk})
+	lim, err := store.NewLimiter(wrap(ms), algo.PerSecond(1).Burst(2), store.LimiterConfig{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{clk: clk, store: hs, lim: lim}
+	return &rig{clk: clk, lim: lim}
 }
 
 // drain takes every token of key.
@@ -163,52 +171,58 @@ func TestWaitDeadline(t *testing.T) {
 		{"deadline 1µs after admission", time.Second + time.Microsecond, true},
 		{"deadline after admission", 2 * time.Second, true},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
-			r.drain(t, "k")
-			ctx, cancel := r.clk.WithTimeout(context.Background(), tc.timeout)
-			defer cancel()
-			done := r.wait(ctx, "k", 1)
-			if !tc.admit {
-				got := <-done
-				if !errors.Is(got.err, store.ErrWouldExceedDeadline) || !errors.Is(got.err, context.DeadlineExceeded) {
-					t.Fatalf("Wait = %+v, %v; want ErrWouldExceedDeadline matching context.DeadlineExceeded", got.res, got.err)
+	for _, rg := range rigs {
+		for _, tc := range tests {
+			t.Run(rg.name+"/"+tc.name, func(t *testing.T) {
+				r := rg.make(t)
+				r.drain(t, "k")
+				ctx, cancel := r.clk.WithTimeout(context.Background(), tc.timeout)
+				defer cancel()
+				done := r.wait(ctx, "k", 1)
+				if !tc.admit {
+					got := <-done
+					if !errors.Is(got.err, store.ErrWouldExceedDeadline) || !errors.Is(got.err, context.DeadlineExceeded) {
+						t.Fatalf("Wait = %+v, %v; want ErrWouldExceedDeadline matching context.DeadlineExceeded", got.res, got.err)
+					}
+					if r.store != nil && got.res.RetryAfter != time.Second { // retrying Take
+						t.Fatalf("Wait's Result %+v, want the denial with RetryAfter 1s", got.res)
+					}
+					if len(r.clk.timers) != 0 {
+						t.Fatal("Wait set a timer although it could not succeed")
+					}
+					r.clk.Add(time.Second)
+					if n := r.remaining(t, "k"); n != 1 {
+						t.Fatalf("%d tokens after 1s, want 1: the failed Wait charged", n)
+					}
+					return
 				}
-				if got.res.RetryAfter != time.Second {
-					t.Fatalf("Wait's Result %+v, want the denial with RetryAfter 1s", got.res)
-				}
-				if len(r.clk.timers) != 0 {
-					t.Fatal("Wait set a timer although it could not succeed")
-				}
+				r.timer(t, time.Second)
 				r.clk.Add(time.Second)
-				if n := r.remaining(t, "k"); n != 1 {
-					t.Fatalf("%d tokens after 1s, want 1: the failed Wait charged", n)
+				if got := <-done; got.err != nil || !got.res.Allowed {
+					t.Fatalf("Wait = %+v, %v; want admitted", got.res, got.err)
 				}
-				return
-			}
-			r.timer(t, time.Second)
-			r.clk.Add(time.Second)
-			if got := <-done; got.err != nil || !got.res.Allowed {
-				t.Fatalf("Wait = %+v, %v; want admitted", got.res, got.err)
-			}
-		})
+			})
+		}
 	}
 }
 
 func TestWaitCanceledWhileWaiting(t *testing.T) {
-	r := newRig(t)
-	r.drain(t, "k")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := r.wait(ctx, "k", 1)
-	r.timer(t, time.Second)
-	cancel()
-	if got := <-done; !errors.Is(got.err, context.Canceled) || got.res.Allowed {
-		t.Fatalf("Wait = %+v, %v; want context.Canceled", got.res, got.err)
-	}
-	r.clk.Add(time.Second)
-	if n := r.remaining(t, "k"); n != 1 {
-		t.Fatalf("%d tokens after 1s, want 1: the canceled Wait charged", n)
+	for _, rg := range rigs {
+		t.Run(rg.name, func(t *testing.T) {
+			r := rg.make(t)
+			r.drain(t, "k")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := r.wait(ctx, "k", 1)
+			r.timer(t, time.Second)
+			cancel()
+			if got := <-done; !errors.Is(got.err, context.Canceled) || got.res.Allowed {
+				t.Fatalf("Wait = %+v, %v; want context.Canceled", got.res, got.err)
+			}
+			r.clk.Add(time.Second)
+			if n := r.remaining(t, "k"); n != 1 {
+				t.Fatalf("%d tokens after 1s, want 1: the canceled Wait charged", n)
+			}
+		})
 	}
 }
 
@@ -223,13 +237,15 @@ func TestWaitErrorsAtOnce(t *testing.T) {
 		{"negative cost", "k", -1, algo.ErrInvalidCost},
 		{"empty key", "", 1, store.ErrEmptyKey},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
-			if _, err := r.lim.Wait(context.Background(), tc.key, tc.cost); !errors.Is(err, tc.want) {
-				t.Fatalf("Wait(%q, %d) error %v, want %v", tc.key, tc.cost, err, tc.want)
-			}
-		})
+	for _, rg := range rigs {
+		for _, tc := range tests {
+			t.Run(rg.name+"/"+tc.name, func(t *testing.T) {
+				r := rg.make(t)
+				if _, err := r.lim.Wait(context.Background(), tc.key, tc.cost); !errors.Is(err, tc.want) {
+					t.Fatalf("Wait(%q, %d) error %v, want %v", tc.key, tc.cost, err, tc.want)
+				}
+			})
+		}
 	}
 }
 

@@ -1,0 +1,71 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Reserve admits a request that must wait a short, exact delay instead of
+// refusing it; a request that will not proceed cancels its reservation.
+func ExampleLimiter_Reserve() {
+	clk := clock.NewMock()
+	s, err := memstore.New(memstore.Config{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	lim, err := store.NewLimiter(s, algo.PerSecond(2).Burst(2), store.LimiterConfig{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		r, _ := lim.Reserve(ctx, "uploads", 1, time.Second)
+		fmt.Printf("allowed=%v delay=%v\n", r.Allowed, r.Delay)
+		if r.Delay > 0 {
+			ok, _, _ := r.Cancel(ctx) // the client went away
+			fmt.Println("cancelled, tokens back:", ok)
+		}
+	}
+	r, _ := lim.Reserve(ctx, "uploads", 2, 500*time.Millisecond)
+	fmt.Printf("2 more within 500ms: allowed=%v retry after %v\n", r.Allowed, r.RetryAfter)
+	// Output:
+	// allowed=true delay=0s
+	// allowed=true delay=0s
+	// allowed=true delay=500ms
+	// cancelled, tokens back: true
+	// 2 more within 500ms: allowed=false retry after 500ms
+}
+
+// Refund gives a failed request's tokens back; TakeAtMost grants a batch
+// what the bucket holds.
+func ExampleLimiter_Refund() {
+	clk := clock.NewMock()
+	s, err := memstore.New(memstore.Config{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	lim, err := store.NewLimiter(s, algo.PerMinute(10).Burst(10), store.LimiterConfig{Prefix: "login:", Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	res, _ := lim.Allow(ctx, "alice")
+	fmt.Println("attempt: remaining", res.Remaining)
+	res, _ = lim.Refund(ctx, "alice", 1) // the login succeeded: only failures count
+	fmt.Println("refunded: remaining", res.Remaining)
+	n, _, _ := lim.TakeAtMost(ctx, "alice", 25)
+	fmt.Println("batch of 25: granted", n)
+	// Output:
+	// attempt: remaining 9
+	// refunded: remaining 10
+	// batch of 25: granted 10
+}
