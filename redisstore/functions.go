@@ -72,7 +72,7 @@ func functionMissing(err error) bool {
 func (f *functions) again(cmd *redis.IntSliceCmd, args []any, loadErr error) bool {
 	switch err := cmd.Err(); {
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		args[0], args[1] = "eval", scriptSrc
+		args[0], args[1] = "eval", evalSource(args[1])
 		return true
 	case !functionMissing(err):
 		return false

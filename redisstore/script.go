@@ -92,12 +92,28 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 
-	args := s.scriptArgs(op, clock, now, reqs)
+	vals, err := s.send(ctx, s.scriptArgs(op, clock, now, reqs), op != opInspect)
+	if err != nil {
+		return err
+	}
+	repaired, err := parseReply(vals, op, reqs, results, in)
+	for i := 0; i+1 < len(repaired); i += 2 {
+		s.onRepair(s.prefix+reqs[repaired[i]-1].Key, repairError(s.prefix+reqs[repaired[i]-1].Key, repaired[i+1]))
+	}
+	return err
+}
+
+// send makes one script call, args as scriptArgs or leaseArgs build it:
+// through the pipeline when pipelined and the store has one, else on its
+// own (with EVAL after NOSCRIPT, or FCALL after loading a missing library,
+// as the pipeline does). It returns the script's reply, or an error from
+// scriptError.
+func (s *Store) send(ctx context.Context, args []any, pipelined bool) ([]int64, error) {
 	var cmd *redis.IntSliceCmd
-	if s.pipe != nil && op != opInspect {
+	if s.pipe != nil && pipelined {
 		var err error
 		if cmd, err = s.pipe.do(ctx, args); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		cmd = redis.NewIntSliceCmd(ctx, args...)
@@ -109,17 +125,13 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	}
 	if err := cmd.Err(); err != nil {
 		s.fo.check(err)
-		return scriptError(ctx, err)
+		return nil, scriptError(ctx, err)
 	}
 	vals, err := cmd.Result()
 	if err != nil {
-		return fmt.Errorf("redisstore: script reply: %w", err)
+		return nil, fmt.Errorf("redisstore: script reply: %w", err)
 	}
-	repaired, err := parseReply(vals, op, reqs, results, in)
-	for i := 0; i+1 < len(repaired); i += 2 {
-		s.onRepair(s.prefix+reqs[repaired[i]-1].Key, repairError(s.prefix+reqs[repaired[i]-1].Key, repaired[i+1]))
-	}
-	return err
+	return vals, nil
 }
 
 // repairError describes a repair the script reported: kind is what the key
