@@ -30,7 +30,8 @@ func (TokenBucket) Name() string { return "tokenbucket" }
 //  2. Refill: D₁ = max(0, D − (t₁−t)·R). The product is formed in 128 bits
 //     and used only when it is below D (the Lua twin compares t₁−t with
 //     ⌈D/R⌉ first, so its product is below D + R).
-//  3. Admit when D₁ ≤ full − cost·Unit, and charge: D₂ = D₁ + cost·Unit.
+//  3. Admit when D₁ + cost·Unit ≤ full (formed as D₁ ≤ full − cost·Unit in
+//     the Lua twin), and charge: D₂ = D₁ + cost·Unit.
 //     A cost of 0 is always admitted, even in debt.
 //  4. Denied: RetryAfter = (t₁−now) + ⌈(D₁ − full + cost·Unit) / R⌉.
 //  5. ResetAfter = (t₁−now) + ⌈D₂/R⌉ with D₂ the new deficit, or zero
@@ -45,9 +46,10 @@ func (TokenBucket) Name() string { return "tokenbucket" }
 // Bounds (all in int64 here and in IEEE doubles in the Lua twin, exact up
 // to 2^53): Validate ensures full ≤ 2^52 and R ≤ 2^52; Take ensures
 // 0 ≤ D ≤ 2·full, cost ≤ Capacity and times in [0, 2^53). Then every
-// intermediate is at most 2·full ≤ 2^53: D, D₁ − full + cost·Unit (formed
-// in that order), D₂ ≤ D₁ + cost·Unit ≤ 2·full when admitted (D₁ ≤ full −
-// cost·Unit); and t₁−t < 2^53. ⌈x/R⌉ is (x + R − 1)/R here, in int64, and
+// intermediate the Lua twin forms is at most 2·full ≤ 2^53: D,
+// D₁ − full + cost·Unit (formed in that order), full − cost·Unit, and
+// D₂ ≤ full when admitted; and t₁−t < 2^53. (Go compares D₁ + cost·Unit,
+// up to 3·2^52, in int64.) ⌈x/R⌉ is (x + R − 1)/R here, in int64, and
 // exact division with fmod in the Lua twin, so its dividends stay ≤ 2^53.
 func (tb TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, error) {
 	var res Result
@@ -70,7 +72,7 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 	// The Result is stored field by field: a composite literal would be
 	// built in a temporary and copied, stalling on its own stores.
 	need := cost * p.unit
-	res.Allowed = d <= full-need
+	res.Allowed = d+need <= full // ≤ 3·2^52 in int64; the Lua twin forms d ≤ full − need
 	res.RetryAfter = 0
 	if res.Allowed {
 		d += need
