@@ -10,12 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/redisstore"
@@ -64,6 +62,8 @@ type Options struct {
 	// Default slog.Default().
 	Logger *slog.Logger
 }
+
+var _ pb.RateLimitServiceServer = (*Service)(nil)
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService. It is
 // safe for simultaneous use by multiple goroutines.
@@ -429,108 +429,6 @@ func (s *Service) failed(ctx context.Context, domain string, err error) error {
 		s.logger.Warn("rls: the store could not decide; answering UNAVAILABLE", "domain", domain, "err", err)
 	}
 	return status.Error(codes.Unavailable, "rate limit store unavailable")
-}
-
-// respond builds the response from decided items.
-func (s *Service) respond(items []item, domain string) *pb.RateLimitResponse {
-	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
-	header := -1 // the item the headers describe
-	for i := range items {
-		it := &items[i]
-		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, CurrentLimit: it.proto}
-		resp.Statuses[i] = st
-		result := resultOK
-		switch it.kind {
-		case kindNone:
-			st.CurrentLimit = nil
-			result = resultNoLimit
-		case kindUnlimited:
-			st.CurrentLimit = nil
-			st.LimitRemaining = math.MaxUint32
-			result = resultUnlimited
-		case kindBlocked:
-			st.Code = pb.RateLimitResponse_OVER_LIMIT
-			d := time.Duration(0)
-			if it.policy != (algo.Policy{}) {
-				d = it.policy.FillTime()
-			} else if u := unitLength(it.proto.Unit); u > 0 {
-				d = u
-			}
-			st.DurationUntilReset = durationpb.New(d)
-			if it.grouped {
-				st.LimitRemaining = uint32(min(it.res.Remaining, math.MaxUint32))
-			}
-			it.res = algo.Result{Limit: it.policy.Capacity(), Remaining: it.res.Remaining, RetryAfter: d, ResetAfter: d}
-		case kindTake:
-			st.LimitRemaining = uint32(min(it.res.Remaining, math.MaxUint32))
-			if it.res.Allowed {
-				st.DurationUntilReset = durationpb.New(it.res.ResetAfter)
-			} else {
-				st.Code = pb.RateLimitResponse_OVER_LIMIT
-				st.DurationUntilReset = durationpb.New(it.res.RetryAfter)
-			}
-		}
-		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
-			result = resultOver
-			if it.limit.soft() {
-				st.Code = pb.RateLimitResponse_OK
-				result = resultShadowOver
-			} else {
-				resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
-			}
-		}
-		if s.metrics != nil {
-			s.metrics.decisions.WithLabelValues(domain, result).Inc()
-		}
-		if it.kind >= kindBlocked && (header < 0 || better(st, resp.Statuses[header], it, &items[header])) {
-			header = i
-		}
-	}
-	if s.opt.ResponseHeaders && header >= 0 {
-		s.addHeaders(resp, resp.Statuses[header], &items[header])
-	}
-	return resp
-}
-
-// better reports whether status a (of item ia) should be described by the
-// headers rather than b: an enforced refusal with the longer wait, else the
-// fewest tokens left.
-func better(a, b *pb.RateLimitResponse_DescriptorStatus, ia, ib *item) bool {
-	overA := a.Code == pb.RateLimitResponse_OVER_LIMIT
-	overB := b.Code == pb.RateLimitResponse_OVER_LIMIT
-	switch {
-	case overA != overB:
-		return overA
-	case overA:
-		return ia.res.RetryAfter > ib.res.RetryAfter
-	}
-	return a.LimitRemaining < b.LimitRemaining
-}
-
-// addHeaders adds the x-ratelimit-* headers describing st.
-func (s *Service) addHeaders(resp *pb.RateLimitResponse, st *pb.RateLimitResponse_DescriptorStatus, it *item) {
-	limit := it.policy.Capacity()
-	if it.policy == (algo.Policy{}) {
-		limit = int64(it.proto.RequestsPerUnit)
-	}
-	reset := st.DurationUntilReset.AsDuration()
-	resp.ResponseHeadersToAdd = []*core.HeaderValue{
-		{Key: s.opt.HeaderLimit, Value: strconv.FormatInt(limit, 10)},
-		{Key: s.opt.HeaderRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: s.opt.HeaderReset, Value: strconv.FormatInt(ceilSeconds(reset), 10)},
-	}
-	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
-			&core.HeaderValue{Key: "retry-after", Value: strconv.FormatInt(max(1, ceilSeconds(reset)), 10)})
-	}
-}
-
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
 }
 
 // logEvery lets one log record through per second.
