@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"gopkg.in/yaml.v3"
 
@@ -29,6 +30,7 @@ type ConfigError struct {
 	Msg  string
 }
 
+// Error returns "file:line: message".
 func (e *ConfigError) Error() string {
 	if e.Line == 0 {
 		return e.File + ": " + e.Msg
@@ -57,6 +59,18 @@ func (c *Config) Domains() []string {
 	return ds
 }
 
+// Lookup returns the limit a descriptor of domain matches, or nil: the
+// matching ShouldRateLimit does, without the replaces of other
+// descriptors in the same request.
+func (c *Config) Lookup(domain string, d *rlpb.RateLimitDescriptor) *Limit {
+	root := c.domains[domain]
+	if root == nil || len(d.GetEntries()) == 0 {
+		return nil
+	}
+	l, _ := root.lookup(d.Entries)
+	return l
+}
+
 // Limit is one rate_limit block of the configuration.
 type Limit struct {
 	// Name and Replaces are the block's name and replaces names.
@@ -78,7 +92,6 @@ type Limit struct {
 	Policy algo.Policy
 
 	proto *pb.RateLimitResponse_RateLimit // current_limit in responses
-	where string                          // file:line, for messages
 }
 
 // node is one descriptor of the tree: its limit and its children.
@@ -358,7 +371,7 @@ func (p parser) descriptor(d *yaml.Node, parent *node, path string) error {
 }
 
 func (p parser) rateLimit(rl *yaml.Node, here string) (*Limit, error) {
-	l := &Limit{where: fmt.Sprintf("%s:%d", p.file, rl.Line)}
+	l := &Limit{}
 	var unit string
 	var unitNode, rpu, burst *yaml.Node
 	err := p.fields(rl, "rate_limit", func(k string, v *yaml.Node) error {

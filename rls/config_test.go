@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
 	"github.com/ratebucket/ratebucket/rls"
 )
 
@@ -78,5 +80,31 @@ func write(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLookupMatchesMostSpecific: Example 3's matching order, key and
+// value before key alone, and no match at another depth.
+func TestLookupMatchesMostSpecific(t *testing.T) {
+	c, err := rls.Load(filepath.Join("testdata", "examples", "example3.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		d    *rlpb.RateLimitDescriptor
+		want int64 // requests_per_unit, -1 for no limit
+	}{
+		{desc("remote_address=50.0.0.1"), 10},
+		{desc("remote_address=50.0.0.5"), 0},
+		{desc("remote_address=50.0.0.5", "path=/"), -1},
+		{desc("other=1"), -1},
+	} {
+		got := int64(-1)
+		if l := c.Lookup("edge_proxy_per_ip", tc.d); l != nil {
+			got = int64(l.RequestsPerUnit)
+		}
+		if got != tc.want {
+			t.Errorf("%v: requests_per_unit %d, want %d", tc.d.Entries, got, tc.want)
+		}
 	}
 }
