@@ -28,3 +28,11 @@ func TakeNow(ctx context.Context, s *Store, key string, p algo.Policy, cost int6
 
 // MinLead is how many waiting calls start another writer (minLead).
 const MinLead = minLead
+
+// PipelineClosed reports whether Close has begun: the pipeline refuses new
+// calls, and its writers send what is queued.
+func PipelineClosed(s *Store) bool {
+	s.pipe.mu.Lock()
+	defer s.pipe.mu.Unlock()
+	return s.pipe.closed
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -20,9 +23,10 @@ import (
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
-// pausing is how long the pipeline tests pause the server (CLIENT PAUSE)
-// to hold a writer's pipeline in flight while they queue calls behind it.
-const pausing = 2 * time.Second
+// patience bounds how long a test waits for a state it polls for, or for
+// a call the test holds on purpose: far longer than any takes on a loaded
+// machine. It bounds a failing test; it times nothing.
+const patience = time.Minute
 
 // outcome is what one background Take returned.
 type outcome struct {
@@ -40,53 +44,102 @@ func takeAsync(ctx context.Context, s *redisstore.Store, key string, p algo.Poli
 	return ch
 }
 
-// waitState polls until the store's pipeline has queued calls queued and
-// writers writers. It synchronises with the store; it measures no time.
-func waitState(t *testing.T, s *redisstore.Store, queued, writers int) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
-		if q, w := redisstore.PipelineState(s); q == queued && w == writers {
-			return
+// poll calls cond until it reports true, and reports false if that has
+// not happened within patience. It synchronises with what cond reads; it
+// measures no time.
+func poll(cond func() bool) bool {
+	for end := time.Now().Add(patience); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(end) {
+			return false
 		}
 	}
-	q, w := redisstore.PipelineState(s)
-	t.Fatalf("pipeline has %d queued, %d writers; want %d and %d", q, w, queued, writers)
+	return true
 }
 
-// pause stops the server from running commands for [pausing]; a call
-// written meanwhile stays in flight until then.
-func pause(t *testing.T, rdb *redis.Client) {
+// waitState polls until the store's pipeline has queued calls queued and
+// writers writers.
+func waitState(t *testing.T, s *redisstore.Store, queued, writers int) {
 	t.Helper()
-	if err := rdb.ClientPause(ctxT(t), pausing).Err(); err != nil {
+	var q, w int
+	if !poll(func() bool { q, w = redisstore.PipelineState(s); return q == queued && w == writers }) {
+		t.Fatalf("pipeline has %d queued, %d writers; want %d and %d", q, w, queued, writers)
+	}
+}
+
+// pause holds every script the server of rdb receives (CLIENT PAUSE
+// WRITE: EVALSHA and EVAL wait; PING, INFO, CLIENT and SCRIPT commands
+// run) until the returned unpause is called, or the test ends. A call sent
+// meanwhile stays in flight.
+func pause(t *testing.T, rdb *redis.Client) (unpause func()) {
+	t.Helper()
+	if err := rdb.Do(ctxT(t), "CLIENT", "PAUSE", time.Hour.Milliseconds(), "WRITE").Err(); err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	unpause = func() {
+		once.Do(func() {
+			if err := rdb.ClientUnpause(context.Background()).Err(); err != nil {
+				t.Errorf("CLIENT UNPAUSE: %v", err)
+			}
+		})
+	}
+	t.Cleanup(unpause)
+	return unpause
 }
 
 // holdFirst starts a store with pipeline configuration pc on a fresh
 // server, pauses the server and sends one Take on "first" under the policy
 // it returns, and returns once that Take is in flight: it holds a writer
-// until the pause ends.
-func holdFirst(t *testing.T, pc redisstore.PipelineConfig) (*redisstore.Store, algo.Policy, <-chan outcome) {
+// until unpause is called.
+func holdFirst(t *testing.T, pc redisstore.PipelineConfig) (s *redisstore.Store, p algo.Policy, first <-chan outcome, unpause func()) {
 	t.Helper()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: pc})
-	p := algo.PerHour(1).Burst(10)
-	pause(t, rdb)
-	first := takeAsync(context.Background(), s, "first", p)
+	rdb := heldClient(t, redistest.Start(t))
+	s = newStore(t, rdb, redisstore.Config{Timeout: patience, Pipeline: pc})
+	p = algo.PerHour(1).Burst(10)
+	unpause = pause(t, rdb)
+	first = takeAsync(context.Background(), s, "first", p)
 	waitState(t, s, 0, 1)
-	return s, p, first
+	return s, p, first, unpause
 }
 
-// deadlineClient returns a client of srv whose context deadlines reach the
-// socket, closed when the test ends.
-func deadlineClient(t *testing.T, srv *redistest.Server) *redis.Client {
+// heldClient returns a client of srv, closed when the test ends, whose
+// only deadlines are its calls' contexts (no ReadTimeout): a call held by
+// a pause waits as long as the test holds it.
+func heldClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	o := srv.Options()
-	o.ContextTimeoutEnabled = true
+	o.ContextTimeoutEnabled, o.ReadTimeout = true, -1
 	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// lapsed is a context whose deadline has passed but whose Done channel
+// stays open until expire is called: the moment between a deadline and
+// its timer firing, held for as long as the test needs.
+type lapsed struct {
+	context.Context // Background, for Value
+	at              time.Time
+	done            chan struct{}
+	once            sync.Once
+}
+
+func newLapsed() *lapsed {
+	return &lapsed{Context: context.Background(), at: time.Now(), done: make(chan struct{})}
+}
+
+func (c *lapsed) Deadline() (time.Time, bool) { return c.at, true }
+func (c *lapsed) Done() <-chan struct{}       { return c.done }
+
+func (c *lapsed) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *lapsed) expire() { c.once.Do(func() { close(c.done) }) }
 
 // mustFull fails unless the buckets at keys are absent: never charged.
 func mustFull(t *testing.T, s *redisstore.Store, p algo.Policy, keys ...string) {
@@ -151,7 +204,7 @@ func TestPipelineDifferential(t *testing.T) {
 // whose contexts end return at once with the context's error, and are
 // never sent: their buckets stay full.
 func TestPipelineCancelBeforeSend(t *testing.T) {
-	s, p, first := holdFirst(t, redisstore.PipelineConfig{Writers: 1}) // first is in flight, holding the only writer
+	s, p, first, unpause := holdFirst(t, redisstore.PipelineConfig{Writers: 1}) // first is in flight, holding the only writer
 	ctx, cancel := context.WithCancel(context.Background())
 	keys := []string{"c0", "c1", "c2", "c3", "c4"}
 	var queued []<-chan outcome
@@ -170,6 +223,7 @@ func TestPipelineCancelBeforeSend(t *testing.T) {
 		t.Fatalf("first take returned %+v, %v while the server was paused", o.res, o.err)
 	default: // the cancelled calls returned while the pipeline was in flight
 	}
+	unpause()
 	if o := <-first; o.err != nil || o.res.Remaining != 9 {
 		t.Fatalf("first take = %+v, %v; want 9 remaining", o.res, o.err)
 	}
@@ -181,7 +235,7 @@ func TestPipelineCancelBeforeSend(t *testing.T) {
 // while its pipeline is in flight wait, and only the MinLead-th of them
 // starts a second writer, which takes them all in one pipeline.
 func TestPipelineLeadRule(t *testing.T) {
-	s, p, first := holdFirst(t, redisstore.PipelineConfig{Writers: 4}) // sent at once: no writer was running
+	s, p, first, unpause := holdFirst(t, redisstore.PipelineConfig{Writers: 4}) // sent at once: no writer was running
 	var waiting []<-chan outcome
 	for i := range redisstore.MinLead - 1 {
 		waiting = append(waiting, takeAsync(context.Background(), s, fmt.Sprint("w", i), p))
@@ -189,6 +243,7 @@ func TestPipelineLeadRule(t *testing.T) {
 	}
 	waiting = append(waiting, takeAsync(context.Background(), s, "last", p))
 	waitState(t, s, 0, 2) // the MinLead-th started a writer, which took every waiting call
+	unpause()
 	for i, ch := range append(waiting, first) {
 		if o := <-ch; o.err != nil || o.res.Remaining != 9 {
 			t.Errorf("take %d = %+v, %v; want 9 remaining", i, o.res, o.err)
@@ -200,7 +255,7 @@ func TestPipelineLeadRule(t *testing.T) {
 // TestPipelineQueueFull: a call that finds MaxQueued calls waiting blocks,
 // and returns its context's error, charging nothing, when that ends.
 func TestPipelineQueueFull(t *testing.T) {
-	s, p, first := holdFirst(t, redisstore.PipelineConfig{Writers: 1, MaxQueued: 2})
+	s, p, first, unpause := holdFirst(t, redisstore.PipelineConfig{Writers: 1, MaxQueued: 2})
 	a, b := takeAsync(context.Background(), s, "a", p), takeAsync(context.Background(), s, "b", p)
 	waitState(t, s, 2, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -209,6 +264,7 @@ func TestPipelineQueueFull(t *testing.T) {
 	if o := <-over; !errors.Is(o.err, context.Canceled) {
 		t.Errorf("take on a full queue = %+v, %v; want context.Canceled", o.res, o.err)
 	}
+	unpause()
 	for _, ch := range []<-chan outcome{first, a, b} {
 		if o := <-ch; o.err != nil || !o.res.Allowed {
 			t.Errorf("take = %+v, %v; want allowed", o.res, o.err)
@@ -217,48 +273,93 @@ func TestPipelineQueueFull(t *testing.T) {
 	mustFull(t, s, p, "over")
 }
 
-// TestPipelineFailureIsolation: pipelines that fail (their callers'
-// deadline passes while the server is paused) fail only their own calls; a
-// pipeline of calls with time to spare, sent behind them, succeeds, and a
-// queued call whose deadline passed is dropped unsent.
+// TestPipelineFailureIsolation: pipelines that fail (the server drops
+// their connections while a pause holds them) fail only their own calls,
+// each with the pipeline's error; the calls queued behind them leave in a
+// pipeline of their own, which succeeds; and a queued call whose deadline
+// has passed is dropped unsent by the writer that takes it, before its
+// caller even sees the deadline.
 func TestPipelineFailureIsolation(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := deadlineClient(t, srv)
-	s := newStore(t, rdb, redisstore.Config{Pipeline: redisstore.PipelineConfig{Writers: 2}})
+	if srv.External() {
+		t.Skip("CLIENT KILL of the held connections could hit others sharing the server (REDIS_URL)")
+	}
+	admin := srv.Client()
+	s := newStore(t, heldClient(t, srv), redisstore.Config{Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 2}})
 	p := algo.PerHour(1).Burst(10)
-	short, cancel := context.WithTimeout(context.Background(), pausing/2)
-	defer cancel()
-	long, cancel2 := context.WithTimeout(context.Background(), 10*pausing)
-	defer cancel2()
-	pause(t, srv.Client())
-	as := []<-chan outcome{takeAsync(short, s, "a0", p)}
+	unpause := pause(t, admin)
+	as := []<-chan outcome{takeAsync(context.Background(), s, "a0", p)}
 	waitState(t, s, 0, 1) // a0 in flight on the first writer
 	for i := 1; i <= redisstore.MinLead; i++ {
-		as = append(as, takeAsync(short, s, fmt.Sprint("a", i), p))
+		as = append(as, takeAsync(context.Background(), s, fmt.Sprint("a", i), p))
 		if i < redisstore.MinLead {
 			waitState(t, s, i, 1)
 		}
 	}
 	waitState(t, s, 0, 2) // a1..a8 in flight on the second
+	late := newLapsed()
 	last := fmt.Sprint("a", redisstore.MinLead+1)
-	as = append(as, takeAsync(short, s, last, p))
+	dropped := takeAsync(late, s, last, p)
 	waitState(t, s, 1, 2)
 	var bs []<-chan outcome
 	for i := range 4 {
-		bs = append(bs, takeAsync(long, s, fmt.Sprint("b", i), p))
+		bs = append(bs, takeAsync(context.Background(), s, fmt.Sprint("b", i), p))
 	}
 	waitState(t, s, 5, 2)
-	for i, ch := range as {
-		if o := <-ch; !errors.Is(o.err, context.DeadlineExceeded) {
-			t.Errorf("short take a%d = %+v, %v; want context.DeadlineExceeded", i, o.res, o.err)
+	for _, id := range held(t, admin, 2) { // one per writer
+		if err := admin.ClientKillByFilter(ctxT(t), "ID", id).Err(); err != nil {
+			t.Fatalf("CLIENT KILL ID %s: %v", id, err)
 		}
 	}
+	for i, ch := range as {
+		var ne net.Error
+		if o := <-ch; !errors.Is(o.err, io.EOF) && !errors.As(o.err, &ne) {
+			t.Errorf("take a%d on a dropped connection = %+v, %v; want its pipeline's network error", i, o.res, o.err)
+		}
+	}
+	waitState(t, s, 0, 1) // a writer took the rest: the bs are in flight, last was not sent
+	unpause()
 	for i, ch := range bs {
 		if o := <-ch; o.err != nil || o.res.Remaining != 9 {
-			t.Errorf("long take b%d = %+v, %v; want allowed, 9 remaining", i, o.res, o.err)
+			t.Errorf("take b%d = %+v, %v; want allowed, 9 remaining", i, o.res, o.err)
 		}
 	}
+	waitState(t, s, 0, 0)
+	select {
+	case o := <-dropped:
+		t.Fatalf("take %s returned %+v, %v before its context was done", last, o.res, o.err)
+	default: // the writer dropped it; its caller waits for its context
+	}
 	mustFull(t, s, p, last)
+	late.expire()
+	if o := <-dropped; !errors.Is(o.err, context.DeadlineExceeded) {
+		t.Errorf("take %s = %+v, %v; want context.DeadlineExceeded", last, o.res, o.err)
+	}
+}
+
+// held waits until the pause holds the commands of n connections to the
+// server of admin (flag b in CLIENT LIST): a call in flight has reached
+// the server, not only left the queue. It returns their ids.
+func held(t *testing.T, admin *redis.Client, n int) []string {
+	t.Helper()
+	flagged := regexp.MustCompile(`(?m)^id=(\d+) .* flags=\w*b\w* `)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	var ids []string
+	if !poll(func() bool {
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatalf("CLIENT LIST: %v", err)
+		}
+		ids = ids[:0]
+		for _, m := range flagged.FindAllStringSubmatch(list, -1) {
+			ids = append(ids, m[1])
+		}
+		return len(ids) == n
+	}) {
+		t.Fatalf("the pause holds %d connections, want %d", len(ids), n)
+	}
+	return ids
 }
 
 // TestPipelineNoScript: after SCRIPT FLUSH the commands of a pipeline that
@@ -269,18 +370,14 @@ func TestPipelineNoScript(t *testing.T) {
 	if srv.External() {
 		t.Skip("SCRIPT FLUSH would drop the scripts of others sharing the server (REDIS_URL)")
 	}
-	rdb := srv.Client()
-	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: redisstore.PipelineConfig{Writers: 1}})
+	rdb := heldClient(t, srv)
+	s := newStore(t, rdb, redisstore.Config{Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 1}})
 	p := algo.PerHour(1).Burst(10)
 	if _, err := s.Take(ctxT(t), "k", p, 1); err != nil { // the script is loaded
 		t.Fatal(err)
 	}
 	ev0 := calls(t, rdb, "eval")
-	flusher := srv.Client() // connected before the pause, which would hold its handshake
-	if err := flusher.Ping(ctxT(t)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	pause(t, rdb)
+	unpause := pause(t, rdb)
 	first := takeAsync(context.Background(), s, "first", p)
 	waitState(t, s, 0, 1)
 	var batch []<-chan outcome
@@ -288,10 +385,19 @@ func TestPipelineNoScript(t *testing.T) {
 		batch = append(batch, takeAsync(context.Background(), s, "k", p))
 	}
 	waitState(t, s, 9, 1)
-	// Queued behind the pause, the flush runs as soon as the pause ends,
-	// before the batch (sent once first's reply is in) reaches the server.
+	held(t, rdb, 1) // first
+	// A write ahead of it holds the flush behind first: the pause resumes
+	// connections in the order it held them, so the flush runs right
+	// after first, before the batch (sent once first's reply is in)
+	// reaches the server.
+	ctx := ctxT(t)
+	flusher := srv.Client().Pipeline()
+	flusher.Set(ctx, s.Key("flusher"), 1, 0)
+	flusher.ScriptFlush(ctx)
 	flushed := make(chan error, 1)
-	go func() { flushed <- flusher.ScriptFlush(context.Background()).Err() }()
+	go func() { _, err := flusher.Exec(ctx); flushed <- err }()
+	held(t, rdb, 2)
+	unpause()
 	if o := <-first; o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -321,21 +427,27 @@ func TestPipelineNoScript(t *testing.T) {
 // TestPipelineClose: Close sends what is queued, stops the writers, and later calls get store.ErrClosed.
 func TestPipelineClose(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := heldClient(t, srv)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	s, err := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t), Timeout: 10 * time.Second, Pipeline: redisstore.PipelineConfig{Writers: 1}})
+	s, err := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t), Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := algo.PerHour(1).Burst(10)
-	pause(t, rdb)
+	unpause := pause(t, rdb)
 	all := []<-chan outcome{takeAsync(context.Background(), s, "first", p)}
 	waitState(t, s, 0, 1)
 	for i := range 5 {
 		all = append(all, takeAsync(context.Background(), s, fmt.Sprint("q", i), p))
 	}
 	waitState(t, s, 5, 1)
-	if err := s.Close(); err != nil {
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	if !poll(func() bool { return redisstore.PipelineClosed(s) }) {
+		t.Fatal("Close did not close the pipeline")
+	}
+	unpause() // Close waits for the writer, which the pause holds
+	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
 	for i, ch := range all {
@@ -354,8 +466,11 @@ func TestPipelineClose(t *testing.T) {
 // once, and the other nodes run no EVAL.
 func TestPipelineNoScriptCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	rdb := cl.Client()
-	s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second, Pipeline: redisstore.PipelineConfig{Writers: 1}})
+	opts := cl.Options()
+	opts.ContextTimeoutEnabled, opts.ReadTimeout = true, -1 // as heldClient
+	rdb := redis.NewClusterClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	s := newStore(t, rdb, redisstore.Config{Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 1}})
 	p := algo.PerHour(1).Burst(10)
 	ctx := ctxT(t)
 	byNode := map[string][]string{}
@@ -388,7 +503,7 @@ func TestPipelineNoScriptCluster(t *testing.T) {
 	if err := nodes[lost].ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	pause(t, nodes[held])
+	unpause := pause(t, nodes[held])
 	first := takeAsync(context.Background(), s, byNode[held][0], p)
 	waitState(t, s, 0, 1)
 	var batch []<-chan outcome
@@ -396,6 +511,7 @@ func TestPipelineNoScriptCluster(t *testing.T) {
 		batch = append(batch, takeAsync(context.Background(), s, k, p))
 	}
 	waitState(t, s, len(keys), 1)
+	unpause()
 	if o := <-first; o.err != nil {
 		t.Fatal(o.err)
 	}
