@@ -137,6 +137,12 @@ type Config struct {
 	Error ErrorHandler
 	// Observer, if set, receives an Event per request.
 	Observer Observer
+	// Concurrency, when its Policy is set, bounds how many requests of a
+	// client run at once, holding a lease for each request's duration
+	// (see [Concurrency]). It needs a Store implementing store.Leaser
+	// (memstore and redisstore do; New and With return an error wrapping
+	// ErrInvalidConfig otherwise). Default: none.
+	Concurrency Concurrency
 	// Logger receives store failures and configuration errors met by
 	// requests. Default: slog.Default().
 	Logger *slog.Logger

@@ -79,6 +79,25 @@
 // forever. A request may pass several limits at once (a burst and a daily
 // quota), taken atomically when the store implements [store.MultiTaker].
 //
+// # Requests in flight
+//
+// Config.Concurrency caps how many requests of one client a route runs at
+// once ([Concurrency]): each request holds a lease in the store
+// (store.Leaser: memstore and redisstore keep them; across a fleet with
+// redisstore) until its handler returns or panics. A request that finds
+// the client at the limit gets 429 with Retry-After (whole seconds, never
+// 0: when the earliest lease expires at the latest) and the Denied
+// handler's body, but no rate-limit headers: it charged no bucket, since
+// the lease is asked for first, and a request the buckets refuse gives
+// its lease back at once. A lease call that fails goes to the route's
+// FailMode, as a take does. Lease keys look like bucket keys, under the
+// limit's name: "h:inflight:user{42}".
+//
+//	reports, _ := mw.With(httplimit.Config{Concurrency: httplimit.Concurrency{
+//		Policy: algo.LeasePolicy{Limit: 2, TTL: 5 * time.Minute},
+//	}})
+//	mux.Handle("POST /api/report", reports.Handler(buildReport))
+//
 // # When the store fails
 //
 // A store error is never reported as 429. The route's [FailMode] decides:

@@ -58,6 +58,11 @@ type Decision struct {
 	// headers describe: the denying limit with the longest RetryAfter, or
 	// when Allowed the one with the fewest tokens left.
 	Decider int
+	// Concurrency is the route's [Concurrency] limit's answer (Limit 0
+	// when it has none). When it refused the request, the buckets were
+	// not asked: Limits is empty, no rate-limit header is sent, and
+	// RetryAfter is the lease's.
+	Concurrency ConcurrencyResult
 }
 
 // LimitResult is one limit's part of a [Decision].
@@ -73,6 +78,9 @@ type LimitResult struct {
 // problem type's "violated-policies" member.
 func (d Decision) Violated() []string {
 	var names []string
+	if c := d.Concurrency; c.Limit > 0 && !c.Allowed {
+		names = append(names, c.Name)
+	}
 	for _, l := range d.Limits {
 		if !l.Result.Allowed {
 			names = append(names, l.Name)
@@ -180,8 +188,10 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 }
 
 // DeniedHandler writes the response to a request the limits refused. When
-// it is called, the rate-limit headers and Retry-After are already set; it
-// writes the status (429 unless it has reason to differ) and the body.
+// it is called, the rate-limit headers (none for a refusal by the
+// Concurrency limit: see Decision.Concurrency) and Retry-After are already
+// set; it writes the status (429 unless it has reason to differ) and the
+// body.
 type DeniedHandler func(w http.ResponseWriter, r *http.Request, d Decision)
 
 // JSONDenied is the default DeniedHandler: 429 Too Many Requests with

@@ -21,9 +21,11 @@ import (
 // simultaneous use by multiple goroutines.
 //
 // For each request it: skips it if the skip predicate says so; finds each
-// limit's key, tier and policy, and the cost; takes the cost from every
-// limit's bucket (atomically where the store allows); then either serves
-// the request with the rate-limit headers set, or answers 429 Too Many
+// limit's key, tier and policy, and the cost; with a [Concurrency] limit,
+// takes a lease first (refused: 429 at once, no bucket charged; admitted:
+// the lease is given back when the request is done); takes the cost from
+// every limit's bucket (atomically where the store allows); then either
+// serves the request with the rate-limit headers set, or answers 429 Too Many
 // Requests with the headers, Retry-After (whole seconds, rounded up, never
 // 0) and the Denied handler's body. A store error is never a 429: the
 // route's FailMode decides (serve, or 503 with Retry-After), and the error
@@ -34,6 +36,8 @@ type Middleware struct {
 	store     store.Store
 	multi     store.MultiTaker // store's, or nil
 	limits    []limit
+	conc      *limit                    // the Concurrency limit, or nil
+	inflight  *store.ConcurrencyLimiter // its leases, when conc is set
 	key       KeyFunc
 	tier      TierFunc
 	cost      CostFunc // nil: fixedCost
@@ -86,6 +90,7 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.Denied, route.Denied)
 	set(&c.Error, route.Error)
 	set(&c.Observer, route.Observer)
+	set(&c.Concurrency, route.Concurrency)
 	return build(c, m)
 }
 
@@ -147,6 +152,9 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 			return nil, err
 		}
 	}
+	if m.conc, err = newConcurrency(cfg.Concurrency, prefix, m.key); err != nil {
+		return nil, err
+	}
 	// Valid: now build what it needs.
 	if parent != nil {
 		m.store, m.log = parent.store, parent.log
@@ -163,6 +171,11 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 		}
 	}
 	m.multi, _ = m.store.(store.MultiTaker)
+	if m.conc != nil {
+		if m.inflight, err = newInFlight(m.store, m.conc, cfg.Concurrency.Policy); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -206,7 +219,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	start := m.clock.Now()
-	mr, inOrder, err := m.take(r.Context(), takes)
+	lease, err := m.acquire(r, &d) // first: a request refused here charges no bucket
+	defer m.release(r, lease)      // after the handler returns or panics, or after a refusal
+	var mr store.MultiResult
+	var inOrder bool
+	if err == nil && (m.conc == nil || lease.Allowed) {
+		mr, inOrder, err = m.take(r.Context(), takes)
+	}
 	if err != nil && isInputError(err) {
 		ev.Latency = m.clock.Now().Sub(start)
 		m.invalid(w, r, ev, err)
@@ -232,6 +251,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		mr, inOrder, ev.Fallback = *v.Result, false, true
 	} else {
 		ev.Latency = m.clock.Now().Sub(start)
+		if m.conc != nil && !lease.Allowed {
+			m.deniedInFlight(w, r, ev, d)
+			return
+		}
 	}
 	decide(&d, mr.Results, takes, inOrder)
 	dl := d.Limits[d.Decider]
@@ -260,19 +283,28 @@ func (m *Middleware) plan(r *http.Request, cost int64) (Decision, []store.Reques
 		if err != nil {
 			return d, nil, err
 		}
-		k, err := l.key(r)
-		switch {
-		case err != nil:
-			return d, nil, fmt.Errorf("limit %q: %w", l.name, err)
-		case k.ID == "":
-			return d, nil, fmt.Errorf("%w: limit %q: KeyFunc returned an empty ID", ErrNoKey, l.name)
-		case !validName(k.Class):
-			return d, nil, fmt.Errorf("%w: limit %q: key class %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, l.name, k.Class)
+		k, err := l.keyOf(r)
+		if err != nil {
+			return d, nil, err
 		}
 		d.Limits[i] = LimitResult{Name: l.name, Tier: t, Class: k.Class, Policy: p}
 		takes[i] = store.Request{Key: l.bucketKey(t, k.Class, bucketID(k.ID)), Policy: p, Cost: cost}
 	}
 	return d, takes, nil
+}
+
+// keyOf returns l's key for r, or why it has none.
+func (l *limit) keyOf(r *http.Request) (Key, error) {
+	k, err := l.key(r)
+	switch {
+	case err != nil:
+		return k, fmt.Errorf("limit %q: %w", l.name, err)
+	case k.ID == "":
+		return k, fmt.Errorf("%w: limit %q: KeyFunc returned an empty ID", ErrNoKey, l.name)
+	case !validName(k.Class):
+		return k, fmt.Errorf("%w: limit %q: key class %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, l.name, k.Class)
+	}
+	return k, nil
 }
 
 // take asks the store for every limit: one Take, an atomic TakeMulti, or
@@ -341,9 +373,12 @@ func decide(d *Decision, results []algo.Result, takes []store.Request, inOrder b
 // never served by the FailMode as during an outage, nor charged to its
 // fallback. store.ErrKeyTooLong is one: New keeps every key within
 // store.DefaultMaxKeyLen, so it comes from a store configured with a
-// smaller MaxKeyLen.
+// smaller MaxKeyLen. A Concurrency limit's key that its KeyFunc cannot
+// make (ErrNoKey, a bad class) is found when its lease is asked for, and
+// is one too.
 func isInputError(err error) bool {
-	return errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrDuplicateKey) ||
+	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalidConfig) || errors.Is(err, store.ErrInvalidLeaseID) ||
+		errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrDuplicateKey) ||
 		errors.Is(err, algo.ErrInvalidPolicy) || errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity)
 }
 
