@@ -76,7 +76,8 @@ func (f *flaky) count() int {
 }
 
 // rig is a Fallback over a flaky memstore with a local memstore, all on
-// one manual clock, recording state changes and log lines.
+// one manual clock, recording state changes and log lines. Its Timeout is
+// unhurried unless the test sets one.
 type rig struct {
 	clk     *storetest.Clock
 	primary *flaky
@@ -91,6 +92,9 @@ func newRig(t *testing.T, cfg hybrid.FallbackConfig) *rig {
 	r := &rig{clk: storetest.NewClock()}
 	r.primary = &flaky{s: newMem(t, r.clk)}
 	cfg.Clock = r.clk
+	if cfg.Timeout == 0 {
+		cfg.Timeout = unhurried
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(&r.log, nil))
 	cfg.OnStateChange = func(from, to hybrid.State) {
 		r.mu.Lock()
@@ -122,7 +126,7 @@ func (r *rig) history() string {
 
 func TestFallbackConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-		f, err := hybrid.NewFallback(newMem(t, clk), newMem(t, clk), hybrid.FallbackConfig{Clock: clk})
+		f, err := hybrid.NewFallback(newMem(t, clk), newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Timeout: unhurried})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +390,7 @@ func TestFallbackOverDenyCache(t *testing.T) {
 			clk := storetest.NewClock()
 			primary := &flaky{s: newMem(t, clk)}
 			cache := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk})
-			f, err := hybrid.NewFallback(cache, newMem(t, clk), hybrid.FallbackConfig{Mode: mode, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+			f, err := hybrid.NewFallback(cache, newMem(t, clk), hybrid.FallbackConfig{Mode: mode, Clock: clk, Timeout: unhurried, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,12 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
+// unhurried is the Timeout of the Fallbacks whose primary is in memory
+// and healthy. The default, 50ms, is real time: on a busy machine a
+// goroutine can wait that long between the deadline's start and the
+// primary's check of it, which counts as a failure and answers degraded.
+const unhurried = time.Hour
+
 // offsetClock shows another clock's time shifted by off: an instance whose
 // clock is skewed.
 type offsetClock struct {

@@ -25,7 +25,7 @@ func TestHTTPLimitModesPerRoute(t *testing.T) {
 	shared := &flaky{s: newMem(t, clk)}
 	p := algo.PerMinute(1).Burst(5)
 	quiet := slog.New(slog.DiscardHandler)
-	fb, err := hybrid.NewFallback(shared, newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Logger: quiet})
+	fb, err := hybrid.NewFallback(shared, newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Timeout: unhurried, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
