@@ -100,6 +100,7 @@ func TestCluster(t *testing.T) {
 	t.Run("no replay after timeout", func(t *testing.T) {
 		opts := cl.Options()
 		opts.ReadTimeout = 100 * time.Millisecond // MaxRetries and MaxRedirects at their defaults
+		opts.ClientName = "slow"
 		slow := redis.NewClusterClient(opts)
 		defer slow.Close()
 		ss := newStore(t, slow, redisstore.Config{Timeout: 10 * time.Second})
@@ -111,13 +112,15 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		awake := sleepServer(t, node.Options().Addr, 2*time.Second)
+		resume := stall(t, node)
 		_, err = ss.Take(ctxT(t), "k", p, 1)
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
-			t.Fatalf("Take on a sleeping node: %v, want a timeout", err)
+			t.Fatalf("Take on a stalled node: %v, want a timeout", err)
 		}
-		<-awake
+		slow.Close() // what it sent is written; the node reads each connection to its end
+		resume()
+		drained(t, node, opts.ClientName)
 		b, err := inspector.Inspect(ctxT(t), "k", p)
 		if err != nil {
 			t.Fatal(err)

@@ -37,55 +37,66 @@ func calls(t *testing.T, rdb *redis.Client, cmd string) int {
 	return n
 }
 
-// warm opens n pooled connections, so that go-redis's retries (in the
-// control case) find idle connections and really re-send.
+// warm opens n pooled connections and leaves them idle. It holds each
+// until all are open: n Pings at once from n goroutines may run one after
+// another on a busy machine and share one connection. A retry that finds
+// no idle connection must dial, and on a stalled server the handshake
+// times out before the command is written (see TestNoReplayAfterTimeout).
 func warm(t *testing.T, rdb *redis.Client, n int) {
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() { rdb.Ping(ctxT(t)) })
+	t.Helper()
+	conns := make([]*redis.Conn, n)
+	for i := range conns {
+		conns[i] = rdb.Conn()
+		if err := conns[i].Ping(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	wg.Wait()
+	for _, c := range conns {
+		c.Close() // back to the pool, idle
+	}
+	if idle := rdb.PoolStats().IdleConns; idle < uint32(n) {
+		t.Fatalf("%d idle connections after warm, want %d", idle, n)
+	}
 }
 
-// sleepServer makes the server sleep (DEBUG SLEEP, from its own
-// connection) and returns once it has stopped answering, with a channel
-// closed when it answers again.
-func sleepServer(t *testing.T, addr string, d time.Duration) <-chan struct{} {
+// drained waits until the server of admin has no connection named name:
+// it has read each to its end, so it has run every command written on
+// it. The client named name must be closed first.
+func drained(t *testing.T, admin *redis.Client, name string) {
 	t.Helper()
-	admin := redis.NewClient(&redis.Options{Addr: addr})
-	awake := make(chan struct{})
-	go func() {
-		defer close(awake)
-		defer admin.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
-		defer cancel()
-		if err := admin.Do(ctx, "DEBUG", "SLEEP", d.Seconds()).Err(); err != nil {
-			t.Errorf("DEBUG SLEEP: %v", err)
+	named := regexp.MustCompile(` name=` + regexp.QuoteMeta(name) + ` `)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	var list string
+	if !poll(func() bool {
+		var err error
+		if list, err = admin.ClientList(ctx).Result(); err != nil {
+			t.Fatalf("CLIENT LIST: %v", err)
 		}
-	}()
-	probe := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 20 * time.Millisecond, MaxRetries: -1})
-	defer probe.Close()
-	for probe.Ping(context.Background()).Err() == nil { // answered: not asleep yet
-		select {
-		case <-awake: // DEBUG SLEEP failed (or was over before a probe)
-			t.Fatalf("the server did not stay asleep")
-		default:
-		}
+		return !named.MatchString(list)
+	}) {
+		t.Fatalf("the server still has connections named %s:\n%s", name, list)
 	}
-	return awake
 }
 
 // TestNoReplayAfterTimeout pins the double-charge bug of limiters that let
 // go-redis replay a timed-out script (rate-limit-redis#144): the server
-// sleeps (DEBUG SLEEP), the call times out on the client after the script
-// was sent, and when Redis wakes it runs every copy it received. The script
-// must have run exactly once. The control shows the same client replaying
-// a plain EvalSha: go-redis re-sends a command after a read timeout
-// (shouldRetry with retryTimeout, MaxRetries 3), 4 runs in all.
+// stalls, the call times out on the client after the script was sent, and
+// when Redis resumes it runs every copy it received. The script must have
+// run exactly once. The control shows the same client replaying a plain
+// EvalSha, 4 runs in all: go-redis v9.23.0 retries a command whose read
+// timed out (processWithRetry, redis.go:1593, MaxRetries 3; shouldRetry,
+// error.go:116, as _process set retryTimeout, redis.go:1848), each time on
+// another pooled connection, the timed-out one being removed (isBadConn,
+// error.go:188). A retry that finds no idle connection dials; its
+// handshake times out before the command is written, and that error ends
+// the retries (retryTimeout unset): hence warm, and a stall that lasts
+// until the call has returned, not a DEBUG SLEEP that slow retries can
+// outlast.
 func TestNoReplayAfterTimeout(t *testing.T) {
 	srv := redistest.Start(t)
 	if srv.External() {
-		t.Skip("DEBUG SLEEP would stall a server shared with others (REDIS_URL)")
+		t.Skip("stalling a server shared with others (REDIS_URL) would stall them too")
 	}
 	p := algo.PerHour(1).Burst(100)
 	tests := []struct {
@@ -106,21 +117,25 @@ func TestNoReplayAfterTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := srv.Options()
 			opts.ReadTimeout = 100 * time.Millisecond // MaxRetries stays at its default, 3
+			opts.ClientName = "replay"
 			rdb := redis.NewClient(opts)
 			defer rdb.Close()
 			s := newStore(t, rdb, redisstore.Config{Timeout: 10 * time.Second})
-			inspector := newStore(t, srv.Client(), redisstore.Config{Prefix: s.Key("")})
+			admin := srv.Client()
+			inspector := newStore(t, admin, redisstore.Config{Prefix: s.Key("")})
 			if _, err := s.Inspect(ctxT(t), "k", p); err != nil { // loads the script
 				t.Fatal(err)
 			}
 			warm(t, rdb, 8)
-			awake := sleepServer(t, srv.Addr, 2*time.Second)
+			resume := stall(t, admin)
 			err := tc.take(ctxT(t), rdb, s)
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() {
-				t.Fatalf("call on a sleeping server: %v, want a timeout", err)
+				t.Fatalf("call on a stalled server: %v, want a timeout", err)
 			}
-			<-awake
+			rdb.Close() // every copy it sent is written; the server reads each connection to its end
+			resume()
+			drained(t, admin, opts.ClientName)
 			b, err := inspector.Inspect(ctxT(t), "k", p)
 			if err != nil {
 				t.Fatal(err)
