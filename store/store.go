@@ -15,6 +15,18 @@
 //	lim, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 10, TTL: time.Minute}, store.ConcurrencyConfig{})
 //	lease, err := lim.Acquire(ctx, userID) // lease.Allowed, or lease.RetryAfter
 //	defer lim.Release(context.WithoutCancel(ctx), lease)
+//
+// # Observing
+//
+// [Observe] wraps any store to report its decisions (allowed, denied,
+// shadow-denied, error, with the store call's latency) to an [Observer],
+// keeping the store's optional interfaces; entry points name each call's
+// policy and route with [WithLabels], and components report what only they
+// see (hybrid's breaker and deny cache, redisstore's pipeline) to the same
+// Observer through their Config. contrib/prometheus and contrib/otel are
+// ready Observers:
+//
+//	s := store.Observe(rs, "redis", obs) // obs: any Observer
 package store
 
 import (

@@ -1,0 +1,220 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/store/storetest"
+)
+
+// recorder keeps the decisions it observes.
+type recorder struct {
+	store.ObserverFuncs
+	mu sync.Mutex
+	ds []store.Decision
+}
+
+func (r *recorder) ObserveDecision(_ context.Context, d store.Decision) {
+	r.mu.Lock()
+	r.ds = append(r.ds, d)
+	r.mu.Unlock()
+}
+
+// take returns the decisions observed since the last take.
+func (r *recorder) take() []store.Decision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ds := r.ds
+	r.ds = nil
+	return ds
+}
+
+func newMemstore(t testing.TB, clk store.Clock) *memstore.Store {
+	t.Helper()
+	s, err := memstore.New(memstore.Config{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestObserveConformance runs the conformance suite on an observed
+// memstore: observing changes no answer, no error and no charge.
+func TestObserveConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
+		return store.Observe(newMemstore(t, clk), "memory", &recorder{})
+	})
+}
+
+// TestObserveDecisions checks each operation's event: outcome, op, cost,
+// the policy and route from the labels, and no key in any label.
+func TestObserveDecisions(t *testing.T) {
+	clk := storetest.NewClock()
+	rec := &recorder{}
+	s := store.Observe(newMemstore(t, clk), "memory", rec)
+	p := algo.PerSecond(1).Burst(2)
+	bg := context.Background()
+	login := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "login"})
+	shadow := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "new-login", Shadow: true})
+	multi := store.WithLabels(bg, store.Labels{Route: "GET /feed", Policy: "first", Policies: []string{"burst", "daily"}})
+	const key = "user-7f3a-secret"
+	type want struct {
+		op            store.Op
+		outcome       store.Outcome
+		policy, route string
+		cost          int64
+		err           error
+	}
+	steps := []struct {
+		name string
+		call func() error
+		want []want // nil: no event
+	}{
+		{"admitted, no labels", func() error { _, err := s.Take(bg, key, p, 1); return err },
+			[]want{{store.OpTake, store.OutcomeAllowed, "", "", 1, nil}}},
+		{"admitted, labelled", func() error { _, err := s.Take(login, key, p, 1); return err },
+			[]want{{store.OpTake, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
+		{"denied", func() error { _, err := s.Take(login, key, p, 1); return err },
+			[]want{{store.OpTake, store.OutcomeDenied, "login", "POST /login", 1, nil}}},
+		{"shadow denied", func() error { _, err := s.Take(shadow, key, p, 2); return err },
+			[]want{{store.OpTake, store.OutcomeShadowDenied, "new-login", "POST /login", 2, nil}}},
+		{"bad input is an error", func() error { _, err := s.Take(login, key, p, 3); return err },
+			[]want{{store.OpTake, store.OutcomeError, "login", "POST /login", 3, algo.ErrCostExceedsCapacity}}},
+		{"multi: the denying request names the policy", func() error {
+			_, err := s.(store.MultiTaker).TakeMulti(multi, []store.Request{{Key: key + "-b", Policy: p, Cost: 1}, {Key: key, Policy: p, Cost: 1}})
+			return err
+		}, []want{{store.OpTakeMulti, store.OutcomeDenied, "daily", "GET /feed", 1, nil}}},
+		{"multi: admitted, the closest to denying names it", func() error {
+			_, err := s.(store.MultiTaker).TakeMulti(multi, []store.Request{{Key: key + "-c", Policy: p, Cost: 1}, {Key: key + "-d", Policy: p, Cost: 2}})
+			return err
+		}, []want{{store.OpTakeMulti, store.OutcomeAllowed, "daily", "GET /feed", 2, nil}}},
+		{"refund: not a decision", func() error { _, err := s.(store.Refunder).Refund(login, key, p, 1); return err }, nil},
+		{"refund: a failure is reported", func() error { _, err := s.(store.Refunder).Refund(login, key, p, -1); return err },
+			[]want{{store.OpRefund, store.OutcomeError, "login", "POST /login", -1, algo.ErrInvalidCost}}},
+		{"take at most", func() error { _, _, err := s.(store.AtMostTaker).TakeAtMost(login, key+"-e", p, 5); return err },
+			[]want{{store.OpTakeAtMost, store.OutcomeAllowed, "login", "POST /login", 5, nil}}},
+		{"reserve", func() error { _, err := s.(store.Reserver).Reserve(login, key, p, 1, time.Second); return err },
+			[]want{{store.OpReserve, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
+		{"lease", func() error {
+			_, err := s.(store.Leaser).AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id1")
+			return err
+		}, []want{{store.OpAcquireLease, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
+		{"lease denied", func() error {
+			_, err := s.(store.Leaser).AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id2")
+			return err
+		}, []want{{store.OpAcquireLease, store.OutcomeDenied, "login", "POST /login", 1, nil}}},
+		{"release: not a decision", func() error { _, err := s.(store.Leaser).ReleaseLease(login, key, "id1"); return err }, nil},
+	}
+	for i, st := range steps {
+		err := st.call()
+		got := rec.take()
+		if len(got) != len(st.want) {
+			t.Fatalf("step %d (%s): %d events %+v, want %d", i, st.name, len(got), got, len(st.want))
+		}
+		for j, w := range st.want {
+			d := got[j]
+			if d.Op != w.op || d.Outcome != w.outcome || d.Policy != w.policy || d.Route != w.route || d.Cost != w.cost || d.Store != "memory" {
+				t.Errorf("step %d (%s): %v %v policy=%q route=%q cost=%d store=%q, want %v %v %q %q %d memory",
+					i, st.name, d.Op, d.Outcome, d.Policy, d.Route, d.Cost, d.Store, w.op, w.outcome, w.policy, w.route, w.cost)
+			}
+			if !errors.Is(d.Err, w.err) || (w.err != nil) != (err != nil) || !errors.Is(err, w.err) {
+				t.Errorf("step %d (%s): event error %v, call error %v, want %v", i, st.name, d.Err, err, w.err)
+			}
+			d.Err = nil // may name the key: documented as never a label
+			if s := fmt.Sprintf("%+v", d); strings.Contains(s, "secret") {
+				t.Errorf("step %d (%s): the event carries the key: %s", i, st.name, s)
+			}
+		}
+	}
+}
+
+// TestObserveNil checks that no Observer means no wrapper at all.
+func TestObserveNil(t *testing.T) {
+	ms := newMemstore(t, storetest.NewClock())
+	if s := store.Observe(ms, "memory", nil); s != store.Store(ms) {
+		t.Fatalf("Observe(s, name, nil) = %T, want s itself", s)
+	}
+	if s := store.Observe(nil, "memory", &recorder{}); s != nil {
+		t.Fatalf("Observe(nil, ...) = %T, want nil", s)
+	}
+}
+
+// TestObserveAllocs checks that observing allocates nothing per call: with
+// no Observer (the store itself), and with one that counts.
+func TestObserveAllocs(t *testing.T) {
+	ms := newMemstore(t, storetest.NewClock())
+	var n int
+	counting := store.ObserverFuncs{Decision: func(context.Context, store.Decision) { n++ }}
+	p := algo.PerSecond(1).Burst(1_000_000_000)
+	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /", Policy: "api"})
+	for _, tc := range []struct {
+		name string
+		s    store.Store
+	}{{"no observer", store.Observe(ms, "memory", nil)}, {"counting observer", store.Observe(ms, "memory", counting)}} {
+		if a := testing.AllocsPerRun(1000, func() { tc.s.Take(ctx, "k", p, 1) }); a != 0 {
+			t.Errorf("%s: Take allocates %v times per call, want 0", tc.name, a)
+		}
+	}
+	if n == 0 {
+		t.Fatal("the counting observer saw nothing")
+	}
+}
+
+// TestLabels checks that WithLabels' labels reach LabelsFrom through other
+// context values, and that a context without them has none.
+func TestLabels(t *testing.T) {
+	type k struct{}
+	l := store.Labels{Route: "GET /", Policy: "api", Policies: []string{"a", "b"}, Shadow: true}
+	ctx := context.WithValue(store.WithLabels(context.WithValue(context.Background(), k{}, 1), l), k{}, 2)
+	got, ok := store.LabelsFrom(ctx)
+	if !ok || got.Route != l.Route || got.Policy != l.Policy || len(got.Policies) != 2 || !got.Shadow {
+		t.Fatalf("LabelsFrom = %+v, %v, want %+v", got, ok, l)
+	}
+	if ctx.Value(k{}) != 2 {
+		t.Fatal("WithLabels hid another value")
+	}
+	if _, ok := store.LabelsFrom(context.Background()); ok {
+		t.Fatal("LabelsFrom(Background) reports labels")
+	}
+	if !store.Observing() {
+		t.Fatal("Observing is false after Observe with an observer")
+	}
+}
+
+// BenchmarkObserve measures what observing adds to a memstore Take on one
+// hot key: nothing without an Observer (Observe returns the store), an
+// interface call and a sampled clock reading with one that only counts,
+// and the context lookup with labels.
+func BenchmarkObserve(b *testing.B) {
+	ms := newMemstore(b, nil)
+	p := algo.PerSecond(1).Burst(1_000_000_000)
+	var n int
+	counting := store.ObserverFuncs{Decision: func(context.Context, store.Decision) { n++ }}
+	labelled := store.WithLabels(context.Background(), store.Labels{Route: "GET /", Policy: "api"})
+	for _, bc := range []struct {
+		name string
+		s    store.Store
+		ctx  context.Context
+	}{
+		{"memstore", ms, context.Background()},
+		{"no observer", store.Observe(ms, "memory", nil), context.Background()},
+		{"counting", store.Observe(ms, "memory", counting), context.Background()},
+		{"counting labelled", store.Observe(ms, "memory", counting), labelled},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.s.Take(bc.ctx, "hot", p, 1)
+			}
+		})
+	}
+}
