@@ -156,7 +156,7 @@ func TestInspectUsage(t *testing.T) {
 		{"reset without keys", []string{"reset", "--redis", "127.0.0.1:1"}, "no KEY given"},
 		{"reset with an empty key", []string{"reset", "--redis", "127.0.0.1:1", ""}, "empty KEY"},
 		{"reset without redis", []string{"reset", "k"}, "--redis URL is required"},
-		{"prefix with a hash tag", []string{"reset", "--redis", "REDIS", "--prefix", "{app}:", "k"}, "prefix contains a hash tag"},
+		{"prefix with a hash tag", []string{"reset", "--redis", "REDIS", "--prefix", "{app}:", "k"}, "prefix contains a brace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
