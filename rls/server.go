@@ -23,9 +23,14 @@ import (
 type Server struct {
 	// Service answers ShouldRateLimit. Required.
 	Service *Service
-	// Ready, if set, is asked by /readyz and before the gRPC health
-	// service reports SERVING: nil when the store answers (a Redis PING).
+	// Ready, if set, says whether the server should get traffic: nil when
+	// the store answers (a Redis PING). It is asked at start, by every
+	// /readyz and every ReadyInterval, and each answer sets the gRPC
+	// health service's status: SERVING or NOT_SERVING.
 	Ready func(ctx context.Context) error
+	// ReadyInterval is how often Ready is asked besides /readyz. Default
+	// 5s.
+	ReadyInterval time.Duration
 	// Gatherer serves /metrics. Default: none (404).
 	Gatherer prometheus.Gatherer
 	// ShutdownTimeout bounds how long in-flight calls may take to finish
@@ -35,6 +40,27 @@ type Server struct {
 	Logger *slog.Logger
 
 	draining atomic.Bool
+	health   *health.Server
+}
+
+// ready asks Ready and sets the health service's status from the answer;
+// it returns Ready's error. During shutdown it changes nothing.
+func (s *Server) ready(ctx context.Context) error {
+	var err error
+	if s.Ready != nil {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		err = s.Ready(ctx)
+		cancel()
+	}
+	st := healthpb.HealthCheckResponse_SERVING
+	if err != nil {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	if !s.draining.Load() {
+		s.health.SetServingStatus("", st)
+		s.health.SetServingStatus(pb.RateLimitService_ServiceDesc.ServiceName, st)
+	}
+	return err
 }
 
 // Serve serves gRPC on grpcLis and HTTP on httpLis (which may be nil)
@@ -60,12 +86,14 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 	pb.RegisterRateLimitServiceServer(gs, s.Service)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	status := healthpb.HealthCheckResponse_SERVING
-	if s.Ready != nil && s.Ready(ctx) != nil {
-		status = healthpb.HealthCheckResponse_NOT_SERVING
+	s.health = hs
+	s.ready(ctx)
+	every := s.ReadyInterval
+	if every <= 0 {
+		every = 5 * time.Second
 	}
-	hs.SetServingStatus("", status)
-	hs.SetServingStatus(pb.RateLimitService_ServiceDesc.ServiceName, status)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 
 	var hsrv *http.Server
 	if httpLis != nil {
@@ -86,9 +114,16 @@ func (s *Server) Serve(ctx context.Context, grpcLis, httpLis net.Listener) error
 		})
 	}
 	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errs:
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case err = <-errs:
+			break wait
+		case <-tick.C:
+			s.ready(ctx)
+		}
 	}
 	logger.Info("rls: shutting down; finishing in-flight calls", "timeout", timeout)
 	s.draining.Store(true)
@@ -125,13 +160,9 @@ func (s *Server) handler() http.Handler {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		if s.Ready != nil {
-			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-			defer cancel()
-			if err := s.Ready(ctx); err != nil {
-				http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
+		if err := s.ready(r.Context()); err != nil {
+			http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
 		}
 		w.Write([]byte("ok\n"))
 	})

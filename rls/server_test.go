@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -55,9 +56,14 @@ func TestServerHealthAndGracefulShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var notReady error
+	var notReady atomic.Pointer[error] // what Ready answers; nil: ready
 	srv := &rls.Server{Service: svc, Gatherer: reg, Logger: quiet,
-		Ready: func(context.Context) error { return notReady }}
+		Ready: func(context.Context) error {
+			if e := notReady.Load(); e != nil {
+				return *e
+			}
+			return nil
+		}}
 	gl, _ := net.Listen("tcp", "127.0.0.1:0")
 	hl, _ := net.Listen("tcp", "127.0.0.1:0")
 	ctx, shutdown := context.WithCancel(context.Background())
@@ -71,17 +77,17 @@ func TestServerHealthAndGracefulShutdown(t *testing.T) {
 	base := "http://" + hl.Addr().String()
 
 	health := healthpb.NewHealthClient(conn)
-	for _, service := range []string{"", pb.RateLimitService_ServiceDesc.ServiceName} {
-		resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
-		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
-			t.Fatalf("health of %q: %v, %v; want SERVING", service, resp, err)
-		}
-	}
+	wantHealth(t, health, healthpb.HealthCheckResponse_SERVING)
 	wantHTTP(t, base+"/healthz", 200, "ok")
 	wantHTTP(t, base+"/readyz", 200, "ok")
-	notReady = errors.New("redis: connection refused")
+	// Readiness follows the store, in /readyz and in the health service.
+	refused := errors.New("redis: connection refused")
+	notReady.Store(&refused)
 	wantHTTP(t, base+"/readyz", 503, "store not ready: redis: connection refused")
-	notReady = nil
+	wantHealth(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
+	notReady.Store(nil)
+	wantHTTP(t, base+"/readyz", 200, "ok")
+	wantHealth(t, health, healthpb.HealthCheckResponse_SERVING)
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +138,17 @@ func TestServerHealthAndGracefulShutdown(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 	ms.Close()
+}
+
+// wantHealth checks both services' status in the gRPC health service.
+func wantHealth(t *testing.T, health healthpb.HealthClient, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	for _, service := range []string{"", pb.RateLimitService_ServiceDesc.ServiceName} {
+		resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
+		if err != nil || resp.Status != want {
+			t.Fatalf("health of %q: %v, %v; want %v", service, resp, err, want)
+		}
+	}
 }
 
 func wantHTTP(t *testing.T, url string, code int, body string) {
