@@ -200,10 +200,13 @@ func TestWriteSVG(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		bars string
+		want []string // in the SVG
+		zoom bool
 	}{
-		{"per second", Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Seed: 1}, "requests per second at"},
-		{"binned over an hour", Config{Scenario: "sensor", Duration: time.Hour, Seed: 1}, "mean over 6 s"},
+		{"boundary spike zooms on the worst interval", Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 3, Seed: 1},
+			[]string{"zoomed on 59s to 1m1s", `fill="url(#hatch)"`, "199 admitted in 1s: bound 101", "stroke-dasharray=\"4 3\"", "BROKEN"}, true},
+		{"an hour of sensors in one panel", Config{Scenario: "sensor", Duration: time.Hour, Seed: 1},
+			[]string{"the whole run at device:0", "law holds"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,7 +219,7 @@ func TestWriteSVG(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
-			rects := 0
+			paths := 0
 			for {
 				tok, err := d.Token()
 				if err == io.EOF {
@@ -225,12 +228,18 @@ func TestWriteSVG(t *testing.T) {
 				if err != nil {
 					t.Fatalf("SVG is not well-formed XML: %v", err)
 				}
-				if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "rect" {
-					rects++
+				if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "path" {
+					paths++
 				}
 			}
-			if rects < 3 || !strings.Contains(b.String(), "<circle") || !strings.Contains(b.String(), tt.bars) {
-				t.Errorf("SVG has %d rects, token dots %v, label %q %v", rects, strings.Contains(b.String(), "<circle"), tt.bars, strings.Contains(b.String(), tt.bars))
+			svg := b.String()
+			for _, w := range tt.want {
+				if !strings.Contains(svg, w) {
+					t.Errorf("SVG lacks %q", w)
+				}
+			}
+			if got := strings.Contains(svg, "zoomed on"); got != tt.zoom || paths < 2 {
+				t.Errorf("zoom panel %v, want %v; %d paths", got, tt.zoom, paths)
 			}
 		})
 	}

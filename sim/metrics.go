@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
@@ -19,7 +20,8 @@ type recorder struct {
 	clients  []*client
 	keys     map[string]*bucketLog
 	focus    string // the key the timeline follows
-	timeline *Timeline
+	instant  bool   // the scenario is about an instant
+	trace    *tracer
 }
 
 // bucketLog is every admission at one key, across all instances.
@@ -30,9 +32,9 @@ type bucketLog struct {
 
 // newRecorder builds the clients of scenario sc under its main policy
 // base, scale times as many as the scenario has, for a run of length; seed
-// draws their traffic.
-func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64) *recorder {
-	r := &recorder{scenario: sc.Name, length: length,
+// draws their traffic. The focus key is traced on the stores of l.
+func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64, l layout) *recorder {
+	r := &recorder{scenario: sc.Name, length: length, instant: sc.Instant,
 		classes: sc.classes(base), keys: map[string]*bucketLog{}}
 	for ci, cl := range r.classes {
 		for i := range cl.count * scale {
@@ -41,19 +43,17 @@ func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int,
 				entitled = cl.policy
 			}
 			pair := rand.New(rand.NewPCG(seed^0x9a1e5eed, uint64(i)))
-			c := &client{class: ci, key: cl.key(i), policy: cl.policy, entitled: entitled,
-				gen: cl.gen(i, pair), rng: rand.New(rand.NewPCG(seed, streamID(cl.name, i)))}
+			c := &client{class: ci, name: fmt.Sprintf("%s %d", cl.name, i), key: cl.key(i), policy: cl.policy,
+				entitled: entitled, gen: cl.gen(i, pair), rng: rand.New(rand.NewPCG(seed, streamID(cl.name, i)))}
 			r.clients = append(r.clients, c)
 			if r.focus == "" && cl.name == sc.Focus {
 				r.focus = c.key
+				r.trace = newTracer(l, c.policy)
 			}
 		}
 	}
-	secs := int((length + time.Second - 1) / time.Second)
-	r.timeline = &Timeline{Key: r.focus, Step: time.Second, Policy: base,
-		Admitted: make([]int64, secs), Denied: make([]int64, secs), Tokens: make([]int64, secs)}
-	for i := range r.timeline.Tokens {
-		r.timeline.Tokens[i] = -1
+	if r.trace == nil {
+		r.trace = newTracer(l, base)
 	}
 	return r
 }
@@ -66,18 +66,13 @@ func streamID(class string, i int) uint64 {
 	return h.Sum64() ^ uint64(i)*0x9e3779b97f4a7c15
 }
 
-// record notes the answer res to client c's request e.
-func (r *recorder) record(c *client, e event, res algo.Result) {
+// record notes the answer res to client c's request e, which instance i
+// served.
+func (r *recorder) record(c *client, e event, i int, res algo.Result) {
 	c.requests++
 	c.offered += e.cost
 	if c.key == r.focus {
-		s := e.at / sec
-		if res.Allowed {
-			r.timeline.Admitted[s]++
-		} else {
-			r.timeline.Denied[s]++
-		}
-		r.timeline.Tokens[s] = res.Remaining
+		r.trace.add(c, e, i, res)
 	}
 	if !res.Allowed {
 		return
@@ -103,8 +98,11 @@ func (r *recorder) legit(c *client) bool {
 // it measured: calls is the backend calls made, and slack the law's.
 func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Report, error) {
 	rep := &head
-	rep.BackendCalls, rep.Timeline = calls, r.timeline
-	r.timeline.Title = rep.Title()
+	rep.BackendCalls = calls
+	rep.Timeline = &Timeline{Title: rep.Title(), Key: r.focus, Instant: r.instant}
+	if err := r.trace.timeline(rep.Timeline, r.length, slack); err != nil {
+		return nil, err
+	}
 	for range r.classes {
 		rep.Classes = append(rep.Classes, Stats{})
 	}

@@ -38,8 +38,12 @@ const (
 // run: token bucket, one instance, memstore, seed 0, the scenario's policy
 // and duration.
 type Config struct {
-	// Scenario names the traffic, as listed by [Scenarios]. Required.
+	// Scenario names the traffic, as listed by [Scenarios]. Required,
+	// unless Traffic is set.
 	Scenario string
+	// Traffic, when set, is the traffic instead of a named scenario (see
+	// [Traffic]); Scenario must then be empty or [Custom].
+	Traffic *Traffic
 	// Algorithm is the rate-limiting rule. The default is
 	// algo.TokenBucket{}; see [Algorithms].
 	Algorithm algo.Algorithm
@@ -139,7 +143,7 @@ type runPlan struct {
 
 // resolve checks c and resolves it into the plan of a run.
 func (c *Config) resolve() (runPlan, error) {
-	sc, err := Lookup(c.Scenario)
+	sc, err := c.scenario()
 	if err != nil {
 		return runPlan{}, err
 	}
@@ -154,6 +158,11 @@ func (c *Config) resolve() (runPlan, error) {
 	if c.Duration > 0 {
 		p.length = c.Duration
 	}
+	if c.Traffic != nil {
+		if err := c.Traffic.check(p.length); err != nil {
+			return runPlan{}, err
+		}
+	}
 	p.slack = p.layout.spread()
 	backend := "memstore"
 	if c.Redis != nil {
@@ -165,6 +174,17 @@ func (c *Config) resolve() (runPlan, error) {
 		Backend: backend, Seed: c.Seed, Duration: p.length, Policy: p.base.String(),
 	}
 	return p, nil
+}
+
+// scenario returns the named scenario, or the one Traffic makes.
+func (c *Config) scenario() (Scenario, error) {
+	if c.Traffic == nil {
+		return Lookup(c.Scenario)
+	}
+	if c.Scenario != "" && c.Scenario != Custom {
+		return Scenario{}, fmt.Errorf("%w: scenario %q and traffic both given", ErrInvalidConfig, c.Scenario)
+	}
+	return c.Traffic.scenario(), nil
 }
 
 // layout resolves the instances and their stores: one skew per instance,
@@ -208,7 +228,7 @@ func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
 			rep, err = nil, cerr
 		}
 	}()
-	r := newRecorder(p.scenario, p.base, p.length, p.scale, p.seed)
+	r := newRecorder(p.scenario, p.base, p.length, p.scale, p.seed, p.layout)
 	if err := r.simulate(ctx, f, clk, p.seed); err != nil {
 		return nil, err
 	}
@@ -218,6 +238,7 @@ func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
 // client is one simulated user, device or attacker.
 type client struct {
 	class    int
+	name     string // class and index, as "mobile 0"
 	key      string
 	policy   algo.Policy
 	entitled algo.Policy
@@ -323,7 +344,7 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint
 			return fmt.Errorf("sim: %s: %s at %v, cost %d: %w",
 				r.scenario, r.classes[c.class].name, dur(e.at), e.cost, err)
 		}
-		r.record(c, e, res)
+		r.record(c, e, i, res)
 		q, ok := c.gen.next(c.rng, e.at, &res)
 		schedule(int(e.client), q, ok)
 	}

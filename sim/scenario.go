@@ -26,6 +26,9 @@ type Scenario struct {
 	// Focus is the class whose first client's bucket the [Timeline]
 	// follows.
 	Focus string
+	// Instant reports that the scenario is about an instant (the
+	// boundary spike): its charts zoom on the worst interval.
+	Instant bool
 
 	classes func(base algo.Policy) []class
 }
@@ -126,7 +129,7 @@ var scenarios = []Scenario{{
 }, {
 	Name:    "boundary-spike",
 	Summary: "an attacker reads the reset time and fires a full limit just before a window ends and again just after",
-	Policy:  perMinute100, Duration: 10 * time.Minute, Focus: "attacker",
+	Policy:  perMinute100, Duration: 10 * time.Minute, Focus: "attacker", Instant: true,
 	classes: func(base algo.Policy) []class {
 		return []class{
 			{name: "attacker", count: 1, key: keyf("ip:203.0.113.%d"), policy: base,

@@ -37,8 +37,11 @@ memstore per instance (the broken setup), and prints one table per scenario:
   law                "ok" when no interval admits more than
                      capacity + rate*length, else the worst ratio and "!"
 
---svg writes one chart per run (admitted and denied per second, tokens in
-the bucket) that a browser opens. --redis runs the token bucket, shared, on
+--svg writes one chart per run that a browser opens: every request at the
+scenario's focus key, admitted or denied, and the room left in its bucket as
+a continuous line, with window boundaries and the law's worst interval; the
+boundary spike adds a panel zoomed on that instant. 'ratebucket play' shows
+the same in an interactive page. --redis runs the token bucket, shared, on
 your Redis (with a client clock in virtual time), to check it agrees.
 
 Examples:
