@@ -52,6 +52,12 @@ type DenyCacheConfig struct {
 	// reads Clock itself (memstore, or redisstore with the same client
 	// clock).
 	ClockMargin time.Duration
+	// Observer, when set, receives a store.DenyCacheHit for each request
+	// denied without a call to the primary, labelled with Name (default
+	// DefaultDenyCacheName) and the call's store.Labels. Observe the
+	// decisions themselves with store.Observe around the outermost store.
+	Observer store.Observer
+	Name     string
 }
 
 // DenyCache is a [store.Store] that answers requests it can prove the
@@ -80,6 +86,7 @@ type DenyCache struct {
 	// reading cannot, and is not tracked (no shared write per call).
 	latest atomic.Int64
 	track  bool
+	obs    observer
 }
 
 var (
@@ -132,6 +139,7 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 		margin:  margin,
 		track:   track,
 		cache:   newBoundCache(cfg.Size, min(cfg.Shards, cfg.Size)),
+		obs:     newObserver(cfg.Observer, cfg.Name, DefaultDenyCacheName),
 	}, nil
 }
 
@@ -154,6 +162,7 @@ func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cos
 		return algo.Result{}, false, err
 	}
 	if res, ok := c.deny(key, p, cost); ok {
+		c.hit(ctx, -1)
 		return res, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()
@@ -244,6 +253,7 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 		return store.MultiResult{}, false, err
 	}
 	if mr, ok := c.denyMulti(reqs); ok {
+		c.hit(ctx, mr.Denied)
 		return mr, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()

@@ -104,6 +104,11 @@ type FallbackConfig struct {
 	// order, from the goroutine whose call caused it. It may call
 	// Fallback.State but not Take or TakeMulti.
 	OnStateChange func(from, to State)
+	// Observer, when set, receives a store.BreakerChange after each state
+	// change, labelled with Name (default DefaultFallbackName), before
+	// OnStateChange is called.
+	Observer store.Observer
+	Name     string
 }
 
 // Fallback is a [store.Store] that calls a primary store through a circuit
@@ -123,6 +128,7 @@ type Fallback struct {
 	primary, local store.Store
 	cfg            FallbackConfig
 	br             breaker
+	obs            observer
 
 	calls, failures, degraded atomic.Int64
 }
@@ -190,7 +196,7 @@ func NewFallback(primary, local store.Store, cfg FallbackConfig) (*Fallback, err
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f := &Fallback{primary: primary, local: local, cfg: cfg}
+	f := &Fallback{primary: primary, local: local, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, DefaultFallbackName)}
 	f.br.cfg = cfg
 	f.br.windowStart = cfg.Clock.Now()
 	f.br.notify = f.report
@@ -212,6 +218,7 @@ func (f *Fallback) report(t transition) {
 	if d, ok := f.primary.(denier); ok && t.to == Closed {
 		d.forgetLocal()
 	}
+	f.obs.breaker(t)
 	if f.cfg.OnStateChange != nil {
 		f.cfg.OnStateChange(t.from, t.to)
 	}
@@ -305,6 +312,7 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 	}
 	if d, ok := f.primary.(denier); ok {
 		if res, ok := d.denyDown(key, p, cost); ok {
+			d.hit(ctx, -1)
 			return res, nil // certainly denied by Redis, reachable or not
 		}
 	}
@@ -334,6 +342,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 	}
 	if d, ok := f.primary.(denier); ok {
 		if mr, ok := d.denyMulti(reqs); ok {
+			d.hit(ctx, mr.Denied)
 			return mr, nil
 		}
 	}

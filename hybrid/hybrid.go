@@ -43,6 +43,7 @@ type denier interface {
 	denyMulti(reqs []store.Request) (store.MultiResult, bool)
 	charge(key string, p algo.Policy, cost int64)
 	forgetLocal()
+	hit(ctx context.Context, i int) // reports a local denial
 }
 
 // takeFrom calls s, telling whether the answer came from a primary store.

@@ -1,0 +1,65 @@
+package hybrid
+
+import (
+	"context"
+
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Default names of the components in their events, for a Config without
+// Name.
+const (
+	DefaultDenyCacheName = "denycache"
+	DefaultFallbackName  = "fallback"
+)
+
+// observer reports a component's events to a store.Observer under its
+// name; the zero value reports nothing.
+type observer struct {
+	o    store.Observer
+	name string
+}
+
+func newObserver(o store.Observer, name, def string) observer {
+	if name == "" {
+		name = def
+	}
+	return observer{o: o, name: name}
+}
+
+// hit reports a request the DenyCache refused without its primary; i is
+// the request that denied, in a multi-limit call, or -1.
+func (o observer) hit(ctx context.Context, i int) {
+	if o.o == nil {
+		return
+	}
+	h := store.DenyCacheHit{Store: o.name}
+	if l, ok := store.LabelsFrom(ctx); ok {
+		h.Route, h.Policy = l.Route, l.Policy
+		if i >= 0 && i < len(l.Policies) {
+			h.Policy = l.Policies[i]
+		}
+	}
+	o.o.ObserveDenyCacheHit(ctx, h)
+}
+
+// breaker reports a Fallback's state change.
+func (o observer) breaker(t transition) {
+	if o.o != nil {
+		o.o.ObserveBreaker(store.BreakerChange{Store: o.name, From: breakerState(t.from), To: breakerState(t.to), Err: t.err})
+	}
+}
+
+// breakerState is s in the observer contract's terms.
+func breakerState(s State) store.BreakerState {
+	switch s {
+	case Open:
+		return store.BreakerOpen
+	case HalfOpen:
+		return store.BreakerHalfOpen
+	}
+	return store.BreakerClosed
+}
+
+// hit reports a local denial of the DenyCache d (see observer.hit).
+func (c *DenyCache) hit(ctx context.Context, i int) { c.obs.hit(ctx, i) }
