@@ -123,10 +123,10 @@ func TestWireExamples(t *testing.T) {
 	if want := []int64{r[0], 1, 1, 100, 0, 0, 0, 0, -2}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("si on an absent key = %v, want %v", r, want)
 	}
-	mk := []string{pre + "{m}a", pre + "{m}b"}
-	w.must(mk[1:], append([]any{"st"}, append(pol, 100)...)...)
-	r = w.must(mk, append(append([]any{"sm"}, append(pol, 1)...), append(pol, 1)...)...)
-	if want := []int64{r[0], 0, 1, 99, 0, 500000, 0, 0, r[8], r[9]}; fmt.Sprint(r) != fmt.Sprint(want) || r[8] <= 0 || r[8] > 500000 {
+	mk, slow := []string{pre + "{m}a", pre + "{m}b"}, []any{100, 1_800_000_000, 1} // 2 per hour
+	w.must(mk[1:], append([]any{"st"}, append(slow, 100)...)...)
+	r = w.must(mk, append(append([]any{"sm"}, append(slow, 1)...), append(slow, 1)...)...)
+	if want := []int64{r[0], 0, 1, 99, 0, 1_800_000_000, 0, 0, r[8], r[9]}; fmt.Sprint(r) != fmt.Sprint(want) || r[8] <= 0 || r[8] > 1_800_000_000 {
 		t.Errorf("denied sm = %v, want %v with a retry-after of at most one token", r, want)
 	}
 	if n, _ := rdb.Exists(ctxT(t), mk[0]).Result(); n != 0 {
