@@ -99,7 +99,10 @@ export class RateBucket {
   constructor(client, options = {}) {
     const { prefix = DEFAULT_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, corrupt = 'repair', onRepair, maxKeyLen = DEFAULT_MAX_KEY_LEN } = options;
     checkClient(client);
-    if (hashTag(prefix) !== prefix) throw new TypeError(`ratebucket: prefix ${JSON.stringify(prefix)} contains a Cluster hash tag`);
+    // As Go's ErrHashTagPrefix: a hash tag in the prefix would put every
+    // bucket in one Cluster slot, and a lone brace would take the keys' own
+    // hash tags apart.
+    if (/[{}]/.test(prefix)) throw new TypeError(`ratebucket: prefix ${JSON.stringify(prefix)} contains a brace`);
     if (corrupt !== 'repair' && corrupt !== 'keep') throw new TypeError(`ratebucket: corrupt must be 'repair' or 'keep', not ${corrupt}`);
     const { lua, sha } = loadScript(options.scriptPath);
     this.client = client;

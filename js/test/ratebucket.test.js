@@ -54,6 +54,9 @@ describe('script', () => {
     assert.throws(() => loadScript(path), { code: 'RB_SCRIPT' });
     assert.throws(() => new RateBucket(rdb, { scriptPath: path }), { code: 'RB_SCRIPT' });
   });
+  test('a prefix with a brace is refused, as in Go', () => {
+    for (const prefix of ['{app}:', 'a{', 'b}']) assert.throws(() => new RateBucket(rdb, { prefix }), TypeError);
+  });
   test('a client that would resend calls is refused', () => {
     const c = new Redis({ lazyConnect: true });
     assert.throws(() => new RateBucket(c), TypeError);
