@@ -36,6 +36,7 @@ type Middleware struct {
 	store     store.Store
 	multi     store.MultiTaker // store's, or nil
 	limits    []limit
+	labels    store.Labels              // of every store call, but the route
 	conc      *limit                    // the Concurrency limit, or nil
 	inflight  *store.ConcurrencyLimiter // its leases, when conc is set
 	key       KeyFunc
@@ -147,6 +148,7 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if m.limits, err = newLimits(cfg.Limits, prefix, m.key); err != nil {
 		return nil, err
 	}
+	m.labels = limitLabels(m.limits)
 	if m.cost == nil {
 		if err := checkCost(m.limits, m.fixedCost); err != nil {
 			return nil, err
@@ -224,7 +226,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var mr store.MultiResult
 	var inOrder bool
 	if err == nil && (m.conc == nil || lease.Allowed) {
-		mr, inOrder, err = m.take(r.Context(), takes)
+		mr, inOrder, err = m.take(m.labelled(r), takes)
 	}
 	if err != nil && isInputError(err) {
 		ev.Latency = m.clock.Now().Sub(start)
@@ -335,7 +337,7 @@ func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.M
 		if !mr.Allowed {
 			cost = 0 // refused already: only read the rest, for the headers
 		}
-		res, err := m.store.Take(ctx, q.Key, q.Policy, cost)
+		res, err := m.store.Take(limitContext(ctx, i), q.Key, q.Policy, cost)
 		if err != nil {
 			return store.MultiResult{}, true, err
 		}
