@@ -100,6 +100,7 @@ type pipeliner struct {
 	minLead  int           // see minLead
 	slots    chan struct{} // one per queued call: the queue's bound
 	batches  sync.Pool     // *[]*call of capacity maxBatch
+	obs      batchObserver
 
 	mu      sync.Mutex
 	q       []*call
@@ -274,6 +275,7 @@ func (p *pipeliner) flush(batch []*call) {
 	if len(live) == 0 {
 		return
 	}
+	p.obs.batch(len(live))
 	ctx := live[0].ctx // alone, a call is sent under its own context
 	if len(live) > 1 {
 		var cancel context.CancelFunc = func() {}

@@ -277,6 +277,12 @@ type Config struct {
 	// store.ErrKeyTooLong. The default (0) is store.DefaultMaxKeyLen (256);
 	// a negative value means no bound.
 	MaxKeyLen int
+	// Observer, when set, receives a store.PipelineBatch for each pipeline
+	// the auto-pipelining sends (a call sent alone is a batch of 1; none
+	// with Pipeline.Disabled), labelled with Name (default DefaultName,
+	// "redis"). Observe the decisions with store.Observe around the store.
+	Observer store.Observer
+	Name     string
 }
 
 // CorruptMode is what a Store does with a key that holds no bucket.
@@ -385,7 +391,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.fn = s.fn
+		p.fn, p.obs = s.fn, newBatchObserver(cfg)
 		s.pipe = p
 	}
 	return s, nil

@@ -369,6 +369,7 @@ func Observe(s Store, name string, o Observer) Store {
 	}
 	observing.Store(true)
 	w := &observed{s: s, name: name, o: o, every: sampleOneIn}
+	w.slow.Store(true) // the first call is timed, and tells which kind s is
 	return w.wrap(w.optional())
 }
 
