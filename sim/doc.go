@@ -59,4 +59,15 @@
 // interval ([Check]), which holds for a token bucket on a shared store and
 // is found broken, automatically, for a fixed window and for per-instance
 // stores.
+//
+// # Pictures
+//
+// Each Report carries a [Timeline] of the scenario's focus key: every
+// request there with its answer, the room left in the bucket as exact
+// piecewise-linear [Level] points (the token bucket's sawtooth, a window's
+// count resetting at its boundaries), the windows, the law's worst
+// interval and a span to zoom on. [WriteSVG] draws it as a static chart,
+// and package play (sim/play, `ratebucket play`) serves it to a browser
+// page; neither computes anything the Timeline does not hold. [Traffic]
+// runs traffic drawn by hand instead of a named scenario.
 package sim

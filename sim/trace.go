@@ -253,7 +253,7 @@ func (t *tracer) points(sh *shadow, shift int64, length time.Duration) []Point {
 	var pts []Point
 	add := func(at int64, v float64) {
 		p := Point{At: dur(at - t.start - shift), Tokens: v}
-		if n := len(pts); n > 0 && pts[n-1] == p {
+		if n := len(pts); math.IsNaN(v) || n > 0 && pts[n-1] == p {
 			return
 		}
 		pts = append(pts, p)

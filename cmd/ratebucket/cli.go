@@ -41,7 +41,7 @@ type env struct {
 }
 
 // commands lists the subcommands in the order the overview shows them.
-var commands = []*command{simCommand, demoCommand, inspectCommand, resetCommand, benchCommand}
+var commands = []*command{playCommand, simCommand, demoCommand, inspectCommand, resetCommand, benchCommand}
 
 // run executes the command line args (without the program name), writing
 // to stdout and stderr, and returns the process exit code. SIGINT and
@@ -102,7 +102,7 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Run 'ratebucket COMMAND --help' for a command's flags and examples.
-Start with: go run ./cmd/ratebucket sim
+Start with: go run ./cmd/ratebucket play (or sim, for tables)
 `)
 }
 

@@ -1,0 +1,449 @@
+// The playground's page. It only draws: every number and every point of
+// every line comes from /api/run, which runs ratebucket's Go simulator.
+// Times in the API are nanoseconds; the URL holds zoom in seconds.
+"use strict";
+
+const NS = "http://www.w3.org/2000/svg";
+const SEC = 1e9;
+const ALGOS = {
+  token: { label: "Token bucket", color: "#0072B2", shape: "circle" },
+  fixed: { label: "Fixed window", color: "#D55E00", shape: "square" },
+  sliding: { label: "Sliding window", color: "#CC79A7", shape: "triangle" },
+};
+// The landing view: the boundary spike's first two and a half minutes, where
+// the fixed window's spike at 1:00 and the token bucket's refill both show.
+const LANDING = "?scenario=boundary-spike&from=0&to=150";
+const MAX_MARKS = 600; // more requests in view than this are drawn binned per pixel
+
+const $ = (sel) => document.querySelector(sel);
+const form = $("#controls");
+let data = null; // the last /api/run answer
+let view = { from: null, to: null }; // zoom, in ns; null: the whole run
+let renders = 0;
+
+function el(name, attrs = {}, parent = null, text = null) {
+  const e = document.createElementNS(NS, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== null) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+function html(name, attrs = {}, parent = null, text = null) {
+  const e = document.createElement(name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== null) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+// fmtDur formats nanoseconds for people: 1m30s, 59.5s, 490ms, 12µs.
+function fmtDur(ns) {
+  const a = Math.abs(ns);
+  if (a === 0) return "0";
+  if (a >= 60 * SEC) {
+    const m = Math.floor(ns / (60 * SEC));
+    const s = +((ns - m * 60 * SEC) / SEC).toFixed(3);
+    return s ? `${m}m${s}s` : `${m}m`;
+  }
+  if (a >= SEC) return `${+(ns / SEC).toFixed(3)}s`;
+  if (a >= 1e6) return `${+(ns / 1e6).toFixed(3)}ms`;
+  return `${+(ns / 1e3).toFixed(0)}µs`;
+}
+
+// ---- the form and the URL ----
+
+function algosChecked() {
+  return [...form.querySelectorAll("input[name=algo]:checked")].map((i) => i.value);
+}
+
+// queryFromForm writes the form (and the zoom) as the view's query string.
+function queryFromForm(withZoom) {
+  const q = new URLSearchParams();
+  const sc = $("#scenario").value;
+  q.set("scenario", sc);
+  if (sc === "custom") {
+    for (const line of $("#clients").value.split("\n")) if (line.trim()) q.append("client", line.trim());
+    if ($("#cost").value && $("#cost").value !== "1") q.set("cost", $("#cost").value);
+  }
+  for (const id of ["capacity", "rate", "skew"]) if ($("#" + id).value.trim()) q.set(id, $("#" + id).value.trim());
+  const algos = algosChecked();
+  if (algos.length && algos.length < 3) q.set("algos", algos.join(","));
+  const topo = form.querySelector("input[name=topology]:checked").value;
+  if (topo !== "shared") q.set("topology", topo);
+  if ($("#instances").value && $("#instances").value !== "3") q.set("instances", $("#instances").value);
+  if ($("#seed").value && $("#seed").value !== "1") q.set("seed", $("#seed").value);
+  if (withZoom && view.from !== null) {
+    q.set("from", +(view.from / SEC).toFixed(6));
+    q.set("to", +(view.to / SEC).toFixed(6));
+  }
+  return q;
+}
+
+// formFromQuery sets the form (and the zoom) from a query string.
+function formFromQuery(q) {
+  $("#scenario").value = q.get("scenario") || "boundary-spike";
+  if (q.getAll("client").length) $("#clients").value = q.getAll("client").join("\n");
+  $("#cost").value = q.get("cost") || "1";
+  for (const id of ["capacity", "rate", "skew"]) $("#" + id).value = q.get(id) || "";
+  const algos = (q.get("algos") || "token,fixed,sliding").split(",");
+  for (const i of form.querySelectorAll("input[name=algo]")) i.checked = algos.includes(i.value);
+  const topo = q.get("topology") || "shared";
+  for (const i of form.querySelectorAll("input[name=topology]")) i.checked = i.value === topo;
+  $("#instances").value = q.get("instances") || "3";
+  $("#seed").value = q.get("seed") || "1";
+  const from = parseFloat(q.get("from")), to = parseFloat(q.get("to"));
+  view = Number.isFinite(from) && Number.isFinite(to) && to > from ? { from: from * SEC, to: to * SEC } : { from: null, to: null };
+  showCustom();
+}
+
+function showCustom() {
+  const custom = $("#scenario").value === "custom";
+  $("#custom").hidden = !custom;
+  const opt = $("#scenario").selectedOptions[0];
+  $("#scenario-summary").textContent = opt ? opt.dataset.summary || "" : "";
+}
+
+function pushView(replace) {
+  const url = "?" + queryFromForm(true).toString();
+  if (url === location.search) return;
+  if (replace) history.replaceState(null, "", url);
+  else history.pushState(null, "", url);
+}
+
+// ---- running ----
+
+let pending = null;
+async function run() {
+  const q = queryFromForm(false);
+  if (!algosChecked().length) {
+    showError("Choose at least one algorithm.");
+    return;
+  }
+  $("#status").textContent = "Running the simulator…";
+  document.body.dataset.state = "running";
+  if (pending) pending.abort();
+  pending = new AbortController();
+  const api = "api/run?" + q.toString();
+  $("#api-link").href = api;
+  try {
+    const resp = await fetch(api, { signal: pending.signal });
+    const body = await resp.json();
+    if (!resp.ok) throw new Error(body.error || resp.statusText);
+    data = body;
+    showError(null);
+    render();
+  } catch (err) {
+    if (err.name === "AbortError") return;
+    showError(err.message);
+    document.body.dataset.state = "error";
+  }
+}
+
+function showError(msg) {
+  const e = $("#error");
+  e.hidden = !msg;
+  e.textContent = msg || "";
+  if (msg) $("#status").textContent = "The simulator refused this view.";
+}
+
+// ---- drawing ----
+
+function duration() { return data.runs[0].timeline.duration; }
+function span() {
+  const d = duration();
+  let from = view.from ?? 0, to = view.to ?? d;
+  from = Math.max(0, Math.min(from, d));
+  to = Math.max(from + 1000, Math.min(to, d)); // at least 1µs wide
+  return [from, to];
+}
+
+function render() {
+  const [from, to] = span();
+  $("#from").value = +(from / SEC).toFixed(6);
+  $("#to").value = +(to / SEC).toFixed(6);
+  const tl0 = data.runs[0].timeline;
+  const who = tl0.clients.join(", ");
+  $("#status").textContent = `${data.scenario}: ${data.summary}. Policy ${data.policy}. Following key ${tl0.key}` +
+    (who ? ` (requests from ${who})` : "") + `, ${fmtDur(from)} to ${fmtDur(to)} of ${fmtDur(tl0.duration)}.`;
+  summaryTable();
+  const charts = $("#charts");
+  charts.replaceChildren();
+  const width = Math.max(560, charts.clientWidth || 900);
+  for (const run of data.runs) charts.appendChild(chart(run, from, to, width));
+  lawChart(width);
+  renders++;
+  document.body.dataset.renders = String(renders);
+  document.body.dataset.state = "ready";
+}
+
+function lawWords(tl) {
+  const l = tl.law;
+  if (!l.admitted) return "nothing admitted";
+  const len = fmtDur(l.to - l.from);
+  if (l.holds) return `law holds: at most ${l.admitted} of ${l.bound} in any ${len}`;
+  return `law BROKEN: ${l.admitted} admitted in ${len} from ${fmtDur(l.from)}, bound ${l.bound} (${(l.admitted / l.bound).toFixed(2)}×)`;
+}
+
+function summaryTable() {
+  const body = $("#summary tbody");
+  body.replaceChildren();
+  for (const run of data.runs) {
+    const tl = run.timeline, l = tl.law, t = run.report.total;
+    const tr = html("tr", { "data-algo": run.short }, body);
+    html("th", { scope: "row" }, tr, ALGOS[run.short].label);
+    html("td", { "data-k": "admitted" }, tr, String(tl.admitted));
+    html("td", { "data-k": "denied" }, tr, String(tl.denied));
+    html("td", { "data-k": "law", class: l.holds ? "" : "broken" }, tr, l.holds ? "holds" : "BROKEN");
+    html("td", { "data-k": "interval" }, tr, l.admitted ? `${fmtDur(l.from)} – ${fmtDur(l.to)}` : "—");
+    html("td", { "data-k": "in-interval" }, tr, String(l.admitted));
+    html("td", { "data-k": "bound" }, tr, String(l.bound));
+    html("td", { "data-k": "total" }, tr, `${t.admitted} / ${t.denied}`);
+  }
+}
+
+// niceStep returns 1, 2 or 5 times a power of ten (in ns) giving about n
+// ticks over a span.
+function niceStep(spanNs, n) {
+  const raw = spanNs / n;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+function lowerBound(arr, at) { // first index with arr[i].at >= at
+  let lo = 0, hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (arr[mid].at < at) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+function requestTitle(tl, q) {
+  const who = tl.clients[q.client] ?? "?";
+  const head = `${fmtDur(q.at)} · ${who} via instance ${q.instance} · cost ${q.cost}`;
+  return q.allowed ? `${head} · admitted, ${q.remaining} left` : `${head} · denied, retry after ${fmtDur(q.retry_after || 0)}`;
+}
+
+function chart(run, from, to, W) {
+  const tl = run.timeline, a = ALGOS[run.short];
+  const ML = 48, MR = 28, TOP = 16, H = 150, S = 36, PW = W - ML - MR;
+  const HT = TOP + H + S + 22;
+  const box = html("figure", { class: "chart", "data-algo": run.short });
+  const h3 = html("h3", {}, box, a.label + " ");
+  html("span", { class: "verdict" + (tl.law.holds ? "" : " broken") }, h3, "— " + lawWords(tl));
+  const svg = el("svg", { width: W, height: HT, viewBox: `0 0 ${W} ${HT}`, role: "img",
+    "aria-label": `${a.label}: ${tl.admitted} admitted and ${tl.denied} denied at ${tl.key}; ${lawWords(tl)}.` }, box);
+  const id = run.short;
+  const defs = el("defs", {}, svg);
+  const pat = el("pattern", { id: "hatch-" + id, width: 8, height: 8, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" }, defs);
+  el("rect", { width: 8, height: 8, fill: "#E69F00", "fill-opacity": 0.18 }, pat);
+  el("line", { x1: 0, y1: 0, x2: 0, y2: 8, stroke: "#E69F00", "stroke-width": 2, "stroke-opacity": 0.7 }, pat);
+  const clip = el("clipPath", { id: "clip-" + id }, defs);
+  el("rect", { x: ML, y: TOP - 2, width: PW, height: H + S + 4 }, clip);
+  const x = (t) => ML + (t - from) / (to - from) * PW;
+  const cap = tl.capacity;
+  const y = (v) => TOP + H - v / cap * H;
+  const g = el("g", { "clip-path": `url(#clip-${id})` }, svg);
+
+  // The worst interval, when the law is broken.
+  const l = tl.law;
+  if (!l.holds && l.to >= from && l.from <= to) {
+    let x0 = x(l.from), x1 = x(l.to);
+    if (x1 - x0 < 4) { const c = (x0 + x1) / 2; x0 = c - 2; x1 = c + 2; }
+    const r = el("rect", { class: "worst", x: x0, y: TOP, width: x1 - x0, height: H + S, fill: `url(#hatch-${id})`,
+      "data-from": l.from, "data-to": l.to }, g);
+    el("title", {}, r, lawWords(tl));
+    const mid = Math.min(Math.max((x0 + x1) / 2, ML + 120), ML + PW - 120);
+    el("text", { class: "worst-label", x: mid, y: TOP + 30, "text-anchor": "middle" }, g,
+      `${l.admitted} admitted in ${fmtDur(l.to - l.from)}: bound ${l.bound}`);
+  }
+
+  // Window boundaries and counts.
+  if (tl.window > 0 && (to - from) / tl.window <= 120) {
+    const first = tl.window_start + Math.max(Math.ceil((from - tl.window_start) / tl.window), 0) * tl.window;
+    for (let t = first; t <= to; t += tl.window) el("line", { class: "boundary", x1: x(t), x2: x(t), y1: TOP, y2: TOP + H + S }, g);
+    for (const w of tl.windows || []) {
+      if (w.to <= from || w.from >= to) continue;
+      const wx0 = x(Math.max(w.from, from)), wx1 = x(Math.min(w.to, to));
+      if (wx1 - wx0 < 28) continue;
+      el("text", { x: (wx0 + wx1) / 2, y: TOP + 11, "text-anchor": "middle", class: "window-count" }, g,
+        wx1 - wx0 > 110 ? `${w.admitted} in window` : String(w.admitted));
+    }
+  }
+
+  // The room left, a line per store.
+  const dashes = ["", "7 3", "2 2", "9 3 2 3", "4 4"];
+  tl.levels.forEach((lv, i) => {
+    const pts = lv.points;
+    const lo = Math.max(lowerBound(pts, from) - 1, 0), hi = Math.min(lowerBound(pts, to) + 1, pts.length);
+    let d = "";
+    for (let k = lo; k < hi; k++) d += (k === lo ? "M" : "L") + x(pts[k].at).toFixed(2) + " " + y(pts[k].tokens).toFixed(2);
+    const p = el("path", { class: "level", d, "stroke-dasharray": dashes[i % dashes.length] }, g);
+    el("title", {}, p, lv.instance < 0 ? "room left in the shared store's bucket" : `room left in instance ${lv.instance}'s own bucket`);
+  });
+
+  // Requests: one mark each, or a tick per pixel column when too many.
+  const reqs = tl.requests;
+  const lo = lowerBound(reqs, from), hi = lowerBound(reqs, to);
+  const ya = TOP + H + 4, yd = TOP + H + 21;
+  if (hi - lo <= MAX_MARKS) {
+    for (let k = lo; k < hi; k++) {
+      const q = reqs[k], cx = x(q.at);
+      const m = q.allowed
+        ? el("path", { class: "mark admitted", d: `M${cx.toFixed(2)} ${ya} l4.5 8 h-9z` }, g)
+        : el("path", { class: "mark denied", d: `M${(cx - 3.5).toFixed(2)} ${yd} l7 7 m0 -7 l-7 7` }, g);
+      el("title", {}, m, requestTitle(tl, q));
+    }
+  } else {
+    const cols = new Map();
+    for (let k = lo; k < hi; k++) {
+      const c = Math.min(Math.floor(x(reqs[k].at)), ML + PW - 1);
+      const b = cols.get(c) || { a: 0, d: 0 };
+      if (reqs[k].allowed) b.a++; else b.d++;
+      cols.set(c, b);
+    }
+    let top = 1;
+    for (const b of cols.values()) top = Math.max(top, b.a, b.d);
+    for (const [c, b] of cols) {
+      for (const [n, base, cls] of [[b.a, ya, "bin-admitted"], [b.d, yd, "bin-denied"]]) {
+        if (!n) continue;
+        const h = Math.max(2, Math.round(14 * n / top));
+        const r = el("rect", { class: cls, x: c, y: base + 14 - h, width: 1, height: h }, g);
+        el("title", {}, r, `${n} ${cls === "bin-admitted" ? "admitted" : "denied"} around ${fmtDur(from + (c - ML) / PW * (to - from))}`);
+      }
+    }
+  }
+
+  // Axes.
+  el("path", { class: "axis", d: `M${ML} ${TOP} V${TOP + H + S} H${ML + PW}` }, svg);
+  el("line", { x1: ML, x2: ML + PW, y1: TOP + H, y2: TOP + H, stroke: "#ccc" }, svg);
+  for (const v of [0, cap / 2, cap]) el("text", { x: ML - 5, y: y(v) + 4, "text-anchor": "end" }, svg, String(+v.toFixed(1)));
+  el("text", { x: ML - 5, y: ya + 9, "text-anchor": "end", fill: "#009E73" }, svg, "▲");
+  el("text", { x: ML - 5, y: yd + 9, "text-anchor": "end", fill: "#D55E00" }, svg, "✕");
+  const step = niceStep(to - from, Math.max(4, Math.floor(PW / 110)));
+  for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
+    el("line", { x1: x(t), x2: x(t), y1: TOP + H + S, y2: TOP + H + S + 4, stroke: "#000" }, svg);
+    el("text", { x: x(t), y: TOP + H + S + 16, "text-anchor": "middle" }, svg, fmtDur(t));
+  }
+  return box;
+}
+
+// lawChart draws, per algorithm, the most admitted in any interval of each
+// length against the bound capacity + rate·t, on a log axis of lengths.
+function lawChart(W) {
+  const box = $("#law");
+  box.replaceChildren();
+  const ML = 48, MR = 24, TOP = 10, H = 200, PW = W - ML - MR, HT = TOP + H + 40;
+  const all = data.runs.flatMap((r) => r.timeline.peaks || []);
+  if (!all.length) return;
+  const wMin = Math.min(...all.map((p) => p.width)), wMax = Math.max(...all.map((p) => p.width));
+  const top = Math.max(1, ...all.map((p) => Math.max(p.peak, p.bound)));
+  const yMax = Math.ceil(top / niceStep(top, 4)) * niceStep(top, 4);
+  const x = (w) => ML + (Math.log(w) - Math.log(wMin)) / Math.max(Math.log(wMax) - Math.log(wMin), 1e-9) * PW;
+  const y = (v) => TOP + H - v / yMax * H;
+  const words = data.runs.map((r) => `${ALGOS[r.short].label}: ${lawWords(r.timeline)}`).join("; ");
+  const svg = el("svg", { width: W, height: HT, viewBox: `0 0 ${W} ${HT}`, role: "img", "aria-label": "The never-exceed law. " + words }, box);
+  const bound = data.runs[0].timeline.peaks;
+  el("path", { class: "bound", d: bound.map((p, i) => `${i ? "L" : "M"}${x(p.width).toFixed(2)} ${y(p.bound).toFixed(2)}`).join("") }, svg);
+  data.runs.forEach((run, i) => {
+    const a = ALGOS[run.short], pk = run.timeline.peaks;
+    el("path", { d: pk.map((p, k) => `${k ? "L" : "M"}${x(p.width).toFixed(2)} ${y(p.peak).toFixed(2)}`).join(""),
+      fill: "none", stroke: a.color, "stroke-width": 1.6, "stroke-dasharray": ["", "6 3", "2 2"][i % 3] }, svg);
+    for (const p of pk) {
+      const m = marker(svg, a.shape, x(p.width), y(p.peak), a.color, p.peak > p.bound);
+      el("title", {}, m, `${a.label}: at most ${p.peak} admitted in any ${fmtDur(p.width)}; bound ${p.bound}`);
+    }
+    const ly = TOP + 14 + i * 20;
+    marker(svg, a.shape, ML + 18, ly - 4, a.color, false);
+    el("text", { x: ML + 28, y: ly }, svg, a.label);
+  });
+  const by = TOP + 14 + data.runs.length * 20;
+  el("path", { class: "bound", d: `M${ML + 10} ${by - 4} h16` }, svg);
+  el("text", { x: ML + 28, y: by }, svg, "capacity + rate·t (filled marks: above it)");
+  el("path", { class: "axis", d: `M${ML} ${TOP} V${TOP + H} H${ML + PW}` }, svg);
+  for (const v of [0, yMax / 2, yMax]) el("text", { x: ML - 5, y: y(v) + 4, "text-anchor": "end" }, svg, String(Math.round(v)));
+  for (const p of bound) {
+    if (!/^1/.test(String(p.width))) continue; // label the powers of ten
+    el("text", { x: x(p.width), y: TOP + H + 14, "text-anchor": "middle" }, svg, fmtDur(p.width));
+  }
+  el("text", { x: ML + PW / 2, y: TOP + H + 32, "text-anchor": "middle" }, svg, "interval length t (log scale)");
+}
+
+function marker(svg, shape, cx, cy, color, filled) {
+  const attrs = { fill: filled ? color : "#fff", stroke: color, "stroke-width": 1.5 };
+  if (shape === "circle") return el("circle", { cx, cy, r: 4, ...attrs }, svg);
+  if (shape === "square") return el("rect", { x: cx - 4, y: cy - 4, width: 8, height: 8, ...attrs }, svg);
+  return el("path", { d: `M${cx} ${cy - 5} l5 9 h-10z`, ...attrs }, svg);
+}
+
+// ---- zoom ----
+
+function zoomTo(from, to) {
+  const d = duration();
+  const w = Math.max(to - from, 1000);
+  from = Math.max(0, Math.min(from, d - w));
+  view = { from, to: Math.min(d, from + w) };
+  pushView(false);
+  render();
+}
+
+function worstZoom() {
+  const broken = data.runs.find((r) => !r.timeline.law.holds);
+  const tl = (broken || data.runs[0]).timeline;
+  zoomTo(tl.zoom.from, tl.zoom.to);
+  $("#status").textContent += broken
+    ? ` Zoomed on where the ${ALGOS[broken.short].label.toLowerCase()} broke the law.`
+    : " The law holds for every algorithm here: zoomed on the tightest interval.";
+}
+
+function wire() {
+  form.addEventListener("submit", (e) => { e.preventDefault(); view = { from: null, to: null }; pushView(false); run(); });
+  form.addEventListener("change", (e) => {
+    if (e.target.id === "scenario") { showCustom(); view = { from: null, to: null }; }
+    pushView(false);
+    run();
+  });
+  $("#zoom-all").addEventListener("click", () => { view = { from: null, to: null }; pushView(false); render(); });
+  $("#zoom-worst").addEventListener("click", worstZoom);
+  const scale = (f) => { const [a, b] = span(); const c = (a + b) / 2, h = (b - a) * f / 2; zoomTo(c - h, c + h); };
+  const pan = (f) => { const [a, b] = span(); zoomTo(a + (b - a) * f, b + (b - a) * f); };
+  $("#zoom-in").addEventListener("click", () => scale(0.5));
+  $("#zoom-out").addEventListener("click", () => scale(2));
+  $("#pan-left").addEventListener("click", () => pan(-0.5));
+  $("#pan-right").addEventListener("click", () => pan(0.5));
+  for (const id of ["from", "to"]) {
+    $("#" + id).addEventListener("change", (e) => {
+      e.stopPropagation();
+      const f = parseFloat($("#from").value) * SEC, t = parseFloat($("#to").value) * SEC;
+      if (Number.isFinite(f) && Number.isFinite(t) && t > f) zoomTo(f, t);
+    });
+  }
+  window.addEventListener("popstate", () => { formFromQuery(new URLSearchParams(location.search)); run(); });
+  let resize = null;
+  window.addEventListener("resize", () => { clearTimeout(resize); resize = setTimeout(() => data && render(), 150); });
+}
+
+async function init() {
+  wire();
+  try {
+    const resp = await fetch("api/scenarios");
+    const list = await resp.json();
+    const sel = $("#scenario");
+    for (const s of list) {
+      const o = html("option", { value: s.name }, sel, s.name);
+      o.dataset.summary = `${s.summary} Policy ${s.policy}; ${fmtDur(s.duration)}.`;
+    }
+    const o = html("option", { value: "custom" }, sel, "custom: draw your own");
+    o.dataset.summary = "Your own requests, all on one key: write one client per line.";
+  } catch (err) {
+    showError("Could not list the scenarios: " + err.message);
+    return;
+  }
+  if (!location.search) history.replaceState(null, "", LANDING);
+  formFromQuery(new URLSearchParams(location.search));
+  run();
+}
+
+init();

@@ -1,0 +1,131 @@
+package play
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ratebucket/ratebucket/sim"
+)
+
+// TestMain fails the package if a goroutine outlives the tests: the
+// server's runs must end with their requests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func get(t *testing.T, srv *httptest.Server, path string) (int, string, []byte) {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), body
+}
+
+// TestPageAndAssets: the page and its script and style are served from the
+// binary, and nothing in them reaches another origin.
+func TestPageAndAssets(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	for path, typ := range map[string]string{"/": "text/html", "/play.js": "javascript", "/play.css": "text/css"} {
+		code, ct, body := get(t, srv, path)
+		if code != http.StatusOK || !strings.Contains(ct, typ) || len(body) < 500 {
+			t.Fatalf("GET %s: %d %s, %d bytes", path, code, ct, len(body))
+		}
+		for _, remote := range []string{"http://", "https://", "//cdn"} {
+			if strings.Contains(string(body), remote) && !strings.Contains(string(body), `"http://www.w3.org/2000/svg"`) {
+				t.Errorf("%s refers to %s", path, remote)
+			}
+		}
+	}
+}
+
+// TestRunMatchesSimulator: /api/run answers what sim.Run gives for the same
+// configuration, one run per algorithm, timeline included.
+func TestRunMatchesSimulator(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	code, _, body := get(t, srv, "/api/run?scenario=boundary-spike&algos=fixed,token&instances=3&seed=1")
+	if code != http.StatusOK {
+		t.Fatalf("%d: %s", code, body)
+	}
+	var res struct {
+		Scenario string
+		Runs     []struct {
+			Short    string
+			Report   sim.Report
+			Timeline sim.Timeline
+		}
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 || res.Runs[0].Short != "fixed" || res.Runs[1].Short != "token" {
+		t.Fatalf("runs %+v", res.Runs)
+	}
+	for _, r := range res.Runs {
+		want, err := sim.Run(sim.Config{Scenario: "boundary-spike", Algorithm: byShortName(r.Short), Instances: 3, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.Timeline
+		if r.Report.Total != want.Total || got.Admitted != want.Timeline.Admitted || len(got.Requests) != len(want.Timeline.Requests) ||
+			got.Law.Holds != want.Timeline.Law.Holds || got.Law.Admitted != want.Timeline.Law.Admitted || got.Zoom != want.Timeline.Zoom ||
+			len(got.Levels) != 1 || len(got.Levels[0].Points) != len(want.Timeline.Levels[0].Points) {
+			t.Errorf("%s: the API's run differs from sim.Run's", r.Short)
+		}
+	}
+	if res.Runs[0].Timeline.Law.Holds || !res.Runs[1].Timeline.Law.Holds {
+		t.Errorf("fixed window law holds %v, token bucket %v", res.Runs[0].Timeline.Law.Holds, res.Runs[1].Timeline.Law.Holds)
+	}
+}
+
+func TestParseView(t *testing.T) {
+	q := url.Values{"scenario": {"custom"}, "client": {"100 at 59.5s over 490ms", "every 2s, cost 3", ""}, "cost": {"2"},
+		"algos": {"sliding"}, "topology": {"per-instance"}, "instances": {"2"}, "skew": {"0,400ms"},
+		"capacity": {"50"}, "rate": {"10/s"}, "seed": {"7"}, "duration": {"90s"}, "from": {"3"}}
+	v, err := ParseView(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := v.Base
+	if b.Traffic == nil || len(b.Traffic.Clients) != 2 || b.Traffic.Clients[0].Cost != 2 || b.Traffic.Clients[1].Cost != 3 ||
+		len(v.Algorithms) != 1 || v.Algorithms[0].Name() != "slidingwindow" || b.Topology != sim.PerInstance ||
+		b.Instances != 2 || len(b.Skew) != 2 || b.Policy.Capacity() != 50 || b.Policy.Rate().String() != "10/1s" ||
+		b.Seed != 7 || b.Duration != 90*time.Second {
+		t.Fatalf("ParseView = %+v", v)
+	}
+	for _, bad := range []string{"scenario=nope", "scenario=custom", "algos=leaky", "instances=11", "topology=mesh",
+		"seed=-1", "duration=2h", "skew=soon", "capacity=0", "rate=fast", "rate=5/soon", "scenario=custom&client=at+5s"} {
+		q, _ := url.ParseQuery(bad)
+		if _, err := ParseView(q); !errors.Is(err, ErrBadQuery) {
+			t.Errorf("ParseView(%s) error = %v", bad, err)
+		}
+	}
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	for _, path := range []string{"/api/run?scenario=nope", "/api/run?scenario=cost&capacity=5"} {
+		code, _, body := get(t, srv, path)
+		var e struct{ Error string }
+		if code != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error == "" {
+			t.Errorf("GET %s: %d %s, want 400 with an error", path, code, body)
+		}
+	}
+	code, _, body := get(t, srv, "/api/scenarios")
+	var list []ScenarioInfo
+	if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list) != len(sim.Scenarios()) || list[1].Name != "boundary-spike" {
+		t.Errorf("GET /api/scenarios: %d %s", code, body)
+	}
+}
