@@ -1,0 +1,201 @@
+// Package promobserver exports ratebucket's observer contract (package
+// store) as Prometheus metrics:
+//
+//	ratebucket_decisions_total{result,policy,route,store}   counter
+//	ratebucket_store_latency_seconds{store}                 histogram
+//	ratebucket_breaker_state{store,state}                   gauge, 1 for the current state
+//	ratebucket_breaker_transitions_total{store,from,to}     counter
+//	ratebucket_denycache_hits_total{store,policy,route}     counter
+//	ratebucket_pipeline_batch_size{store}                   histogram
+//
+// result is allowed, denied, shadow_denied or error; state, from and to
+// are closed, open or half-open. Every label value comes from
+// configuration (store and component names, limit names, route patterns)
+// or is a fixed word: the contract never carries a key, a client address
+// or a user id, so the number of series is bounded by construction.
+//
+// Import it under its name:
+//
+//	import promobserver "github.com/ratebucket/ratebucket/contrib/prometheus"
+//
+// and give one Observer to every part that reports:
+//
+//	obs, err := promobserver.New(reg, promobserver.Options{})
+//	rs, _ := redisstore.New(rdb, redisstore.Config{Observer: obs})
+//	s := store.Observe(rs, "redis", obs)
+//	mw, _ := httplimit.New(httplimit.Config{Store: s})
+//
+// Latency is recorded for the calls store.Observe times: all of them on
+// Redis, a uniform sample of 1 in 64 on memstore (see
+// store.Decision.Latency). Count decisions with ratebucket_decisions_total,
+// not with the histogram's _count.
+//
+// The queries an operator needs:
+//
+//	# share of requests denied, per route
+//	sum by (route) (rate(ratebucket_decisions_total{result="denied"}[5m]))
+//	  / sum by (route) (rate(ratebucket_decisions_total[5m]))
+//	# store errors per second, per store
+//	sum by (store) (rate(ratebucket_decisions_total{result="error"}[5m]))
+//	# stores whose fallback breaker is open
+//	ratebucket_breaker_state{state="open"} == 1
+package promobserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratebucket/ratebucket/internal/obscache"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// DefaultLatencyBuckets spans 1µs (memstore) to 2.5s (a Redis timeout),
+// in seconds.
+var DefaultLatencyBuckets = []float64{1e-6, 2.5e-6, 5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5}
+
+// DefaultBatchBuckets are powers of two up to 256 commands; redisstore
+// sends at most 64 by default.
+var DefaultBatchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+
+// Options configures an [Observer]. The zero value uses the defaults.
+type Options struct {
+	// LatencyBuckets are the upper bounds of
+	// ratebucket_store_latency_seconds, in seconds. The default is
+	// DefaultLatencyBuckets.
+	LatencyBuckets []float64
+	// BatchBuckets are the upper bounds of ratebucket_pipeline_batch_size.
+	// The default is DefaultBatchBuckets.
+	BatchBuckets []float64
+}
+
+// Observer is a store.Observer that updates Prometheus metrics. It is safe
+// for simultaneous use by multiple goroutines; an event costs a map read
+// and atomic adds, and allocates nothing once its label set was seen. The
+// first decision of a label set creates its series of every result, at 0,
+// so that a ratio such as the denial rate reads 0, not nothing, before the
+// first denial.
+type Observer struct {
+	decisions   *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	state       *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	hits        *prometheus.CounterVec
+	batches     *prometheus.HistogramVec
+
+	series  obscache.Cache[series]
+	hitsBy  obscache.Cache[prometheus.Counter]
+	batchBy obscache.Cache[prometheus.Observer]
+}
+
+var _ store.Observer = (*Observer)(nil)
+
+// series are the metrics of one label set of decisions.
+type series struct {
+	outcome [5]prometheus.Counter // by store.Outcome
+	latency prometheus.Observer
+}
+
+// New returns an Observer whose metrics are registered with reg, which may
+// be nil to register nothing (then collect them with the Observer's
+// Collectors). It returns reg's error when a metric of the same name is
+// registered there already.
+func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
+	if opts.LatencyBuckets == nil {
+		opts.LatencyBuckets = DefaultLatencyBuckets
+	}
+	if opts.BatchBuckets == nil {
+		opts.BatchBuckets = DefaultBatchBuckets
+	}
+	o := &Observer{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratebucket_decisions_total",
+			Help: "Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store.",
+		}, []string{"result", "policy", "route", "store"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratebucket_store_latency_seconds",
+			Help:    "Latency of the store calls timed: every call of a network store, 1 in 64 of an in-process one.",
+			Buckets: opts.LatencyBuckets,
+		}, []string{"store"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratebucket_breaker_state",
+			Help: "1 for the current state (closed, open, half-open) of the circuit breaker in front of a store, 0 for the others.",
+		}, []string{"store", "state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratebucket_breaker_transitions_total",
+			Help: "Circuit-breaker state changes by store, from and to.",
+		}, []string{"store", "from", "to"}),
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratebucket_denycache_hits_total",
+			Help: "Requests a deny cache refused without calling its store.",
+		}, []string{"store", "policy", "route"}),
+		batches: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratebucket_pipeline_batch_size",
+			Help:    "Commands per pipeline sent to the store.",
+			Buckets: opts.BatchBuckets,
+		}, []string{"store"}),
+	}
+	o.series.New = func(k obscache.Key) *series {
+		s := &series{latency: o.latency.WithLabelValues(k.Store)}
+		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
+			s.outcome[out] = o.decisions.WithLabelValues(out.String(), k.Policy, k.Route, k.Store)
+		}
+		return s
+	}
+	o.hitsBy.New = func(k obscache.Key) *prometheus.Counter {
+		c := o.hits.WithLabelValues(k.Store, k.Policy, k.Route)
+		return &c
+	}
+	o.batchBy.New = func(k obscache.Key) *prometheus.Observer {
+		h := o.batches.WithLabelValues(k.Store)
+		return &h
+	}
+	if reg != nil {
+		for _, c := range o.Collectors() {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("promobserver: %w", err)
+			}
+		}
+	}
+	return o, nil
+}
+
+// Collectors returns the Observer's metrics, for registering them by hand.
+func (o *Observer) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{o.decisions, o.latency, o.state, o.transitions, o.hits, o.batches}
+}
+
+// ObserveDecision counts d, and records its latency when it was timed.
+func (o *Observer) ObserveDecision(_ context.Context, d store.Decision) {
+	s := o.series.Get(obscache.Key{Policy: d.Policy, Route: d.Route, Store: d.Store})
+	if int(d.Outcome) < len(s.outcome) && s.outcome[d.Outcome] != nil {
+		s.outcome[d.Outcome].Inc()
+	}
+	if d.Timed {
+		s.latency.Observe(d.Latency.Seconds())
+	}
+}
+
+// ObserveBreaker sets the breaker's state and counts the transition.
+func (o *Observer) ObserveBreaker(c store.BreakerChange) {
+	for _, s := range store.BreakerStates {
+		v := 0.0
+		if s == c.To {
+			v = 1
+		}
+		o.state.WithLabelValues(c.Store, s.String()).Set(v)
+	}
+	o.transitions.WithLabelValues(c.Store, c.From.String(), c.To.String()).Inc()
+}
+
+// ObserveDenyCacheHit counts h.
+func (o *Observer) ObserveDenyCacheHit(_ context.Context, h store.DenyCacheHit) {
+	(*o.hitsBy.Get(obscache.Key{Policy: h.Policy, Route: h.Route, Store: h.Store})).Inc()
+}
+
+// ObservePipelineBatch records b's size.
+func (o *Observer) ObservePipelineBatch(b store.PipelineBatch) {
+	(*o.batchBy.Get(obscache.Key{Store: b.Store})).Observe(float64(b.Size))
+}

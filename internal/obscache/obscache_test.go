@@ -1,0 +1,38 @@
+package obscache
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestGet checks that each key's value is made once, whatever the
+// goroutines asking, and that Get allocates nothing once it is made.
+func TestGet(t *testing.T) {
+	var made atomic.Int64
+	c := Cache[int]{New: func(Key) *int { made.Add(1); return new(int) }}
+	keys := []Key{{"a", "r", "s"}, {"b", "r", "s"}, {"a", "", "s"}, {}}
+	var wg sync.WaitGroup
+	got := make([][]*int, 8)
+	for g := range got {
+		wg.Go(func() {
+			for _, k := range keys {
+				got[g] = append(got[g], c.Get(k))
+			}
+		})
+	}
+	wg.Wait()
+	if made.Load() != int64(len(keys)) {
+		t.Fatalf("%d values made for %d keys", made.Load(), len(keys))
+	}
+	for g := range got {
+		for i := range keys {
+			if got[g][i] != got[0][i] {
+				t.Fatalf("goroutine %d got another value for %+v", g, keys[i])
+			}
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { c.Get(keys[1]) }); a != 0 {
+		t.Fatalf("Get allocates %v times", a)
+	}
+}
