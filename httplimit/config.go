@@ -143,6 +143,31 @@ type Config struct {
 	// (memstore and redisstore do; New and With return an error wrapping
 	// ErrInvalidConfig otherwise). Default: none.
 	Concurrency Concurrency
+	// ChargeIf, when set, decides after the handler returns whether an
+	// admitted request's charge stands, from the status of its response
+	// (200 when the handler wrote none): when it returns false, the
+	// request's tokens are given back to the buckets they were taken
+	// from, with the same keys, policies and cost (several limits in one
+	// atomic call where the store allows). Charge only failed logins
+	// with
+	//
+	//	ChargeIf: func(status int) bool { return status == 401 || status == 403 },
+	//
+	// or spare clients the server's own failures with
+	//
+	//	ChargeIf: func(status int) bool { return status < 500 },
+	//
+	// The refund is made after the response, so it never turns an
+	// admitted request into a 429; a refund that fails is logged and
+	// reported to the Observer (Outcome [Refunded] with Err), and the
+	// request stays charged. A request the buckets refused, one served
+	// or decided while the store failed, one whose handler panicked and
+	// a hijacked connection are never refunded (see the package doc).
+	// It needs a Store implementing store.Refunder (memstore and
+	// redisstore do; New and With return an error wrapping
+	// ErrInvalidConfig and store.ErrUnsupported otherwise). Default:
+	// every admitted request stays charged.
+	ChargeIf func(status int) bool
 	// Logger receives store failures and configuration errors met by
 	// requests. Default: slog.Default().
 	Logger *slog.Logger

@@ -98,6 +98,21 @@
 //	}})
 //	mux.Handle("POST /api/report", reports.Handler(buildReport))
 //
+// # Charging by outcome
+//
+// Config.ChargeIf decides, after the handler returns, whether a request's
+// charge stands, from its response's status; when it does not, the tokens
+// go back to the same buckets (store.Refunder; memstore and redisstore
+// have it), after the response, so a refund never makes a 429. Count only
+// failed logins, or spare clients the server's own failures:
+//
+//	login, _ := mw.With(httplimit.Config{ChargeIf: func(status int) bool { return status == 401 || status == 403 }})
+//	upload, _ := mw.With(httplimit.Config{Cost: 10, ChargeIf: func(status int) bool { return status < 500 }})
+//
+// A handler that writes nothing counts as 200. A refused request, one
+// served while the store fails, one whose handler panics (the panic goes
+// on unrecovered) and a hijacked connection keep their charge.
+//
 // # When the store fails
 //
 // A store error is never reported as 429. The route's [FailMode] decides:

@@ -49,6 +49,8 @@ type Middleware struct {
 	denied    DeniedHandler
 	onError   ErrorHandler
 	observer  Observer
+	chargeIf  func(status int) bool
+	refunder  store.Refunder // store's, when chargeIf is set
 	log       *logThrottle
 	clock     store.Clock
 }
@@ -92,6 +94,7 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.Error, route.Error)
 	set(&c.Observer, route.Observer)
 	set(&c.Concurrency, route.Concurrency)
+	set(&c.ChargeIf, route.ChargeIf)
 	return build(c, m)
 }
 
@@ -107,7 +110,7 @@ func set[T any](dst *T, v T) {
 func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	m := &Middleware{
 		cfg: cfg, key: cfg.Key, tier: cfg.Tier, cost: cfg.CostBy, fixedCost: cfg.Cost, skip: cfg.Skip, fail: cfg.Fail,
-		denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock,
+		denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock, chargeIf: cfg.ChargeIf,
 	}
 	prefix := cfg.Prefix
 	if prefix == "" {
@@ -173,6 +176,9 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 		}
 	}
 	m.multi, _ = m.store.(store.MultiTaker)
+	if err := m.checkChargeIf(); err != nil {
+		return nil, err
+	}
 	if m.conc != nil {
 		if m.inflight, err = newInFlight(m.store, m.conc, cfg.Concurrency.Policy); err != nil {
 			return nil, err
@@ -263,6 +269,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	ev.Limit, ev.Tier, ev.Class = dl.Name, dl.Tier, dl.Class
 	if !m.headers.has(NoHeaders) {
 		writeHeaders(w.Header(), m.headers, d, m.clock.Now())
+	}
+	if d.Allowed && m.chargeIf != nil && !ev.Fallback {
+		ev.Outcome = Allowed
+		m.observe(r, ev)
+		m.serveCharged(w, r, next, ev, takes)
+		return
 	}
 	if d.Allowed {
 		m.pass(w, r, next, ev, Allowed)

@@ -149,9 +149,15 @@ const (
 	// (400) or the configuration did not fit it, such as a cost above a
 	// capacity or a tier without a policy (500). Event.Err says which.
 	Invalid
+	// Refunded: the route's ChargeIf did not count the response of a
+	// request admitted earlier (reported then as Allowed), and its tokens
+	// were given back; Err, when set, is why the refund failed (the
+	// request stays charged). It is a second Event for the request:
+	// count requests by the other outcomes.
+	Refunded
 )
 
-var outcomeNames = [...]string{"", "allowed", "denied", "skipped", "failed_open", "failed_closed", "invalid"}
+var outcomeNames = [...]string{"", "allowed", "denied", "skipped", "failed_open", "failed_closed", "invalid", "refunded"}
 
 // String returns the outcome's lower-case name, such as "failed_open",
 // ready for a metrics label.
@@ -178,20 +184,22 @@ type Event struct {
 	// Cost is the request's cost in tokens.
 	Cost int64
 	// Latency is the time spent asking the store (and the FailMode when
-	// the store failed), on the middleware's clock.
+	// the store failed), on the middleware's clock; for Refunded, the
+	// refund's.
 	Latency time.Duration
 	// Fallback reports a decision made by a FailMode's Verdict.Result
 	// while the store was failing; Err then holds the store's error.
 	Fallback bool
-	// Err is the store's error for the Failed outcomes and a fallback,
-	// the reason for Invalid, and nil otherwise.
+	// Err is the store's error for the Failed outcomes, a fallback and a
+	// refund that failed, the reason for Invalid, and nil otherwise.
 	Err error
 }
 
 // Observer receives an Event for every request the middleware handles, after
 // the decision and before the response is written or the next handler
-// runs. It is called on the request's goroutine: keep it fast, and safe for
-// simultaneous use.
+// runs, and a second one (Outcome [Refunded]) for a request whose charge
+// the route's ChargeIf gave back after its handler returned. It is called
+// on the request's goroutine: keep it fast, and safe for simultaneous use.
 //
 // Metrics of the store calls come through the observer contract of package
 // store, as they do from every entry point: give the middleware a Store
