@@ -61,8 +61,8 @@ var failoverPolicy = algo.PerSecond(1).Burst(3)
 // in every run, the lag on loopback being a fraction of a millisecond).
 //
 // The control runs the same failover with the store's reloads off and
-// shows every key of the killed master still failing 5 s after the
-// promotion: the stall of go-redis issue #3979, which only the client's
+// shows the keys of the killed master still failing 5 s after the
+// promotion (all of them when the machine is idle, nine in ten required): the stall of go-redis issue #3979, which only the client's
 // periodic reload (ClusterStateReloadInterval, 60 s) would end. It calls
 // without pipelining, where a call to the dead master fails within
 // 0.4 s, so every key is tried again and again in those 5 s.
@@ -88,8 +88,11 @@ func TestClusterFailover(t *testing.T) {
 	}
 	t.Run("control: no reload", func(t *testing.T) {
 		f := runFailover(t, cl, redisstore.PipelineConfig{Disabled: true}, false)
-		if f.stalled < f.deadUnits || f.deadUnits == 0 {
-			t.Errorf("without reloads %d of the %d units on the killed master were not served in the 5 s after the promotion, and failed in the last 3; want all: the control shows no stall",
+		// Under a heavy CPU load a few keys were served (14 of 270 once, at
+		// a load average of 21 on 2 cores), so the control asks for nine
+		// in ten: with the reloads every key was served within 0.2 s.
+		if f.stalled*10 < f.deadUnits*9 || f.deadUnits == 0 {
+			t.Errorf("without reloads %d of the %d units on the killed master were not served in the 5 s after the promotion, and failed in the last 3; want at least nine in ten: the control shows no stall",
 				f.stalled, f.deadUnits)
 		}
 	})
