@@ -43,7 +43,11 @@ func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int,
 				entitled = cl.policy
 			}
 			pair := rand.New(rand.NewPCG(seed^0x9a1e5eed, uint64(i)))
-			c := &client{class: ci, name: fmt.Sprintf("%s %d", cl.name, i), key: cl.key(i), policy: cl.policy,
+			name := cl.name // a class of one is named by the class alone
+			if cl.count*scale > 1 {
+				name = fmt.Sprintf("%s %d", cl.name, i)
+			}
+			c := &client{class: ci, name: name, key: cl.key(i), policy: cl.policy,
 				entitled: entitled, gen: cl.gen(i, pair), rng: rand.New(rand.NewPCG(seed, streamID(cl.name, i)))}
 			r.clients = append(r.clients, c)
 			if r.focus == "" && cl.name == sc.Focus {

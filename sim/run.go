@@ -238,7 +238,7 @@ func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
 // client is one simulated user, device or attacker.
 type client struct {
 	class    int
-	name     string // class and index, as "mobile 0"
+	name     string // class and index, as "mobile 0", or the class of one
 	key      string
 	policy   algo.Policy
 	entitled algo.Policy

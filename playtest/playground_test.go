@@ -1,0 +1,161 @@
+package playtest
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// TestCountsMatchSimulator: the numbers on the page are the simulator's.
+// The summary table shows each algorithm's admitted and denied requests as
+// /api/run reports them, and zoomed on the boundary spike, where every
+// request has its own mark, the page draws one ▲ per admitted request and
+// one ✕ per denied one in view.
+func TestCountsMatchSimulator(t *testing.T) {
+	ctx := tab(t)
+	const view = "?scenario=boundary-spike&from=59&to=61"
+	open(t, ctx, view)
+	shot(t, ctx, "boundary-spike-zoomed")
+	api := apiRun(t, "?scenario=boundary-spike")
+	rows := summary(t, ctx)
+	if len(rows) != len(api.Runs) || len(rows) != 3 {
+		t.Fatalf("%d rows on the page, %d runs in the API", len(rows), len(api.Runs))
+	}
+	for i, r := range api.Runs {
+		tl := r.Timeline
+		want := row{Algo: r.Short, Admitted: fmt.Sprint(tl.Admitted), Denied: fmt.Sprint(tl.Denied),
+			Law: map[bool]string{true: "holds", false: "BROKEN"}[tl.Law.Holds], Bound: fmt.Sprint(tl.Law.Bound),
+			In: fmt.Sprint(tl.Law.Admitted), Total: fmt.Sprintf("%d / %d", r.Report.Total.Admitted, r.Report.Total.Denied)}
+		if rows[i] != want {
+			t.Errorf("summary row %d: page %+v, simulator %+v", i, rows[i], want)
+		}
+		var adm, den int
+		for _, q := range tl.Requests {
+			if q.At >= int64(59*time.Second) && q.At < int64(61*time.Second) {
+				if q.Allowed {
+					adm++
+				} else {
+					den++
+				}
+			}
+		}
+		drawn := eval[[]int](t, ctx, fmt.Sprintf(`[".mark.admitted", ".mark.denied"].map(s =>
+			document.querySelectorAll('.chart[data-algo=%q] ' + s).length)`, r.Short))
+		if len(drawn) != 2 || drawn[0] != adm || drawn[1] != den {
+			t.Errorf("%s in [59s, 61s): page draws %v admitted and denied marks, simulator has %d and %d", r.Short, drawn, adm, den)
+		}
+		if r.Short == "fixed" && adm != 199 {
+			t.Errorf("fixed window admitted %d in [59s, 61s), want the spike's 199", adm)
+		}
+	}
+	// Every mark says what happened to its request.
+	title := eval[string](t, ctx, `document.querySelector('.chart[data-algo="fixed"] .mark.denied title').textContent`)
+	if !strings.Contains(title, "denied, retry after") {
+		t.Errorf("a denied mark's title is %q", title)
+	}
+}
+
+// TestWorstIntervalHighlight: the hatched worst interval is drawn exactly
+// when the simulator says the law broke: for the fixed window on the
+// boundary spike and for token buckets kept per instance, never for the
+// token bucket on a shared store. One click zooms on it.
+func TestWorstIntervalHighlight(t *testing.T) {
+	ctx := tab(t)
+	for _, query := range []string{"?scenario=boundary-spike", "?scenario=abuser&topology=per-instance&algos=token"} {
+		open(t, ctx, query)
+		api := apiRun(t, query)
+		for _, r := range api.Runs {
+			n := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll('.chart[data-algo=%q] rect.worst').length`, r.Short))
+			if want := map[bool]int{true: 0, false: 1}[r.Timeline.Law.Holds]; n != want {
+				t.Errorf("%s %s: %d worst-interval highlights, want %d (law holds: %v)", query, r.Short, n, want, r.Timeline.Law.Holds)
+			}
+		}
+		if query == "?scenario=boundary-spike" {
+			if api.Runs[0].Short != "token" || !api.Runs[0].Timeline.Law.Holds || api.Runs[1].Short != "fixed" || api.Runs[1].Timeline.Law.Holds {
+				t.Fatalf("the boundary spike should break the law under the fixed window only: %+v", api.Runs)
+			}
+		}
+	}
+	// Back to the landing view, then one click on the worst interval.
+	open(t, ctx, "")
+	loc := get(t, ctx, chromedp.Location())
+	if !strings.Contains(loc, "scenario=boundary-spike") {
+		t.Errorf("landing view is %s", loc)
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("zoom-worst")), ready(2))
+	loc = get(t, ctx, chromedp.Location())
+	fixed := apiRun(t, "?scenario=boundary-spike").Runs[1].Timeline
+	u, _ := url.Parse(loc)
+	from, _ := strconv.ParseFloat(u.Query().Get("from"), 64)
+	to, _ := strconv.ParseFloat(u.Query().Get("to"), 64)
+	if time.Duration(from*1e9) != time.Duration(fixed.Zoom.From) || time.Duration(to*1e9) != time.Duration(fixed.Zoom.To) {
+		t.Errorf("zoomed to %s, want the fixed window's zoom [%v, %v]", loc, time.Duration(fixed.Zoom.From), time.Duration(fixed.Zoom.To))
+	}
+	width := eval[float64](t, ctx, `document.querySelector('.chart[data-algo="fixed"] rect.worst').getBBox().width`)
+	if width < 200 {
+		t.Errorf("zoomed, the worst interval is %.0f px wide", width)
+	}
+	shot(t, ctx, "zoom-on-worst")
+}
+
+// TestControlsMakeASharedURL: a learner draws traffic of their own with
+// the keyboard and the mouse, and the address bar then reproduces the view
+// in a fresh tab: the same table, the same charts.
+func TestControlsMakeASharedURL(t *testing.T) {
+	ctx := tab(t)
+	open(t, ctx, "")
+	// Every control has a label.
+	unlabelled := eval[[]string](t, ctx, `[...document.querySelectorAll("#controls input, #controls select, #controls textarea, #zoom input")]
+		.filter(e => !(e.labels && e.labels.length) && !e.getAttribute("aria-label")).map(e => e.outerHTML)`)
+	if len(unlabelled) > 0 {
+		t.Errorf("controls without a label: %v", unlabelled)
+	}
+	do(t, ctx,
+		chromedp.SetValue(chromedp.ID("scenario"), "custom"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("#scenario").dispatchEvent(new Event("change", {bubbles: true}))`),
+		ready(2),
+		chromedp.WaitVisible(chromedp.ID("clients")),
+		chromedp.Clear(chromedp.ID("clients")),
+		chromedp.SendKeys(chromedp.ID("clients"), "50 at 29.8s over 150ms\n50 at 30.05s over 150ms\nevery 3s"),
+		chromedp.SendKeys(chromedp.ID("clients"), kb.Tab), // leaving the field runs it
+		ready(3),
+		chromedp.Clear(chromedp.ID("capacity")),
+		chromedp.SendKeys(chromedp.ID("capacity"), "50"+kb.Tab),
+		ready(4),
+		chromedp.Clear(chromedp.ID("rate")),
+		chromedp.SendKeys(chromedp.ID("rate"), "50/m"+kb.Tab),
+		ready(5),
+		chromedp.Click(chromedp.CSS(`input[name=topology][value="per-instance"]`)),
+		ready(6),
+	)
+	loc := get(t, ctx, chromedp.Location())
+	for _, want := range []string{"scenario=custom", "client=50+at+29.8s", "capacity=50", "rate=50%2Fm", "topology=per-instance"} {
+		if !strings.Contains(loc, want) {
+			t.Errorf("URL %s lacks %s", loc, want)
+		}
+	}
+	rows := summary(t, ctx)
+	api := apiRun(t, "?"+strings.SplitN(loc, "?", 2)[1])
+	if len(rows) != 3 || rows[1].Algo != "fixed" || rows[1].Law != "BROKEN" || rows[1].Admitted != fmt.Sprint(api.Runs[1].Timeline.Admitted) {
+		t.Errorf("custom spike across the 60 s window's boundary: %+v", rows)
+	}
+	labels := eval[[]string](t, ctx, `[...document.querySelectorAll("#charts svg")].map(s => s.getAttribute("aria-label"))`)
+	shot(t, ctx, "custom-traffic")
+
+	// The same URL in a fresh tab: the same view.
+	other := tab(t)
+	open(t, other, strings.TrimPrefix(loc, baseURL+"/"))
+	if again := summary(t, other); fmt.Sprint(again) != fmt.Sprint(rows) {
+		t.Errorf("the shared URL shows %+v, the original %+v", again, rows)
+	}
+	labels2 := eval[[]string](t, other, `[...document.querySelectorAll("#charts svg")].map(s => s.getAttribute("aria-label"))`)
+	if fmt.Sprint(labels2) != fmt.Sprint(labels) || len(labels) != 3 {
+		t.Errorf("charts differ:\n%v\n%v", labels, labels2)
+	}
+}
