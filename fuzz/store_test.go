@@ -33,14 +33,21 @@ func FuzzKeys(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, key, other string) {
 		ctx := context.Background()
 		// A fresh namespace per input, so inputs do not share buckets.
-		lim, err := store.NewLimiter(ms, algo.PerHour(1).Burst(1), store.LimiterConfig{Prefix: strconv.FormatInt(n.Add(1), 10) + "/" + prefix})
+		full := strconv.FormatInt(n.Add(1), 10) + "/" + prefix
+		lim, err := store.NewLimiter(ms, algo.PerHour(1).Burst(1), store.LimiterConfig{Prefix: full})
 		if err != nil {
 			t.Fatal(err)
 		}
 		first, err := lim.Allow(ctx, key)
-		if key == "" {
+		switch {
+		case key == "":
 			if !errors.Is(err, store.ErrEmptyKey) {
 				t.Fatalf("Allow(%q) with prefix %q: error %v, want ErrEmptyKey", key, prefix, err)
+			}
+			return
+		case len(full)+len(key) > store.DefaultMaxKeyLen:
+			if !errors.Is(err, store.ErrKeyTooLong) {
+				t.Fatalf("Allow(%q) with prefix %q: error %v, want ErrKeyTooLong", key, prefix, err)
 			}
 			return
 		}
@@ -50,7 +57,7 @@ func FuzzKeys(f *testing.F) {
 		if again, err := lim.Allow(ctx, key); err != nil || again.Allowed {
 			t.Fatalf("second Allow(%q) = %+v, %v; want denied (capacity 1)", key, again, err)
 		}
-		if other == key || other == "" {
+		if other == key || other == "" || len(full)+len(other) > store.DefaultMaxKeyLen {
 			return
 		}
 		if r, err := lim.Allow(ctx, other); err != nil || !r.Allowed {
