@@ -55,7 +55,8 @@ func openRedisBackend(ctx context.Context, rf *redisFlags, prefix string) (*back
 	}
 	sent := &cmdCounter{}
 	rdb.AddHook(sent)
-	rs, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix, Timeout: rf.timeout, Pipeline: redisstore.PipelineConfig{Disabled: rf.noPipeline}})
+	rs, err := redisstore.New(rdb, redisstore.Config{Prefix: prefix, Timeout: rf.timeout, Pipeline: redisstore.PipelineConfig{Disabled: rf.noPipeline},
+		Observer: rf.observer})
 	if err != nil {
 		rdb.Close()
 		if errors.Is(err, redisstore.ErrHashTagPrefix) {

@@ -49,6 +49,7 @@ Examples:
   ratebucket demo -n 600 --qps 100 --capacity 20 --rate 10   (watch the refill)
   ratebucket demo --per-instance --instances 3
   ratebucket demo --serve --port 8080   then: curl -i localhost:8080/api/feed
+                                        and:  curl localhost:8080/metrics
   ratebucket demo --serve -n 0 --port 8080 --redis 127.0.0.1:6379 \
       --timeout 150ms
     then stop Redis:  curl -i localhost:8080/api/feed            (200)
@@ -64,7 +65,7 @@ Examples:
 		fs.StringVar(&cfg.user, "user", "test-user", "user id the load generator sends in --user-header (empty: anonymous, keyed by IP)")
 		fs.StringVar(&cfg.userHeader, "user-header", "x-user-id", "request `header` the demo trusts as the user id (demo only; empty: never)")
 		fs.BoolVar(&cfg.perInstance, "per-instance", false, "give each instance its own memstore (shows N instances admitting N× the limit)")
-		fs.BoolVar(&cfg.serve, "serve", false, "keep the instances up until interrupted, for your own ab, wrk or curl")
+		fs.BoolVar(&cfg.serve, "serve", false, "keep the instances up until interrupted, for your own ab, wrk or curl; each serves GET /metrics (Prometheus text)")
 		fs.IntVar(&cfg.port, "port", 0, "port of the first instance, the next ones follow (0: any free ports)")
 		fs.DurationVar(&rf.timeout, "timeout", 0, "bound on each Redis call, after which it counts as a store failure (0: redisstore's default, 1s)")
 		fs.StringVar(&cfg.fail, "fail", "open", "what GET /api/feed does while the store fails: open (serve) or closed (503); POST /api/login is always closed")

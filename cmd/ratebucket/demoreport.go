@@ -133,6 +133,7 @@ func runDemo(ctx context.Context, e *env, cfg *demoConfig) error {
 	fmt.Fprintf(e.stdout, "        POST /api/login fail-closed (503 while the store fails)\n")
 	fmt.Fprintf(e.stdout, "try: curl -i%s %s/api/feed\n", hdr, f.urls[0])
 	fmt.Fprintf(e.stdout, " or: ab -n 1000 -c 200%s %s/api/feed\n", hdr, f.urls[0])
+	fmt.Fprintf(e.stdout, "metrics (Prometheus text, the whole process): curl %s/metrics\n", f.urls[0])
 	if f.backends[0].onRedis() {
 		key, err := demoKey(cfg)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
+	"github.com/ratebucket/ratebucket/internal/promtext"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 )
@@ -23,14 +24,15 @@ type demoFleet struct {
 	servers  []*http.Server
 	backends []*backend // one shared, or one per instance
 	obs      *demoObserver
-	prefix   string         // redisstore prefix of this run's keys
-	serving  sync.WaitGroup // the servers' Serve loops
+	metrics  *promtext.Registry // served at /metrics
+	prefix   string             // redisstore prefix of this run's keys
+	serving  sync.WaitGroup     // the servers' Serve loops
 }
 
 // startFleet opens the stores and starts cfg.instances servers on loopback.
 // The caller must call stop.
 func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err error) {
-	f = &demoFleet{obs: &demoObserver{}, prefix: "rb:demo:" + runID() + ":"}
+	f = &demoFleet{obs: &demoObserver{}, metrics: &promtext.Registry{}, prefix: "rb:demo:" + runID() + ":"}
 	defer func() {
 		if err != nil {
 			f.stop()
@@ -41,6 +43,7 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 		stores = cfg.instances // a memstore each, or a Redis client each
 	}
 	cfg.redis.poolSize = (cfg.c + cfg.instances - 1) / cfg.instances // what reaches one instance
+	cfg.redis.observer = f.metrics                                   // pipeline batch sizes
 	for range stores {
 		be, err := openBackend(ctx, cfg.redis, f.prefix)
 		if err != nil {
@@ -52,7 +55,7 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 	for i := range cfg.instances {
 		be := f.backends[i%len(f.backends)]
 		hc := demoLimits(cfg)
-		hc.Store, hc.Observer, hc.Logger = be.store, f.obs, logger
+		hc.Store, hc.Observer, hc.Logger = f.observedStore(be), f.obs, logger
 		if cfg.fail == "closed" {
 			hc.Fail = httplimit.FailClosed(time.Second)
 		}
@@ -67,6 +70,7 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 		mux := http.NewServeMux()
 		mux.Handle("GET /api/feed", mw.Handler(http.HandlerFunc(feed)))
 		mux.Handle("POST /api/login", login.Handler(http.HandlerFunc(feed)))
+		mux.Handle("GET /metrics", f.metrics)
 		addr := "127.0.0.1:0"
 		if cfg.port != 0 {
 			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.port+i))

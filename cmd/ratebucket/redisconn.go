@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // connectTimeout bounds the first PING: an unreachable Redis is reported
@@ -29,6 +31,9 @@ type redisFlags struct {
 	// timeout bounds each store call (redisstore.Config.Timeout; demo
 	// --timeout); 0 is redisstore's default.
 	timeout time.Duration
+	// observer, when set, receives redisstore's pipeline batch sizes
+	// (demo's /metrics).
+	observer store.Observer
 }
 
 // addRedisFlags registers --redis and --cluster on fs. what says what the

@@ -1,0 +1,74 @@
+package promtext
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// feed sends one event of every kind, and label values that need
+// escaping.
+func feed(o store.Observer) {
+	ctx := context.Background()
+	d := store.Decision{Op: store.OpTake, Store: "redis", Policy: "login", Route: "POST /login", Cost: 1}
+	for _, e := range []struct {
+		out     store.Outcome
+		latency time.Duration
+	}{{store.OutcomeAllowed, 3 * time.Microsecond}, {store.OutcomeAllowed, 0}, {store.OutcomeDenied, 700 * time.Microsecond},
+		{store.OutcomeShadowDenied, 0}, {store.OutcomeError, 3 * time.Second}} {
+		d.Outcome, d.Latency, d.Timed = e.out, e.latency, e.latency > 0
+		o.ObserveDecision(ctx, d)
+	}
+	o.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: store.OutcomeAllowed, Store: "memory", Route: "GET /q\"uote\\d\n"})
+	o.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerClosed, To: store.BreakerOpen, Err: errors.New("down")})
+	o.ObserveDenyCacheHit(ctx, store.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
+	o.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 1})
+	o.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 70})
+}
+
+// TestWriteTo checks the exposition of a few families line by line; the
+// whole of it is checked against client_golang in contrib/prometheus.
+func TestWriteTo(t *testing.T) {
+	var r Registry
+	var empty strings.Builder
+	if n, err := r.WriteTo(&empty); n != 0 || err != nil {
+		t.Fatalf("empty registry wrote %d bytes (%v)", n, err)
+	}
+	feed(&r)
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if ct := w.Header().Get("Content-Type"); ct != ContentType {
+		t.Errorf("Content-Type %q", ct)
+	}
+	out := w.Body.String()
+	for _, line := range []string{
+		"# TYPE ratebucket_decisions_total counter",
+		`ratebucket_decisions_total{policy="login",result="allowed",route="POST /login",store="redis"} 2`,
+		`ratebucket_decisions_total{policy="login",result="shadow_denied",route="POST /login",store="redis"} 1`,
+		`ratebucket_decisions_total{policy="",result="allowed",route="GET /q\"uote\\d\n",store="memory"} 1`,
+		`ratebucket_breaker_state{state="open",store="redis"} 1`,
+		`ratebucket_breaker_state{state="closed",store="redis"} 0`,
+		`ratebucket_breaker_transitions_total{from="closed",store="redis",to="open"} 1`,
+		`ratebucket_denycache_hits_total{policy="login",route="POST /login",store="redis"} 1`,
+		`ratebucket_pipeline_batch_size_bucket{store="redis",le="64"} 1`,
+		`ratebucket_pipeline_batch_size_bucket{store="redis",le="128"} 2`,
+		`ratebucket_pipeline_batch_size_sum{store="redis"} 71`,
+		`ratebucket_store_latency_seconds_bucket{store="redis",le="2.5e-06"} 0`,
+		`ratebucket_store_latency_seconds_bucket{store="redis",le="5e-06"} 1`,
+		`ratebucket_store_latency_seconds_bucket{store="redis",le="+Inf"} 3`,
+		`ratebucket_store_latency_seconds_count{store="redis"} 3`,
+		`ratebucket_store_latency_seconds_count{store="memory"} 0`,
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("no line %s in\n%s", line, out)
+		}
+	}
+	if n, _ := r.WriteTo(&strings.Builder{}); n != int64(len(out)) {
+		t.Errorf("WriteTo reports %d bytes, wrote %d", n, len(out))
+	}
+}
