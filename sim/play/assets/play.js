@@ -228,7 +228,7 @@ function requestTitle(tl, q) {
 
 function chart(run, from, to, W) {
   const tl = run.timeline, a = ALGOS[run.short];
-  const ML = 48, MR = 28, TOP = 16, H = 150, S = 36, PW = W - ML - MR;
+  const ML = 48, MR = 28, TOP = 16, H = 120, S = 36, PW = W - ML - MR;
   const HT = TOP + H + S + 22;
   const box = html("figure", { class: "chart", "data-algo": run.short });
   const h3 = html("h3", {}, box, a.label + " ");
