@@ -117,7 +117,8 @@ func panel(b io.Writer, tl *Timeline, from, to time.Duration, y int, label strin
 				(x0+x1)/2, y+panelH/2, l.Admitted, ms3(l.To-l.From), l.Bound)
 		}
 	}
-	// Window boundaries, dashed, with each window's admitted count.
+	// Window boundaries, dashed, with the admitted count of each window
+	// that has one.
 	if tl.Window > 0 && (to-from)/tl.Window <= maxGrid {
 		first := tl.WindowStart + max((from-tl.WindowStart+tl.Window-1)/tl.Window, 0)*tl.Window
 		for at := first; at <= to; at += tl.Window {
@@ -125,7 +126,7 @@ func panel(b io.Writer, tl *Timeline, from, to time.Duration, y int, label strin
 		}
 		for _, win := range tl.Windows {
 			wx := x(min(win.To, to)) - x(max(win.From, from))
-			if win.To <= from || win.From >= to || wx < 30 {
+			if win.To <= from || win.From >= to || wx < 30 || win.Admitted == 0 {
 				continue
 			}
 			text := fmt.Sprint(win.Admitted)

@@ -265,7 +265,7 @@ function chart(run, from, to, W) {
     const first = tl.window_start + Math.max(Math.ceil((from - tl.window_start) / tl.window), 0) * tl.window;
     for (let t = first; t <= to; t += tl.window) el("line", { class: "boundary", x1: x(t), x2: x(t), y1: TOP, y2: TOP + H + S }, g);
     for (const w of tl.windows || []) {
-      if (w.to <= from || w.from >= to) continue;
+      if (w.to <= from || w.from >= to || !w.admitted) continue;
       const wx0 = x(Math.max(w.from, from)), wx1 = x(Math.min(w.to, to));
       if (wx1 - wx0 < 28) continue;
       el("text", { x: (wx0 + wx1) / 2, y: TOP + 11, "text-anchor": "middle", class: "window-count" }, g,
