@@ -209,19 +209,12 @@ func ParseView(q url.Values) (View, error) {
 		}
 		v.Base.Topology = t
 	}
-	ints := []struct {
-		name   string
-		dst    *int
-		lo, hi int
-	}{{"instances", &v.Base.Instances, 1, MaxInstances}}
-	for _, f := range ints {
-		if s := q.Get(f.name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < f.lo || n > f.hi {
-				return bad("%s %q: want %d to %d", f.name, s, f.lo, f.hi)
-			}
-			*f.dst = n
+	if s := q.Get("instances"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxInstances {
+			return bad("instances %q: want 1 to %d", s, MaxInstances)
 		}
+		v.Base.Instances = n
 	}
 	if s := q.Get("seed"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)

@@ -211,6 +211,15 @@ function niceStep(spanNs, n) {
   return 10 * p;
 }
 
+// timeStep is niceStep for a time axis: past a second, steps a clock
+// reader expects (15 s, 30 s, 1 min, 2 min, 5 min, …).
+function timeStep(spanNs, n) {
+  const raw = spanNs / n;
+  if (raw <= SEC) return niceStep(spanNs, n);
+  for (const s of [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600]) if (s * SEC >= raw) return s * SEC;
+  return Math.ceil(raw / (3600 * SEC)) * 3600 * SEC;
+}
+
 function lowerBound(arr, at) { // first index with arr[i].at >= at
   let lo = 0, hi = arr.length;
   while (lo < hi) {
@@ -322,7 +331,7 @@ function chart(run, from, to, W) {
   for (const v of [0, cap / 2, cap]) el("text", { x: ML - 5, y: y(v) + 4, "text-anchor": "end" }, svg, String(+v.toFixed(1)));
   el("text", { x: ML - 5, y: ya + 9, "text-anchor": "end", fill: "#009E73" }, svg, "▲");
   el("text", { x: ML - 5, y: yd + 9, "text-anchor": "end", fill: "#D55E00" }, svg, "✕");
-  const step = niceStep(to - from, Math.max(4, Math.floor(PW / 110)));
+  const step = timeStep(to - from, Math.max(4, Math.floor(PW / 110)));
   for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
     el("line", { x1: x(t), x2: x(t), y1: TOP + H + S, y2: TOP + H + S + 4, stroke: "#000" }, svg);
     el("text", { x: x(t), y: TOP + H + S + 16, "text-anchor": "middle" }, svg, fmtDur(t));
