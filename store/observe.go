@@ -382,28 +382,26 @@ func (w *observed) begin() time.Duration {
 	return time.Since(epoch)
 }
 
-// decision returns the event of a call that began at t0 (see begin).
-func (w *observed) decision(op Op, t0 time.Duration, cost int64, err error) Decision {
-	d := Decision{Op: op, Store: w.name, Cost: cost, Outcome: OutcomeError, Err: err}
+// report sends the event of a call of request i (-1: a single call),
+// begun at t0 (see begin), that admitted or not, or failed with err. The
+// event is built in place and passed once: it is large enough for copies
+// to show beside a memstore Take.
+func (w *observed) report(ctx context.Context, op Op, t0 time.Duration, i int, cost int64, allowed bool, err error) {
+	var d Decision
+	d.Op, d.Store, d.Cost = op, w.name, cost
 	if t0 >= 0 {
 		d.Latency, d.Timed = time.Since(epoch)-t0, true
 		if slow := d.Latency >= slowCall; slow != w.slow.Load() {
 			w.slow.Store(slow)
 		}
 	}
-	return d
-}
-
-// report sends the event of a call of request i (-1: a single call) that
-// admitted or not, or failed with err.
-func (w *observed) report(ctx context.Context, op Op, t0 time.Duration, i int, cost int64, allowed bool, err error) {
-	d := w.decision(op, t0, cost, err)
 	l := labelsOf(ctx)
 	if l != nil {
 		d.Route, d.Policy = l.Route, l.policy(i)
 	}
 	switch {
 	case err != nil:
+		d.Outcome, d.Err = OutcomeError, err
 	case allowed:
 		d.Outcome = OutcomeAllowed
 	case l != nil && l.Shadow:

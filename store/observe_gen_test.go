@@ -99,7 +99,7 @@ func genWrappers() []byte {
 				types, vals = append(types, o.typ), append(vals, "w")
 			}
 		}
-		fmt.Fprintf(&b, "\tcase %d:\n\t\treturn struct {\n\t\t\t%s\n\t\t}{%s}\n", mask, strings.Join(types, "\n\t\t\t"), strings.Join(vals, ", "))
+		fmt.Fprintf(&b, "\tcase %d:\n\t\treturn &struct {\n\t\t\t%s\n\t\t}{%s}\n", mask, strings.Join(types, "\n\t\t\t"), strings.Join(vals, ", "))
 	}
 	b.WriteString("\t}\n\tpanic(\"store: Observe: unknown interface set\")\n}\n")
 	src, err := format.Source(b.Bytes())

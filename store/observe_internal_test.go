@@ -179,3 +179,30 @@ func TestObserveTiming(t *testing.T) {
 		t.Fatal("still slow after fast calls")
 	}
 }
+
+// BenchmarkObserveLayers measures what each layer of an observed call
+// costs over a store that does nothing: the wrapper's struct (which shows
+// the optional interfaces), the observed methods, and the report.
+func BenchmarkObserveLayers(b *testing.B) {
+	f := nopStore{}
+	w := &observed{s: f, name: "x", o: ObserverFuncs{}, every: sampleOneIn}
+	shown := w.wrap(w.optional())
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		s    Store
+	}{{"bare", f}, {"observed", w}, {"wrapped", shown}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				bc.s.Take(ctx, "k", algo.Policy{}, 1)
+			}
+		})
+	}
+}
+
+// nopStore admits everything and does nothing else.
+type nopStore struct{}
+
+func (nopStore) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+	return algo.Result{Allowed: true}, nil
+}

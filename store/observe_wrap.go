@@ -35,95 +35,95 @@ func (w *observed) optional() uint {
 func (w *observed) wrap(mask uint) Store {
 	switch mask {
 	case 0:
-		return struct {
+		return &struct {
 			Store
 		}{w}
 	case 1:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 		}{w, w}
 	case 2:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 		}{w, w}
 	case 3:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
 		}{w, w, w}
 	case 4:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 		}{w, w}
 	case 5:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
 		}{w, w, w}
 	case 6:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
 		}{w, w, w}
 	case 7:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
 			AtMostTaker
 		}{w, w, w, w}
 	case 8:
-		return struct {
+		return &struct {
 			Store
 			Reserver
 		}{w, w}
 	case 9:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Reserver
 		}{w, w, w}
 	case 10:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			Reserver
 		}{w, w, w}
 	case 11:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
 			Reserver
 		}{w, w, w, w}
 	case 12:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 			Reserver
 		}{w, w, w}
 	case 13:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
 			Reserver
 		}{w, w, w, w}
 	case 14:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
 			Reserver
 		}{w, w, w, w}
 	case 15:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -131,51 +131,51 @@ func (w *observed) wrap(mask uint) Store {
 			Reserver
 		}{w, w, w, w, w}
 	case 16:
-		return struct {
+		return &struct {
 			Store
 			Leaser
 		}{w, w}
 	case 17:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Leaser
 		}{w, w, w}
 	case 18:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			Leaser
 		}{w, w, w}
 	case 19:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
 			Leaser
 		}{w, w, w, w}
 	case 20:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 			Leaser
 		}{w, w, w}
 	case 21:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
 			Leaser
 		}{w, w, w, w}
 	case 22:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
 			Leaser
 		}{w, w, w, w}
 	case 23:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -183,27 +183,27 @@ func (w *observed) wrap(mask uint) Store {
 			Leaser
 		}{w, w, w, w, w}
 	case 24:
-		return struct {
+		return &struct {
 			Store
 			Reserver
 			Leaser
 		}{w, w, w}
 	case 25:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Reserver
 			Leaser
 		}{w, w, w, w}
 	case 26:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			Reserver
 			Leaser
 		}{w, w, w, w}
 	case 27:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -211,14 +211,14 @@ func (w *observed) wrap(mask uint) Store {
 			Leaser
 		}{w, w, w, w, w}
 	case 28:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 			Reserver
 			Leaser
 		}{w, w, w, w}
 	case 29:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
@@ -226,7 +226,7 @@ func (w *observed) wrap(mask uint) Store {
 			Leaser
 		}{w, w, w, w, w}
 	case 30:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
@@ -234,7 +234,7 @@ func (w *observed) wrap(mask uint) Store {
 			Leaser
 		}{w, w, w, w, w}
 	case 31:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -243,51 +243,51 @@ func (w *observed) wrap(mask uint) Store {
 			Leaser
 		}{w, w, w, w, w, w}
 	case 32:
-		return struct {
+		return &struct {
 			Store
 			io.Closer
 		}{w, w}
 	case 33:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			io.Closer
 		}{w, w, w}
 	case 34:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			io.Closer
 		}{w, w, w}
 	case 35:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
 			io.Closer
 		}{w, w, w, w}
 	case 36:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 			io.Closer
 		}{w, w, w}
 	case 37:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
 			io.Closer
 		}{w, w, w, w}
 	case 38:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
 			io.Closer
 		}{w, w, w, w}
 	case 39:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -295,27 +295,27 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 40:
-		return struct {
+		return &struct {
 			Store
 			Reserver
 			io.Closer
 		}{w, w, w}
 	case 41:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Reserver
 			io.Closer
 		}{w, w, w, w}
 	case 42:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			Reserver
 			io.Closer
 		}{w, w, w, w}
 	case 43:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -323,14 +323,14 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 44:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 			Reserver
 			io.Closer
 		}{w, w, w, w}
 	case 45:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
@@ -338,7 +338,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 46:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
@@ -346,7 +346,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 47:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -355,27 +355,27 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w, w}
 	case 48:
-		return struct {
+		return &struct {
 			Store
 			Leaser
 			io.Closer
 		}{w, w, w}
 	case 49:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Leaser
 			io.Closer
 		}{w, w, w, w}
 	case 50:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			Leaser
 			io.Closer
 		}{w, w, w, w}
 	case 51:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -383,14 +383,14 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 52:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 			Leaser
 			io.Closer
 		}{w, w, w, w}
 	case 53:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
@@ -398,7 +398,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 54:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
@@ -406,7 +406,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 55:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -415,14 +415,14 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w, w}
 	case 56:
-		return struct {
+		return &struct {
 			Store
 			Reserver
 			Leaser
 			io.Closer
 		}{w, w, w, w}
 	case 57:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Reserver
@@ -430,7 +430,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 58:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			Reserver
@@ -438,7 +438,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 59:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder
@@ -447,7 +447,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w, w}
 	case 60:
-		return struct {
+		return &struct {
 			Store
 			AtMostTaker
 			Reserver
@@ -455,7 +455,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w}
 	case 61:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			AtMostTaker
@@ -464,7 +464,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w, w}
 	case 62:
-		return struct {
+		return &struct {
 			Store
 			Refunder
 			AtMostTaker
@@ -473,7 +473,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w, w}
 	case 63:
-		return struct {
+		return &struct {
 			Store
 			MultiTaker
 			Refunder

@@ -8,6 +8,7 @@ package obscache
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Key is a label set of the observer contract. Every field comes from
@@ -19,17 +20,66 @@ type Key struct {
 // Cache maps keys to the values New makes, once per key. Reads take no lock:
 // the map is replaced, never changed, when a key is added. The zero value is
 // not usable: set New.
+//
+// In front of the map sits a small table indexed by the strings' addresses:
+// label values come from configuration, so each event of one label set
+// carries the very same strings, and finding them there costs a few
+// multiplications and comparisons instead of hashing three strings. A key
+// whose strings live elsewhere (built anew for each call) is still found,
+// in the map; the table keeps the first keys that claim each of its slots.
 type Cache[V any] struct {
 	// New makes the value of a key the first time it is asked for.
 	New func(Key) *V
 
-	m  atomic.Pointer[map[Key]*V]
-	mu sync.Mutex // serialises additions
+	fast [fastSlots]atomic.Pointer[entry[V]]
+	m    atomic.Pointer[map[Key]*V]
+	mu   sync.Mutex // serialises additions
+}
+
+const fastSlots = 64 // a power of two
+
+type entry[V any] struct {
+	k Key // holds the strings, so their addresses cannot be reused
+	v *V
+}
+
+// slot returns the table slot of k's strings' addresses and lengths.
+func slot(k Key) int {
+	h := addr(k.Policy)*0x9e3779b97f4a7c15 ^ addr(k.Route)*0xc2b2ae3d27d4eb4f ^ addr(k.Store)*0x165667b19e3779f9
+	return int((h ^ h>>29) & (fastSlots - 1))
+}
+
+// addr returns s's address plus its length, or 0 for an empty string,
+// whose address means nothing.
+func addr(s string) uint64 {
+	if len(s) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.StringData(s)))) + uint64(len(s))
+}
+
+// same reports whether a and b are the same strings: equal, and at the
+// same addresses (a string's bytes never change).
+func same(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b))
 }
 
 // Get returns k's value, making it on first use. It is safe for
-// simultaneous use.
+// simultaneous use, and allocates nothing once k's value is made.
 func (c *Cache[V]) Get(k Key) *V {
+	f := &c.fast[slot(k)]
+	if e := f.Load(); e != nil && same(e.k.Policy, k.Policy) && same(e.k.Route, k.Route) && same(e.k.Store, k.Store) {
+		return e.v
+	}
+	v := c.get(k)
+	if f.Load() == nil {
+		f.CompareAndSwap(nil, &entry[V]{k, v}) // at most fastSlots allocations, ever
+	}
+	return v
+}
+
+// get finds or makes k's value in the map.
+func (c *Cache[V]) get(k Key) *V {
 	if m := c.m.Load(); m != nil {
 		if v, ok := (*m)[k]; ok {
 			return v

@@ -36,3 +36,22 @@ func TestGet(t *testing.T) {
 		t.Fatalf("Get allocates %v times", a)
 	}
 }
+
+// TestGetEqualStrings checks that keys of equal strings at other addresses
+// get the same value as the first, through the map, and that a slot taken
+// by one key leaves the others correct.
+func TestGetEqualStrings(t *testing.T) {
+	c := Cache[string]{New: func(k Key) *string { s := k.Policy + "|" + k.Route + "|" + k.Store; return &s }}
+	built := func(s string) string { return string([]byte(s)) } // same bytes, another address
+	for i := range 500 {
+		p := "policy" + string(rune('a'+i%26))
+		for _, k := range []Key{{p, "GET /", "redis"}, {built(p), built("GET /"), built("redis")}} {
+			if got, want := *c.Get(k), k.Policy+"|"+k.Route+"|"+k.Store; got != want {
+				t.Fatalf("Get(%+v) = %q, want %q", k, got, want)
+			}
+		}
+	}
+	if n := len(*c.m.Load()); n != 26 {
+		t.Fatalf("%d values made, want 26", n)
+	}
+}
