@@ -53,7 +53,9 @@ func conform(t *testing.T, rdb redis.UniversalClient) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-				return newStore(t, rdb, redisstore.Config{Clock: clk, Pipeline: m.cfg})
+				// Timeout: the default second is real time, which a
+				// queued call can outwait on a busy machine.
+				return newStore(t, rdb, redisstore.Config{Clock: clk, Timeout: patience, Pipeline: m.cfg})
 			})
 		})
 	}
