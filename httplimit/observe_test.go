@@ -3,6 +3,8 @@ package httplimit
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -77,5 +79,31 @@ func TestObservedStore(t *testing.T) {
 				t.Errorf("second request:\n%s want\n%s", got, tc.second)
 			}
 		})
+	}
+}
+
+// BenchmarkObservedMiddleware is BenchmarkMiddleware's one-limit case over
+// an observed store: what the labels add to a request (one allocation) and
+// the observed store call.
+func BenchmarkObservedMiddleware(b *testing.B) {
+	big := algo.PerSecond(algo.MaxPerSecond).Burst(algo.MaxCapacity / 1000)
+	var n int
+	counting := store.ObserverFuncs{Decision: func(context.Context, store.Decision) { n++ }}
+	m, err := New(Config{Store: store.Observe(newStore(b, newClock()), "memory", counting), Limits: []Limit{{Name: "burst", Policy: big}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	reqs := make([]*http.Request, 1024)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil)
+		reqs[i].RemoteAddr = "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ":1"
+	}
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		clear(w.Header())
+		h.ServeHTTP(w, reqs[i%len(reqs)])
 	}
 }

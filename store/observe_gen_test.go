@@ -92,7 +92,7 @@ func genWrappers() []byte {
 	b.WriteString("\treturn mask\n}\n\n")
 	b.WriteString("// wrap returns w showing Store and exactly the optional interfaces in\n// mask.\n")
 	b.WriteString("func (w *observed) wrap(mask uint) Store {\n\tswitch mask {\n")
-	for mask := range 1 << len(optional) {
+	for mask := range 1<<len(optional) - 1 {
 		types, vals := []string{"Store"}, []string{"w"}
 		for i, o := range optional {
 			if mask&(1<<i) != 0 {
@@ -101,6 +101,9 @@ func genWrappers() []byte {
 		}
 		fmt.Fprintf(&b, "\tcase %d:\n\t\treturn &struct {\n\t\t\t%s\n\t\t}{%s}\n", mask, strings.Join(types, "\n\t\t\t"), strings.Join(vals, ", "))
 	}
+	// A store with every optional interface is shown by w itself, whose
+	// methods are exactly those: no struct, and one call less per call.
+	fmt.Fprintf(&b, "\tcase %d:\n\t\treturn w\n", 1<<len(optional)-1)
 	b.WriteString("\t}\n\tpanic(\"store: Observe: unknown interface set\")\n}\n")
 	src, err := format.Source(b.Bytes())
 	if err != nil {

@@ -473,15 +473,7 @@ func (w *observed) wrap(mask uint) Store {
 			io.Closer
 		}{w, w, w, w, w, w}
 	case 63:
-		return &struct {
-			Store
-			MultiTaker
-			Refunder
-			AtMostTaker
-			Reserver
-			Leaser
-			io.Closer
-		}{w, w, w, w, w, w, w}
+		return w
 	}
 	panic("store: Observe: unknown interface set")
 }
