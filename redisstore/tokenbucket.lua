@@ -35,8 +35,14 @@
 --
 -- Numbers are IEEE doubles, exact for integers up to 2^53. The bounds below
 -- are algo's (Policy.Validate): full = capacity*unit <= 2^52, refill <= 2^52,
--- cost <= capacity, times < 2^53. With them every intermediate is at most
--- d + cost*unit <= 2*full <= 2^53 (algo/tokenbucket.go has the argument).
+-- cost <= capacity, times < 2^53. A deficit is at most 2*full <= 2^53: one
+-- full bucket of debt, which only a reservation makes (a larger stored
+-- deficit reads as 2*full, as in algo). With them every level the script
+-- forms is at most 2*full: d, full - cost*unit, d - full + cost*unit (in
+-- that order: d + cost*unit reaches 3*2^52 in debt), a charged deficit.
+-- A time plus a duration (a reply's t - now + wait, the time the bucket is
+-- full again) may pass 2^53 in debt: those are formed in parts (sum and
+-- store below). algo/tokenbucket.go and algo/ops.go have the argument.
 -- Division uses math.fmod, which is exact for doubles: a - fmod(a, b) is
 -- an exact multiple of b and dividing it is exact. (math.floor(a/b) would
 -- also be exact for the dividends here, all at most 2^52 or divided by
@@ -68,7 +74,8 @@
 -- inlined, and gives the same answers: the tests run both paths (a client
 -- clock, an inspect or a multi take the general one). Anything it does not
 -- handle (another call, bad arguments, a value that is not plain digits, a
--- missing expiry) falls through, having written nothing, to the general
+-- missing expiry, a bucket in debt, a stamp ahead of the server's clock, a
+-- bucket full again only past 2^53 µs) falls through, having written nothing, to the general
 -- path, which checks and reports everything. Measured with callgrind on
 -- redis-server 7.0 (100k random keys, -P 16): 70k instructions per call,
 -- against 93k when the common call went through the general functions.
@@ -78,7 +85,7 @@ if A[1] == 'st' and #A == 5 and #K == 1 then
   if cap and unit and refill and cost and cap >= 1 and cap <= 1000000000000 and unit >= 1 and
     refill >= 1 and refill <= 4503599627370496 and cost >= 0 and cost <= cap and cap % 1 == 0 and
     unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496 then
-    local call, key = redis.call, K[1]
+    local call, key, full = redis.call, K[1], cap * unit
     local v = redis.pcall('GET', key) -- an error reply (a table) falls through
     local d, t, u, r, q, ok = 0, 0, 0, 0, 0, true
     if v then
@@ -89,57 +96,59 @@ if A[1] == 'st' and #A == 5 and #K == 1 then
         d = (x - u) / 1000
         local e = call('PEXPIRETIME', key)
         r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
-        t = e * 1000 - q - u
-        ok = e >= 0 and t >= 0 and t <= 9007199254740991
+        t = e * 1000 - (q + u) -- e*1000 is a multiple of 8: exact below 2^56
+        ok = e >= 0 and t >= 0 and t <= 9007199254740991 and d <= full -- debt: the general path
       end
     end
     if ok then
       local tm = call('TIME')
       local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      local full, need = cap * unit, cost * unit
-      -- decide
-      if d > full then d = full end
-      if now > t then
-        if d > 0 then
+      if t <= now then -- else a stamp ahead of the server's clock: the general path
+        local need = cost * unit
+        -- decide (the stamp becomes now)
+        if now > t and d > 0 then
           r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
           if now - t >= q then d = 0 else d = d - (now - t) * refill end
         end
-        t = now
-      end
-      local admit, retry, reset = 0, 0, 0
-      if d + need <= full then
-        admit, d = 1, d + need
-      else
-        local a = d + need - full
-        r = a % refill; q = (a - r) / refill; if r > 0 then q = q + 1 end
-        retry = t - now + q
-      end
-      local idle = t -- when the bucket is full again
-      if d > 0 then
-        r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
-        idle = t + q
-        reset = idle - now
-      end
-      local rem = full - d
-      rem = (rem - rem % unit) / unit
-      -- store (a charge only, as on the general path)
-      if admit == 1 and cost > 0 then
-        if idle <= now then
-          if v then call('DEL', key) end
+        local admit, retry, reset = 0, 0, 0
+        if d <= full - need then
+          admit, d = 1, d + need
         else
-          r = math.fmod(idle, 1000); local e = (idle - r) / 1000; if r > 0 then e = e + 1 end
-          local format, val = string.format, d * 1000 + e * 1000 - idle
-          if d < 9000000000000 then val = format('%d', val) else val = format('%.0f%03d', d, e * 1000 - idle) end
-          call('SET', key, val, 'PXAT', format('%d', e))
+          local a = d - full + need
+          r = a % refill; q = (a - r) / refill; if r > 0 then q = q + 1 end
+          retry = q
+        end
+        local idle = now -- when the bucket is full again
+        if d > 0 then
+          r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
+          idle = now + q
+          reset = q
+        end
+        local rem = full - d
+        rem = (rem - rem % unit) / unit
+        -- store (a charge only, as on the general path); a bucket full
+        -- again only past 2^53 µs (a fill time of a century, after the
+        -- year 2112) is the general path's, having written nothing
+        if admit == 0 or cost == 0 then return {now, admit, admit, rem, retry, reset} end
+        if idle <= 9007199254740991 then
+          if idle <= now then
+            if v then call('DEL', key) end
+          else
+            r = math.fmod(idle, 1000); local e = (idle - r) / 1000; if r > 0 then e = e + 1 end
+            local format, val = string.format, d * 1000 + (e * 1000 - idle)
+            if d < 9000000000000 then val = format('%d', val) else val = format('%.0f%03d', d, e * 1000 - idle) end
+            call('SET', key, val, 'PXAT', format('%d', e))
+          end
+          return {now, 1, 1, rem, retry, reset}
         end
       end
-      return {now, admit, admit, rem, retry, reset}
     end
   end
 end
 
 -- The general path.
 local MAXLEVEL = 4503599627370496 -- 2^52
+local MAXDEBT = 9007199254740992 -- 2^53
 local MAXTIME = 9007199254740991 -- 2^53 - 1
 local MAXCAP = 1000000000000
 local fmod, floor, tonumber, format, call = math.fmod, math.floor, tonumber, string.format, redis.call
@@ -153,6 +162,25 @@ end
 
 local function floordiv(a, b) -- floor(a/b), 0 <= a <= 2^53, b >= 1
   return (a - fmod(a, b)) / b
+end
+
+-- sum returns a + b for integers 0 <= a, b <= 2^53, for a reply: a number
+-- when it is at most 2^53, else (a duration past 285 years: a lagging
+-- client clock on a bucket whose fill time is near the bound, in debt) the
+-- exact decimal digits, formed in two parts, as a bulk string.
+local function sum(a, b)
+  if a <= MAXDEBT - b then return a + b end
+  local al, bl = fmod(a, 1000000), fmod(b, 1000000)
+  local hi, lo = (a - al) / 1000000 + (b - bl) / 1000000, al + bl
+  if lo >= 1000000 then hi, lo = hi + 1, lo - 1000000 end
+  return format('%.0f%06d', hi, lo)
+end
+
+-- level returns the decimal digits s as a deficit, or nil above 2^53
+-- (where tonumber would round: 2^53 + 1 would read as 2^53).
+local function level(s)
+  if #s > 16 or (#s == 16 and s > '9007199254740992') then return nil end
+  return tonumber(s)
 end
 
 local function arg(i, lo, hi)
@@ -183,40 +211,62 @@ if clock == 's' then
   now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 end
 
--- decide applies a request of cost to the bucket (d, t) at now, as
--- algo.TokenBucket.Take: it returns the new (d, t), admitted (0/1), the
--- remaining tokens, the retry-after and reset-after in µs.
-local function decide(d, t, full, unit, refill, cost)
-  -- 1. Time never runs backwards; 2. refill, forming (now-t)*refill only
-  -- when it is below d + refill.
-  if d > full then d = full end
+-- refilled returns the bucket (d, t) as algo's refill leaves it at now:
+-- 1. time never runs backwards (t becomes max(now, t)); 2. the deficit,
+-- read as at most 2*full (one bucket of debt), refills, forming
+-- (now-t)*refill only when it is below d + refill.
+local function refilled(d, t, full, refill)
+  if d > full + full then d = full + full end
   if now > t then
     if d > 0 then
       if now - t >= ceildiv(d, refill) then d = 0 else d = d - (now - t) * refill end
     end
     t = now
   end
-  -- 3. Admit and charge, or 4. deny with the exact wait.
-  local need = cost * unit
-  local ok, retry = 0, 0
-  if d + need <= full then
-    ok, d = 1, d + need
-  else
-    retry = t - now + ceildiv(d + need - full, refill)
-  end
-  local reset = 0
-  if d > 0 then reset = t - now + ceildiv(d, refill) end
-  return d, t, ok, floordiv(full - d, unit), retry, reset
+  return d, t
 end
 
--- store writes the bucket's new state (d, t) at time now.
+-- remaining is the whole tokens held at deficit d: none in debt.
+local function remaining(d, full, unit)
+  if d >= full then return 0 end
+  return floordiv(full - d, unit)
+end
+
+-- decide applies a request of cost to the bucket (d, t) at now, as
+-- algo.TokenBucket.Take: it returns the new (d, t), admitted (0/1), the
+-- remaining tokens, the retry-after and reset-after in µs.
+local function decide(d, t, full, unit, refill, cost)
+  d, t = refilled(d, t, full, refill)
+  -- 3. Admit and charge (d <= full - need: d + need reaches 3*2^52 in
+  -- debt), admit a peek even in debt, or 4. deny with the exact wait
+  -- (d - full + need <= 2*full, formed in that order).
+  local need = cost * unit
+  local ok, retry = 1, 0
+  if d <= full - need then
+    d = d + need
+  elseif need > 0 then
+    ok, retry = 0, sum(t - now, ceildiv(d - full + need, refill))
+  end
+  local reset = 0
+  if d > 0 then reset = sum(t - now, ceildiv(d, refill)) end
+  return d, t, ok, remaining(d, full, unit), retry, reset
+end
+
+-- store writes the bucket's new state (d, t) at time now (t >= now). It
+-- is full again at idle = t + ceil(d/refill), which may pass 2^53 (a
+-- stamp near 2^53, or two buckets of 2^52 at one unit a µs), so idle is
+-- never formed: its parts below and above 1000 are added apart.
 local function store(key, d, t, exists, refill)
-  local idle = t + ceildiv(d, refill) -- when the bucket is full again
-  if idle <= now then
+  local q = ceildiv(d, refill)
+  if q <= now - t then -- idle <= now: full
     if exists then call('DEL', key) end
-  elseif clock == 's' then
-    local e = ceildiv(idle, 1000)
-    local u = e * 1000 - idle
+    return
+  end
+  local tl, ql = fmod(t, 1000), fmod(q, 1000)
+  local c = ceildiv(tl + ql, 1000)
+  if clock == 's' then
+    -- E = ceil(idle/1000) ms, u = E*1000 - idle
+    local e, u = (t - tl) / 1000 + (q - ql) / 1000 + c, c * 1000 - (tl + ql)
     local v
     if d > 0 then v = format('%.0f%03d', d, u) else v = format('%d', u) end
     call('SET', key, v, 'PXAT', format('%.0f', e))
@@ -225,7 +275,11 @@ local function store(key, d, t, exists, refill)
     if margin < 0 then
       call('SET', key, v)
     else
-      call('SET', key, v, 'PX', format('%.0f', ceildiv(idle - now, 1000) + margin))
+      -- ceil((idle - now)/1000) = ceil((t - now + q)/1000), in parts
+      local a = t - now
+      local al = fmod(a, 1000)
+      c = ceildiv(al + ql, 1000)
+      call('SET', key, v, 'PX', format('%.0f', (a - al) / 1000 + (q - ql) / 1000 + c + margin))
     end
   end
 end
@@ -249,6 +303,7 @@ end
 -- decode returns the stored deficit and stamp of key (0, 0 when absent)
 -- and whether it exists; for a key that holds no bucket of this clock it
 -- returns nil, nil, true and the kind (or fails the call: see corrupt).
+-- A deficit may be up to 2^53 (two buckets of 2^52: one in debt).
 local function decode(key, refill)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' then
@@ -258,8 +313,8 @@ local function decode(key, refill)
   if string.find(v, ':', 1, true) then
     if clock ~= 'c' then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
     local d, t = string.match(v, '^(%d+):(%d+)$')
-    d, t = tonumber(d), tonumber(t)
-    if d == nil or t == nil or d > MAXLEVEL or t > MAXTIME then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    d, t = d and level(d), tonumber(t)
+    if d == nil or t == nil or t > MAXTIME then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
     return d, t, true
   end
   if clock ~= 's' then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
@@ -272,13 +327,17 @@ local function decode(key, refill)
     if not string.match(v, '^%d+$') or #v > 19 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
     d, u = 0, tonumber(v)
     if #v > 3 then
-      d, u = tonumber(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
+      d, u = level(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
     end
   end
+  if d == nil then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
   local e = call('PEXPIRETIME', key)
-  if d > MAXLEVEL then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
   if e < 0 then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
-  local t = e * 1000 - ceildiv(d, refill) - u
+  -- t = E*1000 - ceil(d/refill) - u, in parts: ceil(d/refill) may be near
+  -- 2^53, and E*1000, a multiple of 8, is exact below 2^56.
+  local q = ceildiv(d, refill)
+  local ql = fmod(q, 1000)
+  local t = (e - (q - ql) / 1000) * 1000 - (ql + u)
   if t < 0 or t > MAXTIME then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
   return d, t, true
 end
@@ -305,7 +364,10 @@ for i = 1, n do
   if ok == 0 then reply[2] = 0 end
   local at = #reply
   reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = ok, rem, retry, reset
-  local changed = d ~= d0 or t ~= t0
+  -- changed: a client clock's store would write the state (or drop a
+  -- bucket that is full at now: one stored full with a stamp ahead of a
+  -- lagging clock is kept until then, as memstore keeps it)
+  local changed = d ~= d0 or t ~= t0 or (exists and d == 0 and t == now)
   if op == 'i' then
     reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, call('PTTL', KEYS[i])
   elseif op == 't' then
