@@ -140,11 +140,43 @@ func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, a
 
 // Reservation is a reservation made by [Limiter.Reserve]: the store's
 // answer (embedded: Allowed, Delay, the bucket's Result after it) and what
-// [Reservation.Cancel] needs. The zero Reservation cancels nothing.
+// [Reservation.Wait] and [Reservation.Cancel] need. The zero Reservation
+// waits for nothing and cancels nothing.
 type Reservation struct {
 	algo.Reservation
 	lim *Limiter
 	key string
+	at  time.Time // the limiter's clock when the store answered
+}
+
+// Wait holds the caller until the reservation's time, Delay after the
+// store answered Reserve, on the limiter's clock (LimiterConfig.Clock: a
+// clock.Mock's timers in tests), and returns the reservation's Result
+// with a nil error: the request may proceed.
+//
+// If ctx ends first, the request will not proceed: Wait cancels the
+// reservation with a context that outlives ctx, so its tokens come back
+// when no reservation on the key was made after it (see
+// [Reservation.Cancel]), and returns the bucket's Result after the
+// cancellation, with Allowed false, and ctx's error (joined with the
+// cancellation's, if that failed).
+//
+// A reservation admitted with no delay returns at once; so does a
+// refused one, or the zero Reservation, with its Result (Allowed false)
+// and a nil error, as a denied Take answers.
+func (r Reservation) Wait(ctx context.Context) (algo.Result, error) {
+	if !r.Allowed || r.Delay <= 0 || r.lim == nil {
+		return r.Result, nil
+	}
+	if err := r.lim.sleep(ctx, r.at.Add(r.Delay).Sub(r.lim.clk.Now())); err != nil {
+		// The request will not proceed: give its place back.
+		_, res, cerr := r.Cancel(context.WithoutCancel(ctx))
+		if res.Allowed = false; cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return res, err
+	}
+	return r.Result, nil
 }
 
 // Cancel gives the reservation's tokens back, before its time, when the
@@ -181,7 +213,7 @@ func (r Reservation) Cancel(ctx context.Context) (bool, algo.Result, error) {
 //
 // Reserve does not wait: the caller sleeps for Delay and then proceeds,
 // or, if it will not, cancels the reservation to give its tokens back.
-// [Limiter.Wait] does both.
+// [Reservation.Wait] does both, and [Limiter.Wait] reserves and waits.
 func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait time.Duration) (Reservation, error) {
 	rs, err := as[Reserver](l, key, "Reserve")
 	if err != nil {
@@ -195,7 +227,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait t
 		}
 	}
 	r, err := rs.Reserve(ctx, l.prefix+key, l.p, cost, wait)
-	res := Reservation{Reservation: r, lim: l, key: key}
+	res := Reservation{Reservation: r, lim: l, key: key, at: l.clk.Now()}
 	if err == nil && deadline && !r.Allowed {
 		err = fmt.Errorf("%w: proceeds in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, r.RetryAfter+wait, left)
 	}
@@ -269,15 +301,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 		case r.Allowed && r.Delay <= 0:
 			return r.Result, nil
 		case r.Allowed:
-			if err := l.sleep(ctx, r.Delay); err != nil {
-				// The request will not proceed: give its place back.
-				_, res, cerr := r.Cancel(context.WithoutCancel(ctx))
-				if res.Allowed = false; cerr != nil {
-					err = errors.Join(err, cerr)
-				}
-				return res, err
-			}
-			return r.Result, nil
+			return r.Wait(ctx)
 		}
 		// The queue is full: the request fits after RetryAfter, and can
 		// proceed MaxDelay (rounded to the µs) after that, at the earliest.

@@ -191,3 +191,34 @@ func TestLimiterOpsUnsupported(t *testing.T) {
 		t.Errorf("Reserve with an empty key: %v, want ErrEmptyKey", err)
 	}
 }
+
+// TestReservationWait: Wait sleeps until the reservation's time, counted
+// from the store's answer, so a caller that comes to Wait late sleeps only
+// what is left; a refused reservation returns its denial at once.
+func TestReservationWait(t *testing.T) {
+	r := newResRig(t)
+	ctx := context.Background()
+	r.drain(t, "k")
+	res, err := r.lim.Reserve(ctx, "k", 1, time.Second)
+	if err != nil || !res.Allowed || res.Delay != time.Second {
+		t.Fatalf("Reserve = %+v, %v; want a delay of 1s", res, err)
+	}
+	refused, err := r.lim.Reserve(ctx, "k", 1, time.Second)
+	if err != nil || refused.Allowed {
+		t.Fatalf("second Reserve = %+v, %v; want refused", refused, err)
+	}
+	if got, err := refused.Wait(ctx); err != nil || got != refused.Result {
+		t.Fatalf("Wait of a refused reservation = %+v, %v; want its Result at once", got, err)
+	}
+	r.clk.Add(300 * time.Millisecond)
+	done := make(chan waitResult, 1)
+	go func() {
+		got, err := res.Wait(ctx)
+		done <- waitResult{got, err}
+	}()
+	r.timer(t, 700*time.Millisecond)
+	r.clk.Add(700 * time.Millisecond)
+	if got := <-done; got.err != nil || !got.res.Allowed || got.res != res.Result {
+		t.Fatalf("Wait = %+v, %v; want the reservation's Result", got.res, got.err)
+	}
+}
