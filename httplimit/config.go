@@ -168,6 +168,22 @@ type Config struct {
 	// ErrInvalidConfig and store.ErrUnsupported otherwise). Default:
 	// every admitted request stays charged.
 	ChargeIf func(status int) bool
+	// Delay, when positive, smooths bursts instead of refusing them: a
+	// request that its bucket would refuse now but can admit within
+	// Delay is held for its exact delay (a reservation,
+	// store.Reserver), then served; one that would need longer gets 429
+	// with the exact Retry-After. A request whose client disconnects
+	// while held is not served, and its reservation is cancelled: its
+	// tokens come back when no later request of the key was held behind
+	// it. Delays beyond the policy's refill of a full bucket
+	// (algo.Policy.MaxDelay) act as that. The wait uses Clock's timers
+	// when Clock is a github.com/benbjohnson/clock Clock (clock.NewMock()
+	// in tests), the real clock's otherwise. Delay needs a route with a
+	// single Limit and a Store implementing store.Reserver (memstore and
+	// redisstore do); New and With return an error wrapping
+	// ErrInvalidConfig otherwise (and store.ErrUnsupported for the
+	// store). Default: 0, no request is held.
+	Delay time.Duration
 	// Logger receives store failures and configuration errors met by
 	// requests. Default: slog.Default().
 	Logger *slog.Logger

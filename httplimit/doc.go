@@ -113,6 +113,20 @@
 // served while the store fails, one whose handler panics (the panic goes
 // on unrecovered) and a hijacked connection keep their charge.
 //
+// # Smoothing bursts
+//
+// Config.Delay holds a request that its bucket would refuse but can admit
+// within Delay, for the exact time until its tokens exist (a reservation:
+// store.Reserver), then serves it; beyond Delay it is a 429 with the exact
+// Retry-After, as NGINX's limit_req burst delay does:
+//
+//	feed, _ := mw.With(httplimit.Config{Delay: 2 * time.Second})
+//
+// Held requests proceed in the order they came, at the policy's rate. A
+// client that disconnects while held is not served and its reservation is
+// cancelled (its tokens come back when no later request of the key was
+// held behind it). Delay takes a route with a single Limit.
+//
 // # When the store fails
 //
 // A store error is never reported as 429. The route's [FailMode] decides:

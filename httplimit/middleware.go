@@ -51,6 +51,8 @@ type Middleware struct {
 	observer  Observer
 	chargeIf  func(status int) bool
 	refunder  store.Refunder // store's, when chargeIf is set
+	delay     time.Duration
+	reservers map[algo.Policy]*store.Limiter // per policy of the limit, when delay is set
 	log       *logThrottle
 	clock     store.Clock
 }
@@ -95,6 +97,7 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.Observer, route.Observer)
 	set(&c.Concurrency, route.Concurrency)
 	set(&c.ChargeIf, route.ChargeIf)
+	set(&c.Delay, route.Delay)
 	return build(c, m)
 }
 
@@ -179,6 +182,9 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if err := m.checkChargeIf(); err != nil {
 		return nil, err
 	}
+	if err := m.checkDelay(cfg.Delay, cfg.Clock); err != nil {
+		return nil, err
+	}
 	if m.conc != nil {
 		if m.inflight, err = newInFlight(m.store, m.conc, cfg.Concurrency.Policy); err != nil {
 			return nil, err
@@ -231,7 +237,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	defer m.release(r, lease)      // after the handler returns or panics, or after a refusal
 	var mr store.MultiResult
 	var inOrder bool
-	if err == nil && (m.conc == nil || lease.Allowed) {
+	var rsv store.Reservation // with Delay
+	switch {
+	case err != nil || m.conc != nil && !lease.Allowed:
+	case m.reservers != nil:
+		mr, rsv, err = m.reserve(m.labelled(r), takes[0])
+	default:
 		mr, inOrder, err = m.take(m.labelled(r), takes)
 	}
 	if err != nil && isInputError(err) {
@@ -269,6 +280,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	ev.Limit, ev.Tier, ev.Class = dl.Name, dl.Tier, dl.Class
 	if !m.headers.has(NoHeaders) {
 		writeHeaders(w.Header(), m.headers, d, m.clock.Now())
+	}
+	if d.Allowed && !m.hold(r, &ev, rsv) {
+		return // the client left while its request was held
 	}
 	if d.Allowed && m.chargeIf != nil && !ev.Fallback {
 		ev.Outcome = Allowed

@@ -155,9 +155,14 @@ const (
 	// request stays charged). It is a second Event for the request:
 	// count requests by the other outcomes.
 	Refunded
+	// Cancelled: the route's Delay held the request, and its context
+	// ended (the client left) before its time: it was not served, and its
+	// reservation was cancelled. Event.Delay is the hold it was given,
+	// Err the context's error.
+	Cancelled
 )
 
-var outcomeNames = [...]string{"", "allowed", "denied", "skipped", "failed_open", "failed_closed", "invalid", "refunded"}
+var outcomeNames = [...]string{"", "allowed", "denied", "skipped", "failed_open", "failed_closed", "invalid", "refunded", "cancelled"}
 
 // String returns the outcome's lower-case name, such as "failed_open",
 // ready for a metrics label.
@@ -187,6 +192,9 @@ type Event struct {
 	// the store failed), on the middleware's clock; for Refunded, the
 	// refund's.
 	Latency time.Duration
+	// Delay is how long the route's Delay held the request before its
+	// handler ran: its reservation's exact delay; zero when not held.
+	Delay time.Duration
 	// Fallback reports a decision made by a FailMode's Verdict.Result
 	// while the store was failing; Err then holds the store's error.
 	Fallback bool

@@ -1,0 +1,118 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Smoothing (Config.Delay), as NGINX's limit_req burst delay does: a
+// request the bucket cannot admit now, but can within Delay, is admitted
+// with a reservation (store.Reserver) and held for its exact delay, the
+// time until its tokens exist, before its handler runs; a request that
+// would need longer is refused with 429 and the exact Retry-After. The
+// bucket serves reservations in the order they were made: requests held
+// proceed one after the other at the policy's rate, and the never-exceed
+// law holds at the times they proceed.
+//
+// The wait honours the request's context. A client that disconnects (or
+// a deadline that passes) while its request is held cancels the
+// reservation: its tokens come back exactly when it is the latest
+// reservation on the key, which is the case for a client's only held
+// request. One with later reservations behind it gives nothing back:
+// they were given their times counting on its tokens, which refill as
+// usual (algo.TokenBucket.Cancel says why). A request whose context has a
+// deadline is held only if it can proceed before the deadline; otherwise
+// it is refused at once, as one beyond Delay is.
+//
+// Delay applies to a route with a single Limit: a reservation on several
+// buckets cannot be made atomically (a reservation admitted by one bucket
+// and refused by the next could only be cancelled if it were still the
+// latest), so New and With refuse Delay with several Limits. Put the
+// other limits on a route of their own, or use Delay on the one that
+// bursts.
+
+// checkDelay checks the route's Delay and builds what it needs: a
+// store.Limiter per policy of its single limit, whose timers hold the
+// requests (the Config's Clock when it is a github.com/benbjohnson/clock
+// Clock, such as clock.NewMock(), else the real clock's).
+func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
+	switch {
+	case delay == 0:
+		return nil
+	case delay < 0:
+		return fmt.Errorf("%w: negative Delay %v", ErrInvalidConfig, delay)
+	case len(m.limits) != 1:
+		return fmt.Errorf("%w: Delay holds requests of a route with a single Limit; this one has %d (a reservation on several buckets cannot be made atomically): give the other limits a route of their own",
+			ErrInvalidConfig, len(m.limits))
+	}
+	if _, ok := m.store.(store.Reserver); !ok {
+		return fmt.Errorf("%w: Delay needs a store that implements store.Reserver (memstore and redisstore do); the Config's store, a %T, does not: %w",
+			ErrInvalidConfig, m.store, store.ErrUnsupported)
+	}
+	timers, ok := clk.(clock.Clock)
+	if !ok {
+		timers = clock.New()
+	}
+	l := &m.limits[0]
+	m.delay, m.reservers = delay, map[algo.Policy]*store.Limiter{}
+	for _, p := range append([]algo.Policy{l.policy}, mapValues(l.tiers)...) {
+		if p == (algo.Policy{}) {
+			continue
+		}
+		lim, err := store.NewLimiter(m.store, p, store.LimiterConfig{Clock: timers})
+		if err != nil {
+			return fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.name, err)
+		}
+		m.reservers[p] = lim
+	}
+	return nil
+}
+
+// mapValues returns m's values, in no particular order.
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// reserve asks for q within the route's Delay: the answer as a take's,
+// and the reservation to hold the request for. A reservation that would
+// outlast the request's deadline is a refusal, as one beyond Delay is.
+func (m *Middleware) reserve(ctx context.Context, q store.Request) (store.MultiResult, store.Reservation, error) {
+	rsv, err := m.reservers[q.Policy].Reserve(ctx, q.Key, q.Cost, m.delay)
+	if errors.Is(err, store.ErrWouldExceedDeadline) {
+		err = nil // rsv is the refusal, with its RetryAfter
+	}
+	mr := store.MultiResult{Allowed: rsv.Allowed, Results: []algo.Result{rsv.Result}, Denied: -1}
+	if !rsv.Allowed {
+		mr.Denied, mr.RetryAfter = 0, rsv.RetryAfter
+	}
+	return mr, rsv, err
+}
+
+// hold keeps an admitted request until its reservation's time, and
+// reports whether it may proceed. When the request's context ends first
+// (the client left), the reservation is cancelled, the request is
+// reported as Cancelled and nothing is written.
+func (m *Middleware) hold(r *http.Request, ev *Event, rsv store.Reservation) bool {
+	if rsv.Delay <= 0 {
+		return true
+	}
+	ev.Delay = rsv.Delay
+	if res, err := rsv.Wait(r.Context()); !res.Allowed {
+		ev.Outcome, ev.Err = Cancelled, err
+		m.observe(r, *ev)
+		return false
+	}
+	return true
+}
