@@ -36,32 +36,30 @@ type Cache[V any] struct {
 	mu   sync.Mutex // serialises additions
 }
 
-const fastSlots = 64 // a power of two
+const (
+	fastBits  = 6
+	fastSlots = 1 << fastBits
+)
 
 type entry[V any] struct {
 	k Key // holds the strings, so their addresses cannot be reused
 	v *V
 }
 
-// slot returns the table slot of k's strings' addresses and lengths.
+// slot returns the table slot of k's strings' addresses and lengths: one
+// multiplication. Empty strings at other addresses may land elsewhere,
+// which only costs a lookup in the map.
 func slot(k Key) int {
-	h := addr(k.Policy)*0x9e3779b97f4a7c15 ^ addr(k.Route)*0xc2b2ae3d27d4eb4f ^ addr(k.Store)*0x165667b19e3779f9
-	return int((h ^ h>>29) & (fastSlots - 1))
+	h := (addr(k.Policy) ^ addr(k.Route)<<1 ^ addr(k.Store)<<2) * 0x9e3779b97f4a7c15
+	return int(h >> (64 - fastBits))
 }
 
-// addr returns s's address plus its length, or 0 for an empty string,
-// whose address means nothing.
-func addr(s string) uint64 {
-	if len(s) == 0 {
-		return 0
-	}
-	return uint64(uintptr(unsafe.Pointer(unsafe.StringData(s)))) + uint64(len(s))
-}
+func addr(s string) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.StringData(s)))) + uint64(len(s)) }
 
-// same reports whether a and b are the same strings: equal, and at the
-// same addresses (a string's bytes never change).
+// same reports whether a and b are the same strings: of one length at one
+// address, so equal (a string's bytes never change).
 func same(a, b string) bool {
-	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b))
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // Get returns k's value, making it on first use. It is safe for
