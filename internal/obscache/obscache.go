@@ -54,7 +54,9 @@ func slot(k Key) int {
 	return int(h >> (64 - fastBits))
 }
 
-func addr(s string) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.StringData(s)))) + uint64(len(s)) }
+func addr(s string) uint64 {
+	return uint64(uintptr(unsafe.Pointer(unsafe.StringData(s)))) + uint64(len(s))
+}
 
 // same reports whether a and b are the same strings: of one length at one
 // address, so equal (a string's bytes never change).
