@@ -77,12 +77,24 @@ func (e *env) interleave(t *testing.T, name string, op func(t *rapid.T, key stri
 	})
 }
 
+// skipUnsupported skips t when a store that has the method op answers
+// it with store.ErrUnsupported: a wrapper (hybrid's) over a store
+// without the operation, or a store configured with another algorithm.
+func skipUnsupported(t *testing.T, op string, err error) {
+	t.Helper()
+	if errors.Is(err, store.ErrUnsupported) {
+		t.Skipf("%s answers store.ErrUnsupported: nothing to check (%v)", op, err)
+	}
+}
+
 // testRefund checks store.Refunder, when the store implements it.
 func testRefund(t *testing.T, e *env) {
 	rf, ok := e.s.(store.Refunder)
 	if !ok {
 		t.Skip("store does not implement store.Refunder (refunds): nothing to check")
 	}
+	_, err := rf.Refund(context.Background(), e.key(), algo.PerSecond(1).Burst(1), 0)
+	skipUnsupported(t, "Refund", err)
 	t.Run("reference", func(t *testing.T) {
 		// Takes, peeks and refunds of any size on one key match the
 		// reference, and a refund never raises the bucket above capacity.
@@ -253,6 +265,8 @@ func testTakeAtMost(t *testing.T, e *env) {
 	if !ok {
 		t.Skip("store does not implement store.AtMostTaker (partial grants): nothing to check")
 	}
+	_, _, err := am.TakeAtMost(context.Background(), e.key(), algo.PerSecond(1).Burst(1), 0)
+	skipUnsupported(t, "TakeAtMost", err)
 	t.Run("reference", func(t *testing.T) {
 		// Partial grants, takes and peeks on one key match the
 		// reference, grants included.
@@ -387,6 +401,8 @@ func testReserve(t *testing.T, e *env) {
 	if !ok {
 		t.Skip("store does not implement store.Reserver (reservations): nothing to check")
 	}
+	_, err := rs.Reserve(context.Background(), e.key(), algo.PerSecond(1).Burst(1), 0, 0)
+	skipUnsupported(t, "Reserve", err)
 	t.Run("reference", func(t *testing.T) {
 		// Reservations, cancellations (of any open one, in any order, early
 		// or late), takes and peeks on one key match the reference, and
