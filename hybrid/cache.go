@@ -3,6 +3,7 @@ package hybrid
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,12 +72,17 @@ func (c *boundCache) get(key string) (bound, bool) {
 
 // put keeps b for key unless the entry there was learnt from a later call
 // (answers of concurrent calls may arrive out of order; the one started last
-// saw the most). A key without an entry gets one only if insert is true.
+// saw the most), or b's call started before the latest forget (compared
+// under the lock, so that a forget's drop cannot come between the check
+// and the put). A key without an entry gets one only if insert is true.
 // now and margin let eviction recognise idle entries.
-func (c *boundCache) put(key string, b bound, now time.Time, margin int64, insert bool) {
+func (c *boundCache) put(key string, b bound, now time.Time, margin int64, insert bool, forgot *atomic.Uint64) {
 	s := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if b.seq <= forgot.Load() {
+		return
+	}
 	if i, ok := s.idx[key]; ok {
 		if b.seq > s.slots[i].b.seq {
 			s.slots[i].b = b

@@ -58,6 +58,19 @@ type DenyCacheConfig struct {
 	// decisions themselves with store.Observe around the outermost store.
 	Observer store.Observer
 	Name     string
+	// Refunded, when set, reports the keys whose buckets may be given
+	// tokens back by other instances (refunds, such as httplimit's
+	// ChargeIf; cancelled reservations, such as httplimit's Delay): the
+	// cache keeps no entry for them, so it never denies them locally and
+	// they cost a primary call each. Without it, a refund made elsewhere
+	// than through this cache may leave the cache denying a request that
+	// the primary would now admit, for at most the time the request's
+	// cost takes to refill, plus queued reservations', after the
+	// primary's last answer for the key (see the package doc). Refunds and
+	// cancellations made through this cache are always seen. httplimit's
+	// keys start with its Prefix and the limit's name: for a "login"
+	// limit, strings.HasPrefix(key, "h:login:"). Default: none.
+	Refunded func(key string) bool
 }
 
 // DenyCache is a [store.Store] that answers requests it can prove the
@@ -87,6 +100,9 @@ type DenyCache struct {
 	latest atomic.Int64
 	track  bool
 	obs    observer
+
+	refunded func(key string) bool // DenyCacheConfig.Refunded
+	ops                            // Refund, TakeAtMost, Reserve…: see ops.go
 }
 
 var (
@@ -133,14 +149,18 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 	case cfg.ClockMargin > 0:
 		margin = (cfg.ClockMargin + time.Microsecond - 1).Microseconds() // rounded up
 	}
-	return &DenyCache{
+	c := &DenyCache{
 		primary: primary,
 		clock:   cfg.Clock,
 		margin:  margin,
 		track:   track,
 		cache:   newBoundCache(cfg.Size, min(cfg.Shards, cfg.Size)),
 		obs:     newObserver(cfg.Observer, cfg.Name, DefaultDenyCacheName),
-	}, nil
+
+		refunded: cfg.Refunded,
+	}
+	c.ops.run = c.opFrom
+	return c, nil
 }
 
 // Take answers locally when the bound proves the primary would deny:
@@ -338,7 +358,7 @@ func (c *DenyCache) elapsed(b *bound, now time.Time) (e, eff int64) {
 // would be denied, so keys well under their limit cost no memory. An
 // existing entry is always refreshed.
 func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 time.Time, res algo.Result, charged, insert bool) {
-	if !eligible(key, p, max(cost, 1)) {
+	if !eligible(key, p, max(cost, 1)) || c.refunded != nil && c.refunded(key) {
 		return
 	}
 	if seq <= c.forgot.Load() {
@@ -349,19 +369,14 @@ func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 
 		return
 	}
 	b.seq = seq
-	c.cache.put(key, b, c.clock.Now(), c.margin, insert)
+	c.cache.put(key, b, c.clock.Now(), c.margin, insert, &c.forgot)
 }
 
 // Forget drops what the cache knows about keys. Call it after resetting
 // keys in the primary (redisstore's Reset): a reset adds tokens the cache
 // cannot see, so until then it may deny what the primary would admit.
 // Answers to calls already in flight are not learnt either.
-func (c *DenyCache) Forget(keys ...string) {
-	c.forgot.Store(c.seq.Load())
-	for _, k := range keys {
-		c.cache.drop(k)
-	}
-}
+func (c *DenyCache) Forget(keys ...string) { c.invalidate(keys...) }
 
 // Stats returns counts of what the cache did.
 func (c *DenyCache) Stats() DenyCacheStats {

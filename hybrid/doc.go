@@ -50,8 +50,9 @@
 // request made again at once would be denied, so keys under their limit cost
 // nothing. Evicting an entry only costs a primary call.
 //
-// What the bound cannot see: tokens added behind its back. A key reset in
-// Redis (call [DenyCache.Forget] after a reset), a Redis restarted empty,
+// What the bound cannot see: tokens added behind its back. A refund or a
+// cancelled reservation made by another instance (see below), a key reset
+// in Redis (call [DenyCache.Forget] after a reset), a Redis restarted empty,
 // or a store that forgets a bucket before it is full (memstore's overflow
 // bucket when MaxKeys is reached) grant tokens the cache does not know of;
 // until its entry runs out (at most the policy's fill time) the cache is
@@ -59,6 +60,40 @@
 // the state. A clock that steps backwards (possible with injected client
 // clocks only) also makes it stricter, never looser: a local denial does not
 // advance the primary's stamp as a denial by the primary does.
+//
+// # Refunds, grants and reservations
+//
+// Both wrappers are a store.Refunder, a store.AtMostTaker and a
+// store.Reserver, passing each call to the primary (which must have the
+// operation, or the call returns an error wrapping store.ErrUnsupported).
+// A grant (TakeAtMost) or a reservation only takes tokens, so the DenyCache
+// learns from its answer as from a Take's, and a grant its bound proves
+// empty is answered locally, exactly. A refund or a cancelled reservation
+// adds tokens, which the bound does not allow for:
+//
+//   - Made through the cache, it drops the cache's entry for the key, and
+//     keeps the answers of calls then in flight from restoring one, whatever
+//     the refund's own answer (a call that failed may have been applied):
+//     the next request goes to the primary and sees the tokens at once.
+//   - Made by another instance, it is not seen. The cache may then deny a
+//     request that the primary would admit, but never after the instant at
+//     which the primary's last answer for that key (the last this cache
+//     learnt from) said the request could come back: at most the
+//     request's cost's refill time after that answer, plus the refill of
+//     the reservations queued then (at most one fill time). Until then it
+//     is as strict as the primary would be without the refund, never
+//     looser, so the never-exceed law holds. Where that wait matters (a
+//     login route that refunds successes, at a few tokens an hour, served
+//     by a fleet), name those keys in [DenyCacheConfig].Refunded: the cache
+//     keeps no entry for them and always asks the primary.
+//
+// A Fallback sends each through its breaker. When the primary cannot
+// answer, a grant or a reservation is answered by the Mode as a Take is
+// (the DenyCache's proved denial first; the local share; admitted; or
+// ErrOpen), and a give-back goes to the local store under LocalFallback,
+// where the requests of the outage were charged, and is an error wrapping
+// ErrOpen in the other modes, which charged nothing locally; a reservation
+// the primary made gives nothing back until the primary is back.
 //
 // # Fallback: Redis slow or down is not an outage, nor a free-for-all
 //

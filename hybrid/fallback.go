@@ -129,6 +129,7 @@ type Fallback struct {
 	cfg            FallbackConfig
 	br             breaker
 	obs            observer
+	ops            // Refund, TakeAtMost, Reserve…: see ops.go
 
 	calls, failures, degraded atomic.Int64
 }
@@ -200,6 +201,7 @@ func NewFallback(primary, local store.Store, cfg FallbackConfig) (*Fallback, err
 	f.br.cfg = cfg
 	f.br.windowStart = cfg.Clock.Now()
 	f.br.notify = f.report
+	f.ops.run = f.opFrom
 	return f, nil
 }
 

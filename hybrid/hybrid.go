@@ -70,8 +70,9 @@ func takeMultiFrom(ctx context.Context, s store.Store, reqs []store.Request) (st
 
 // IsInputError reports whether err is the caller's fault rather than the
 // store's: an empty or too long key, a bad policy or cost, keys in different cluster
-// slots, a key named twice in a multi-limit take, a corrupt key, or a
-// closed store. Such errors are returned as they are and never count
+// slots, a key named twice in a multi-limit take, a corrupt key, a closed
+// store, an operation the store does not implement, or a reservation
+// ticket no store made. Such errors are returned as they are and never count
 // against a primary's health.
 func IsInputError(err error) bool {
 	for _, e := range inputErrors {
@@ -86,6 +87,7 @@ var inputErrors = []error{
 	store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, store.ErrCorruptState, store.ErrNotTogether, store.ErrDuplicateKey,
 	algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity,
 	algo.ErrInvalidTime, algo.ErrInvalidState, ErrNotMultiTaker,
+	store.ErrUnsupported, algo.ErrInvalidReservation,
 }
 
 // systemClock is the default clock: time.Now, whose monotonic reading makes

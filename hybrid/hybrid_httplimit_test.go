@@ -94,3 +94,45 @@ func equal(a, b map[int]int) bool {
 	}
 	return true
 }
+
+// TestHTTPLimitRefundsThroughDenyCache: a login route of one failure an
+// hour, charging only 401s, over a DenyCache over a Fallback. Each
+// successful login's take empties the bucket, which the cache learns;
+// its refund, made through the cache, drops that, so the next login is
+// served instead of denied from a stale entry. A failure stays charged,
+// and the cache then denies the next attempt without asking the store.
+func TestHTTPLimitRefundsThroughDenyCache(t *testing.T) {
+	clk := storetest.NewClock()
+	primary := newMem(t, clk)
+	cache := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk})
+	fb, err := hybrid.NewFallback(cache, newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Timeout: unhurried, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Store: fb, Clock: clk, Limits: []httplimit.Limit{{Policy: algo.PerHour(1).Burst(1)}},
+		ChargeIf: func(status int) bool { return status == http.StatusUnauthorized }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("password") != "right" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	login := func(password string) int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/login?password="+password, nil))
+		return w.Code
+	}
+	for i := range 5 {
+		if code := login("right"); code != http.StatusOK {
+			t.Fatalf("login %d: %d, want 200", i, code)
+		}
+	}
+	if code := login("wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: %d, want 401", code)
+	}
+	if code := login("right"); code != http.StatusTooManyRequests || cache.Stats().Denied != 1 {
+		t.Fatalf("after a failure: %d, cache %+v; want 429 from the cache", code, cache.Stats())
+	}
+}
