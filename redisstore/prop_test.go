@@ -97,9 +97,49 @@ func forget(p algo.Policy, s algo.State, now int64) algo.State {
 	return s
 }
 
+// genAtMost draws TakeAtMost's n: up to the capacity, or above it.
+func genAtMost(t *rapid.T, p algo.Policy) int64 {
+	return rapid.OneOf(rapid.Int64Range(0, p.Capacity()), rapid.Int64Range(p.Capacity(), 1<<40)).Draw(t, "n")
+}
+
+// differential is one case of TestDifferential: three keys, and the
+// reference state of each as a store keeps it (forgotten when full;
+// untouched by a refund that gives nothing back, which writes nothing).
+type differential struct {
+	rt     *rapid.T
+	ms     *memstore.Store
+	rs     *redisstore.Store
+	keys   []string
+	pols   []algo.Policy
+	states []algo.State
+	step   int
+	at     int64
+}
+
+// same fails the case unless memstore and redisstore both answered want.
+func (d *differential) same(op string, want, gotM, gotR any, errM, errR error) {
+	d.rt.Helper()
+	if errM != nil || errR != nil {
+		d.rt.Fatalf("step %d at %d: %s: memstore %v, redisstore %v", d.step, d.at, op, errM, errR)
+	}
+	if fmt.Sprint(gotM) != fmt.Sprint(want) || fmt.Sprint(gotR) != fmt.Sprint(want) {
+		d.rt.Fatalf("step %d at %d: %s:\nalgo       %+v\nmemstore   %+v\nredisstore %+v", d.step, d.at, op, want, gotM, gotR)
+	}
+}
+
+// keep records key i's next state as the stores keep it.
+func (d *differential) keep(i int, s algo.State) { d.states[i] = forget(d.pols[i], s, d.at) }
+
+func (d *differential) check(err error) {
+	if err != nil {
+		d.rt.Fatalf("algo: %v", err)
+	}
+}
+
 // TestDifferential drives algo.TokenBucket, memstore and redisstore (client
-// clock) with one random sequence of takes, multi-takes and clock moves
-// over three keys, and requires identical Results at every step.
+// clock) with one random sequence over three keys of takes, multi-takes,
+// refunds (single and multi), partial grants and clock moves, forwards and
+// back, and requires identical answers at every step.
 func TestDifferential(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
@@ -113,82 +153,121 @@ func TestDifferential(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer ms.Close()
-		keys := []string{"{u}:a", "{u}:b", "{u}:c"}
-		pols := []algo.Policy{genEdgePolicy(rt, "a "), genEdgePolicy(rt, "b "), genEdgePolicy(rt, "c ")}
-		states := make([]algo.State, 3)
-		ctx := context.Background()
-		n := rapid.IntRange(1, 50).Draw(rt, "ops")
-		for step := range n {
+		d := &differential{rt: rt, ms: ms, rs: rs, keys: []string{"{u}:a", "{u}:b", "{u}:c"},
+			pols: []algo.Policy{genEdgePolicy(rt, "a "), genEdgePolicy(rt, "b "), genEdgePolicy(rt, "c ")}, states: make([]algo.State, 3)}
+		ops := []string{"take", "take", "multi", "refund", "refund multi", "at most"}
+		for step := range rapid.IntRange(1, 50).Draw(rt, "ops") {
 			i := rapid.IntRange(0, 2).Draw(rt, "key")
-			now := clk.Add(genEdgeStep(rt, pols[i]))
+			now := clk.Add(genEdgeStep(rt, d.pols[i]))
 			if now.UnixMicro() < 0 || now.UnixMicro() > algo.MaxTime {
 				clk.Set(storetest.Start)
 				now = storetest.Start
 			}
-			at := now.UnixMicro()
-			if rapid.IntRange(0, 4).Draw(rt, "multi") == 0 {
-				reqs := []store.Request{{Key: keys[i], Policy: pols[i], Cost: genEdgeCost(rt, pols[i])}}
-				if j := (i + 1 + rapid.IntRange(0, 1).Draw(rt, "other")) % 3; rapid.Bool().Draw(rt, "two") {
-					reqs = append(reqs, store.Request{Key: keys[j], Policy: pols[j], Cost: genEdgeCost(rt, pols[j])})
-				}
-				want := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
-				next := make([]algo.State, len(reqs))
-				idx := make([]int, len(reqs))
-				for j, r := range reqs {
-					idx[j] = (map[string]int{keys[0]: 0, keys[1]: 1, keys[2]: 2})[r.Key]
-					next[j], want.Results[j], err = algo.TokenBucket{}.Take(r.Policy, states[idx[j]], at, r.Cost)
-					if err != nil {
-						rt.Fatalf("algo: %v", err)
-					}
-					if r := want.Results[j]; !r.Allowed && (want.Denied < 0 || r.RetryAfter > want.RetryAfter) {
-						want.Allowed, want.Denied, want.RetryAfter = false, j, r.RetryAfter
-					}
-				}
-				for j := range reqs { // denied: only the denying buckets move on
-					if want.Allowed || !want.Results[j].Allowed {
-						states[idx[j]] = forget(reqs[j].Policy, next[j], at)
-					}
-				}
-				gotM, errM := ms.TakeMulti(ctx, reqs)
-				gotR, errR := rs.TakeMulti(ctx, reqs)
-				if errM != nil || errR != nil {
-					rt.Fatalf("step %d TakeMulti(%+v): memstore %v, redisstore %v", step, reqs, errM, errR)
-				}
-				if fmt.Sprint(gotM) != fmt.Sprint(want) || fmt.Sprint(gotR) != fmt.Sprint(want) {
-					rt.Fatalf("step %d at %d: TakeMulti(%+v):\nalgo      %+v\nmemstore  %+v\nredisstore %+v", step, at, reqs, want, gotM, gotR)
-				}
-				continue
-			}
-			cost := genEdgeCost(rt, pols[i])
-			var want algo.Result
-			states[i], want, err = algo.TokenBucket{}.Take(pols[i], states[i], at, cost)
-			if err != nil {
-				rt.Fatalf("algo: %v", err)
-			}
-			states[i] = forget(pols[i], states[i], at)
-			gotM, errM := ms.Take(ctx, keys[i], pols[i], cost)
-			gotR, errR := rs.Take(ctx, keys[i], pols[i], cost)
-			if errM != nil || errR != nil {
-				rt.Fatalf("step %d Take: memstore %v, redisstore %v", step, errM, errR)
-			}
-			if gotM != want || gotR != want {
-				rt.Fatalf("step %d at %d: Take(%s, %v, %d):\nalgo       %+v\nmemstore   %+v\nredisstore %+v\nstate %+v",
-					step, at, keys[i], pols[i], cost, want, gotM, gotR, states[i])
+			d.step, d.at = step, now.UnixMicro()
+			switch op := rapid.SampledFrom(ops).Draw(rt, "op"); op {
+			case "take":
+				d.take(i)
+			case "multi":
+				d.multi(i)
+			case "refund":
+				d.refund(i)
+			case "refund multi":
+				d.refundMulti()
+			case "at most":
+				d.atMost(i)
 			}
 		}
 	})
 }
 
-// TestServerClockMatchesAlgo replays every server-clock Take through algo
-// at the time the script used (TakeNow returns Redis's TIME), from a state
-// written in the wire encoding (seedServer: debt included, or none): the
-// Results must be identical, denials and peeks included. After a charge, whose
-// stamp is that time, the stored state (the stamp rebuilt from the key's
-// expiry) must be algo's too, and the key must expire at the first
-// millisecond at which the bucket is full. This covers the script's fast
-// path, which only the server clock's one-key take runs, and its fall
-// through to the general path for deficits too long for it (≥ 1e11 level
-// units, which the edge policies reach).
+func (d *differential) take(i int) {
+	cost := genEdgeCost(d.rt, d.pols[i])
+	next, want, err := algo.TokenBucket{}.Take(d.pols[i], d.states[i], d.at, cost)
+	d.check(err)
+	d.keep(i, next)
+	gotM, errM := d.ms.Take(context.Background(), d.keys[i], d.pols[i], cost)
+	gotR, errR := d.rs.Take(context.Background(), d.keys[i], d.pols[i], cost)
+	d.same(fmt.Sprintf("Take(%s, %v, %d)", d.keys[i], d.pols[i], cost), want, gotM, gotR, errM, errR)
+}
+
+func (d *differential) multi(i int) {
+	rt, ctx := d.rt, context.Background()
+	reqs := []store.Request{{Key: d.keys[i], Policy: d.pols[i], Cost: genEdgeCost(rt, d.pols[i])}}
+	idx := []int{i}
+	if j := (i + 1 + rapid.IntRange(0, 1).Draw(rt, "other")) % 3; rapid.Bool().Draw(rt, "two") {
+		reqs = append(reqs, store.Request{Key: d.keys[j], Policy: d.pols[j], Cost: genEdgeCost(rt, d.pols[j])})
+		idx = append(idx, j)
+	}
+	want := store.MultiResult{Allowed: true, Denied: -1, Results: make([]algo.Result, len(reqs))}
+	next := make([]algo.State, len(reqs))
+	for j, r := range reqs {
+		var err error
+		next[j], want.Results[j], err = algo.TokenBucket{}.Take(r.Policy, d.states[idx[j]], d.at, r.Cost)
+		d.check(err)
+		if r := want.Results[j]; !r.Allowed && (want.Denied < 0 || r.RetryAfter > want.RetryAfter) {
+			want.Allowed, want.Denied, want.RetryAfter = false, j, r.RetryAfter
+		}
+	}
+	for j := range reqs { // denied: only the denying buckets move on
+		if want.Allowed || !want.Results[j].Allowed {
+			d.keep(idx[j], next[j])
+		}
+	}
+	gotM, errM := d.ms.TakeMulti(ctx, reqs)
+	gotR, errR := d.rs.TakeMulti(ctx, reqs)
+	d.same(fmt.Sprintf("TakeMulti(%+v)", reqs), want, gotM, gotR, errM, errR)
+}
+
+func (d *differential) refund(i int) {
+	n := genEdgeCost(d.rt, d.pols[i])
+	next, want, err := algo.TokenBucket{}.Refund(d.pols[i], d.states[i], d.at, n)
+	d.check(err)
+	if n > 0 && d.states[i] != (algo.State{}) { // else nothing is written
+		d.keep(i, next)
+	}
+	gotM, errM := d.ms.Refund(context.Background(), d.keys[i], d.pols[i], n)
+	gotR, errR := d.rs.Refund(context.Background(), d.keys[i], d.pols[i], n)
+	d.same(fmt.Sprintf("Refund(%s, %v, %d)", d.keys[i], d.pols[i], n), want, gotM, gotR, errM, errR)
+}
+
+func (d *differential) refundMulti() {
+	idx := rapid.SliceOfNDistinct(rapid.IntRange(0, 2), 1, 3, rapid.ID[int]).Draw(d.rt, "keys")
+	reqs := make([]store.Request, len(idx))
+	want := make([]algo.Result, len(idx))
+	for j, i := range idx {
+		reqs[j] = store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: genEdgeCost(d.rt, d.pols[i])}
+		next, res, err := algo.TokenBucket{}.Refund(d.pols[i], d.states[i], d.at, reqs[j].Cost)
+		d.check(err)
+		if want[j] = res; reqs[j].Cost > 0 && d.states[i] != (algo.State{}) {
+			d.keep(i, next)
+		}
+	}
+	gotM, errM := d.ms.RefundMulti(context.Background(), reqs)
+	gotR, errR := d.rs.RefundMulti(context.Background(), reqs)
+	d.same(fmt.Sprintf("RefundMulti(%+v)", reqs), want, gotM, gotR, errM, errR)
+}
+
+func (d *differential) atMost(i int) {
+	n := genAtMost(d.rt, d.pols[i])
+	next, g, want, err := algo.TokenBucket{}.TakeAtMost(d.pols[i], d.states[i], d.at, n)
+	d.check(err)
+	d.keep(i, next)
+	gM, gotM, errM := d.ms.TakeAtMost(context.Background(), d.keys[i], d.pols[i], n)
+	gR, gotR, errR := d.rs.TakeAtMost(context.Background(), d.keys[i], d.pols[i], n)
+	d.same(fmt.Sprintf("TakeAtMost(%s, %v, %d)", d.keys[i], d.pols[i], n), []any{g, want}, []any{gM, gotM}, []any{gR, gotR}, errM, errR)
+}
+
+// TestServerClockMatchesAlgo replays every server-clock call through algo
+// at the time the script used (the *Now helpers return Redis's TIME):
+// takes, refunds and partial grants, in any order, from a state written in
+// the wire encoding (seedServer: debt included, or none). The
+// answers must be identical, denials and peeks included. After a call that
+// wrote, the stored state (the stamp rebuilt from the key's expiry)
+// must be algo's too, and the key must expire at the first millisecond at
+// which the bucket is full, debt included. This covers the script's fast
+// path, which only the server clock's one-key take runs, its fall through
+// to the general path for deficits too long for it (≥ 1e11 level units,
+// which the edge policies reach), and the general path of every other op.
 func TestServerClockMatchesAlgo(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
@@ -201,28 +280,57 @@ func TestServerClockMatchesAlgo(t *testing.T) {
 		p := genEdgePolicy(rt, "")
 		st := seedServer(rt, rdb, s.Key(key), p)
 		for step := range rapid.IntRange(1, 30).Draw(rt, "ops") {
-			cost := genEdgeCost(rt, p)
-			got, now, err := redisstore.TakeNow(ctx, s, key, p, cost)
-			if err != nil {
-				rt.Fatal(err)
-			}
 			prev := st
-			var want algo.Result
-			if st, want, err = (algo.TokenBucket{}).Take(p, st, now, cost); err != nil {
-				rt.Fatal(err)
+			var call string
+			var got, want any
+			var now int64
+			var err error
+			var wrote bool // the op writes the key (unless it is full, or absent for a refund)
+			switch op := rapid.SampledFrom([]string{"take", "take", "refund", "at most"}).Draw(rt, "op"); op {
+			case "take":
+				cost := genEdgeCost(rt, p)
+				var res algo.Result
+				res, now, err = redisstore.TakeNow(ctx, s, key, p, cost)
+				call, got, wrote = fmt.Sprintf("Take(%d)", cost), res, cost > 0 && res.Allowed
+				if err == nil {
+					st, want, err = algo.TokenBucket{}.Take(p, st, now, cost)
+				}
+			case "refund":
+				n := genEdgeCost(rt, p)
+				var res algo.Result
+				res, now, err = redisstore.RefundNow(ctx, s, key, p, n)
+				call, got, wrote = fmt.Sprintf("Refund(%d)", n), res, n > 0
+				if err == nil {
+					st, want, err = algo.TokenBucket{}.Refund(p, st, now, n)
+				}
+			case "at most":
+				n := genAtMost(rt, p)
+				var g int64
+				var res algo.Result
+				g, res, now, err = redisstore.TakeAtMostNow(ctx, s, key, p, n)
+				call, got, wrote = fmt.Sprintf("TakeAtMost(%d)", n), []any{g, res}, g > 0
+				if err == nil {
+					var wg int64
+					var w algo.Result
+					st, wg, w, err = algo.TokenBucket{}.TakeAtMost(p, st, now, n)
+					want = []any{wg, w}
+				}
 			}
-			if got != want {
-				rt.Fatalf("step %d: Take(%v, %d) from %+v at %d µs = %+v; algo says %+v", step, p, cost, prev, now, got, want)
+			if err != nil {
+				rt.Fatalf("step %d: %s: %v", step, call, err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				rt.Fatalf("step %d: %s under %v from %+v at %d µs = %+v; algo says %+v", step, call, p, prev, now, got, want)
 			}
 			after, err := s.Inspect(ctx, key, p)
 			if err != nil {
 				rt.Fatal(err)
 			}
-			if !got.Allowed || cost == 0 || !after.Exists {
-				continue // not charged: the key holds an earlier state, or none
+			if !wrote || !after.Exists {
+				continue // the key holds an earlier state, or none
 			}
 			if stored := (algo.State{Level: after.Deficit, Stamp: after.Stamp.UnixMicro()}); stored != st {
-				rt.Fatalf("step %d: Take(%v, %d) at %d µs stored %+v; algo says %+v", step, p, cost, now, stored, st)
+				rt.Fatalf("step %d: %s under %v at %d µs stored %+v; algo says %+v", step, call, p, now, stored, st)
 			}
 			// The key expires at the first millisecond at which the bucket is full.
 			idle := algo.TokenBucket{}.IdleAt(p, st)

@@ -7,7 +7,8 @@
 //
 // Each [Store.Take] is one EVALSHA of an embedded Lua script
 // (tokenbucket.lua) that reads the bucket, applies the token-bucket math and
-// writes the new state atomically. The script is the exact twin of
+// writes the new state atomically; so is each of the operations below
+// (refunds, partial grants). The script is the exact twin of
 // algo.TokenBucket: integer microseconds, every intermediate below 2^53
 // (Lua's numbers are doubles), integer replies only. The tests drive algo,
 // memstore and this store with the same random requests and require
@@ -16,13 +17,14 @@
 // # Auto-pipelining
 //
 // One round trip per Take caps a busy process at what one round trip at a
-// time per connection allows. So, by default, Takes and TakeMultis issued
-// at once by many goroutines are coalesced: they queue, and a few writers
-// each send up to 64 of them in one pipeline, which Redis answers in one
-// round trip. A call that finds no writer running is sent at once on the
-// caller's goroutine, so a lone caller pays one plain round trip, as
-// without pipelining; while a pipeline is in flight, calls wait for the
-// next one, and another writer starts once 8 are waiting. A call whose context ends while it is queued is never
+// time per connection allows. So, by default, Takes, TakeMultis and the
+// operations below issued at once by many goroutines are coalesced: they
+// queue, and a few writers each send up to 64 of them in one pipeline,
+// which Redis answers in one round trip. A call that finds no writer
+// running is sent at once on the caller's goroutine, so a lone caller pays
+// one plain round trip, as without pipelining; while a pipeline is in
+// flight, calls wait for the next one, and another writer starts once 8
+// are waiting. A call whose context ends while it is queued is never
 // sent and charges nothing; each call gets its own result or error; only
 // NOSCRIPT replies are sent again. [PipelineConfig] has the details and
 // knobs; Disabled turns it off. Writers run only while calls are queued,
@@ -66,6 +68,20 @@
 // it puts the group in braces, which Redis Cluster hashes as the key's hash
 // tag ("burst{user:42}" and "daily{user:42}" share a slot). Keys with a
 // hash tag of their own work too.
+//
+// # Refunds and partial grants
+//
+// Store is a store.Refunder and a store.AtMostTaker. [Store.Refund] and
+// [Store.RefundMulti] give tokens back (a failed upload need not cost its
+// quota), never above capacity, and [Store.TakeAtMost] grants what the
+// bucket holds, up to n. Each is one call of the bucket script, an op that
+// is the Lua twin of algo.TokenBucket's Refund and TakeAtMost (the same
+// tests as Take hold them to it), checked with store.CheckRequest and
+// pipelined and timed out as Take is, on the server clock or
+// Config.Clock, standalone or on a cluster, where RefundMulti's keys share
+// a slot as TakeMulti's must (store.GroupKey; else store.ErrNotTogether).
+// A refund of 0, or to a key Redis does not hold (a full bucket), writes
+// nothing.
 //
 // # Requests in flight
 //
@@ -248,7 +264,8 @@ type Config struct {
 	// time. The default is 1 minute; a negative value means keys never
 	// expire (they are deleted when a Take finds them full, or by Reset).
 	TTLMargin time.Duration
-	// Pipeline configures auto-pipelining of Take and TakeMulti, on by
+	// Pipeline configures auto-pipelining of the bucket calls (Take,
+	// TakeMulti, refunds, partial grants) and the lease calls, on by
 	// default: see [PipelineConfig].
 	Pipeline PipelineConfig
 	// Corrupt says what a Take does with a key that holds something that
@@ -307,7 +324,8 @@ const (
 	KeepCorrupt
 )
 
-// Store is a [store.Store] and [store.MultiTaker] on Redis. It is safe for
+// Store is a [store.Store], [store.MultiTaker], [store.Refunder],
+// [store.AtMostTaker] and store.Leaser on Redis. It is safe for
 // simultaneous use by multiple goroutines. It does not own the client:
 // closing the Store does not close it.
 type Store struct {

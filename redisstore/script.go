@@ -42,6 +42,8 @@ const (
 	opTake    = "t"
 	opMulti   = "m"
 	opInspect = "i"
+	opRefund  = "r" // one or more keys, each alone
+	opAtMost  = "a"
 )
 
 // noRetry is a script command that go-redis must never send twice: a
@@ -57,9 +59,24 @@ type noRetry struct{ *redis.IntSliceCmd }
 // NoRetry reports true: see the type.
 func (noRetry) NoRetry() bool { return true }
 
-// inspected is what op "i" returns beyond the Result.
+// inspected is what a call returns beyond its Results (see
+// tokenbucket.lua's reply).
 type inspected struct {
-	now, deficit, stamp, pttl int64
+	now                  int64 // the time the call was decided at
+	deficit, stamp, pttl int64 // opInspect: the stored state, the key's PTTL
+	granted              int64 // opAtMost: the tokens granted
+}
+
+// extraLen is how many integers op adds to the reply after its one key's
+// four.
+func extraLen(op string) int {
+	switch op {
+	case opInspect:
+		return 3
+	case opAtMost:
+		return 1
+	}
+	return 0
 }
 
 // run validates reqs, calls the script once and fills results (one per
@@ -154,13 +171,23 @@ func repairError(key string, kind int64) error {
 // Arguments boxed once, so that building a call does not allocate them.
 var (
 	argSHA  any = script.Hash()
-	argCall     = map[string]any{"st": "st", "sm": "sm", "si": "si", "ct": "ct", "cm": "cm", "ci": "ci",
-		"stk": "stk", "smk": "smk", "ctk": "ctk", "cmk": "cmk"} // clock+op, and "k" to keep corrupt keys
+	argCall     = map[string]any{} // clock+op, and "k" to keep corrupt keys (not inspect's)
 )
 
+func init() {
+	for _, clock := range []string{"s", "c"} {
+		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost} {
+			argCall[clock+op] = clock + op
+			if op != opInspect {
+				argCall[clock+op+"k"] = clock + op + "k"
+			}
+		}
+	}
+}
+
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
-// the call, for a client clock now and the margin, then 4 per key (see
-// tokenbucket.lua).
+// the call, for a client clock now and the margin, then per key capacity,
+// unit, refill and cost (see tokenbucket.lua).
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []any {
 	args := make([]any, 0, 3+5*len(reqs)+3)
 	verb, target := s.fn.head() // EVALSHA or FCALL
@@ -195,10 +222,7 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 // returns the reply's list of repaired keys: pairs of a 1-based index into
 // reqs and the kind of corruption found.
 func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Result, in *inspected) ([]int64, error) {
-	want := 2 + 4*len(reqs)
-	if op == opInspect {
-		want += 3
-	}
+	want := 2 + 4*len(reqs) + extraLen(op)
 	repaired := vals[min(want, len(vals)):]
 	if len(vals) < want || len(repaired)%2 != 0 {
 		return nil, fmt.Errorf("redisstore: script replied %d integers, want %d and pairs", len(vals), want)
@@ -218,13 +242,15 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 			ResetAfter: algo.Micros(v[3]),
 		}
 	}
-	switch {
-	case in == nil:
-	case op == opInspect:
-		v := vals[2+4*len(reqs):]
-		*in = inspected{now: vals[0], deficit: v[0], stamp: v[1], pttl: v[2]}
-	default:
-		*in = inspected{now: vals[0]}
+	if in == nil {
+		return repaired, nil
+	}
+	in.now = vals[0]
+	switch v := vals[2+4*len(reqs):]; op {
+	case opInspect:
+		in.deficit, in.stamp, in.pttl = v[0], v[1], v[2]
+	case opAtMost:
+		in.granted = v[0]
 	}
 	return repaired, nil
 }

@@ -1,6 +1,7 @@
--- tokenbucket.lua: the Lua twin of algo.TokenBucket.Take (algo/tokenbucket.go),
--- applied atomically to one or more buckets. Keep the two in step: the tests
--- in this package require identical Results, bit for bit.
+-- tokenbucket.lua: the Lua twin of algo.TokenBucket (algo/tokenbucket.go and
+-- algo/ops.go: Take, Refund, TakeAtMost), applied
+-- atomically to one or more buckets. Keep the two in step: the tests in this
+-- package require identical Results, bit for bit.
 --
 -- Wire contract: version 1 (WIRE.md beside this file). Other runtimes (js/)
 -- load this file by path and must agree with it: the keys, arguments,
@@ -11,27 +12,34 @@
 -- ARGV[1] the call: clock then op, two letters, and an optional third.
 --         Clock "s" = server clock (redis TIME), "c" = client clock. Op
 --         "t" take, "m" multi (all admit and all are charged, or none is),
---         "i" inspect (cost 0, nothing is written). With a client clock a
---         denial or peek that refilled stores the refilled state and later
---         stamp, as algo returns it (in a denied multi only the denying
---         buckets do, as memstore); with the server clock only charges
---         write. A key that holds something that is not a bucket of this
---         clock is repaired: it is taken as an empty bucket stamped now
---         (deficit = capacity, so it denies until it refills: never more
---         tokens than it could have had), written so, and reported in the
---         reply; a third letter "k" keeps it instead and fails the call
---         with RBCORRUPT (inspect always does).
+--         "i" inspect (cost 0, nothing is written), "r" refund (one or
+--         more keys, each alone), "a" take at most n. With a client clock
+--         a take or partial grant that refilled stores the refilled state
+--         and later stamp, as algo returns it (in a denied multi only the
+--         denying buckets do, as memstore); with the server clock only
+--         charges write. A refund writes only n > 0 to a key that exists,
+--         on either clock. A key that holds
+--         something that is not a bucket of this clock is repaired: it is
+--         taken as an empty bucket stamped now (deficit = capacity, so it
+--         denies until it refills: never more tokens than it could have
+--         had), written so, and reported in the reply; a third letter "k"
+--         keeps it instead and fails the call with RBCORRUPT (inspect
+--         always does).
 -- Client clock only: ARGV[2] now, µs since the Unix epoch; ARGV[3] TTL
 --         margin in ms beyond the fill time (-1 = no expiry).
--- Then per key: capacity, unit, refill, cost (see algo.Policy). The common
--- call is thus: KEYS = {key}, ARGV = {"st", capacity, unit, refill, cost}.
+-- Then per key: capacity, unit, refill (see algo.Policy) and the op's own:
+--         cost (t, m, i: 0), n (r, a; at most capacity).
+-- The common call is thus: KEYS = {key}, ARGV = {"st", capacity, unit,
+-- refill, cost}.
 --
 -- Reply: {now, all admitted (0/1), then per key: admitted (0/1), remaining,
 -- retry-after µs, reset-after µs}; op "i" appends the stored deficit, the
--- stored stamp and the key's PTTL; then, for each repaired key, its index
--- (1-based) and what it held (1 another type, 2 the other clock's format,
--- 3 a value that is not a bucket, 4 a bad or missing expiry). Integers
--- only: Redis truncates Lua floats.
+-- stored stamp and the key's PTTL, "a" the tokens granted; then, for each
+-- repaired key, its index (1-based) and what it held
+-- (1 another type, 2 the other clock's format, 3 a value that is not a
+-- bucket, 4 a bad or missing expiry). Integers only: Redis truncates Lua
+-- floats. A wait of 285 years or more (a time plus a duration past 2^53)
+-- is sent as a string of its digits (see sum below).
 --
 -- Numbers are IEEE doubles, exact for integers up to 2^53. The bounds below
 -- are algo's (Policy.Validate): full = capacity*unit <= 2^52, refill <= 2^52,
@@ -70,8 +78,8 @@
 -- with the % operator (exact here: see ceildiv below; every dividend on
 -- this path is at most 2^52, the fill time's excepted, which uses fmod),
 -- numbers written with '%d' (integer formatting, not printf's float code),
--- and no table is built but the reply. It is decide and store below,
--- inlined, and gives the same answers: the tests run both paths (a client
+-- and no table is built but the reply. It is the general path's take and
+-- store, inlined, and gives the same answers: the tests run both paths (a client
 -- clock, an inspect or a multi take the general one). Anything it does not
 -- handle (another call, bad arguments, a value that is not plain digits, a
 -- missing expiry, a bucket in debt, a stamp ahead of the server's clock, a
@@ -232,31 +240,11 @@ local function remaining(d, full, unit)
   return floordiv(full - d, unit)
 end
 
--- decide applies a request of cost to the bucket (d, t) at now, as
--- algo.TokenBucket.Take: it returns the new (d, t), admitted (0/1), the
--- remaining tokens, the retry-after and reset-after in µs.
-local function decide(d, t, full, unit, refill, cost)
-  d, t = refilled(d, t, full, refill)
-  -- 3. Admit and charge (d <= full - need: d + need reaches 3*2^52 in
-  -- debt), admit a peek even in debt, or 4. deny with the exact wait
-  -- (d - full + need <= 2*full, formed in that order).
-  local need = cost * unit
-  local ok, retry = 1, 0
-  if d <= full - need then
-    d = d + need
-  elseif need > 0 then
-    ok, retry = 0, sum(t - now, ceildiv(d - full + need, refill))
-  end
-  local reset = 0
-  if d > 0 then reset = sum(t - now, ceildiv(d, refill)) end
-  return d, t, ok, remaining(d, full, unit), retry, reset
-end
-
 -- store writes the bucket's new state (d, t) at time now (t >= now). It
 -- is full again at idle = t + ceil(d/refill), which may pass 2^53 (a
 -- stamp near 2^53, or two buckets of 2^52 at one unit a µs), so idle is
 -- never formed: its parts below and above 1000 are added apart.
-local function store(key, d, t, exists, refill)
+local function store(key, d, t, exists, refill, full)
   local q = ceildiv(d, refill)
   if q <= now - t then -- idle <= now: full
     if exists then call('DEL', key) end
@@ -284,16 +272,20 @@ local function store(key, d, t, exists, refill)
   end
 end
 
-if (clock ~= 's' and clock ~= 'c') or (op ~= 't' and op ~= 'm' and op ~= 'i') then
+-- PER is how many arguments each op takes per key after capacity, unit
+-- and refill: cost (or n).
+local PER = {t = 1, m = 1, i = 1, r = 1, a = 1}
+if (clock ~= 's' and clock ~= 'c') or not PER[op] then
   error({err = 'RBARG bad clock or op'})
 end
-local base = 1 -- the arguments before the first key's four
+local per = 3 + PER[op]
+local base = 1 -- the arguments before the first key's
 if clock == 'c' then base = 3 end
-if n < 1 or #ARGV ~= base + 4 * n then
-  error({err = 'RBARG want 4 arguments per key'})
+if n < 1 or #ARGV ~= base + per * n then
+  error({err = 'RBARG want ' .. per .. ' arguments per key'})
 end
-if op ~= 'm' and n ~= 1 then
-  error({err = 'RBARG take and inspect are for one key'})
+if op ~= 'm' and op ~= 'r' and n ~= 1 then
+  error({err = 'RBARG only multi-take and refund are for several keys'})
 end
 if clock ~= 's' then
   now = arg(2, 0, MAXTIME)
@@ -310,24 +302,25 @@ local function decode(key, refill)
     return nil, nil, true, corrupt(key, 1, 'holds a ' .. redis.call('TYPE', key)['ok'])
   end
   if not v then return 0, 0, false end
-  if string.find(v, ':', 1, true) then
+  local w = v
+  if string.find(w, ':', 1, true) then
     if clock ~= 'c' then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
-    local d, t = string.match(v, '^(%d+):(%d+)$')
+    local d, t = string.match(w, '^(%d+):(%d+)$')
     d, t = d and level(d), tonumber(t)
     if d == nil or t == nil or t > MAXTIME then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
     return d, t, true
   end
   if clock ~= 's' then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
   local d, u
-  local x = tonumber(v)
-  if x and x >= 0 and x < 1e14 and x == floor(x) and tostring(x) == v then -- canonical digits
+  local x = tonumber(w)
+  if x and x >= 0 and x < 1e14 and x == floor(x) and tostring(x) == w then -- canonical digits
     u = fmod(x, 1000)
     d = (x - u) / 1000
   else
-    if not string.match(v, '^%d+$') or #v > 19 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
-    d, u = 0, tonumber(v)
-    if #v > 3 then
-      d, u = level(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
+    if not string.match(w, '^%d+$') or #w > 19 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    d, u = 0, tonumber(w)
+    if #w > 3 then
+      d, u = level(string.sub(w, 1, -4)), tonumber(string.sub(w, -3))
     end
   end
   if d == nil then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
@@ -346,13 +339,13 @@ local reply = {now, 1}
 local pend = {}
 local repaired = {} -- index, kind of each repaired key
 for i = 1, n do
-  local b = base + 4 * (i - 1)
+  local b = base + per * (i - 1)
   local cap = arg(b + 1, 1, MAXCAP)
   local unit = arg(b + 2, 1, MAXLEVEL)
   local refill = arg(b + 3, 1, MAXLEVEL)
-  local cost = arg(b + 4, 0, cap)
   local full = cap * unit
   if full > MAXLEVEL then error({err = 'RBARG capacity*unit above 2^52'}) end
+  local cost = arg(b + 4, 0, cap)
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
 
   local d0, t0, exists, kind = decode(KEYS[i], refill)
@@ -360,26 +353,69 @@ for i = 1, n do
     d0, t0 = full, now
     repaired[#repaired + 1], repaired[#repaired + 2] = i, kind
   end
-  local d, t, ok, rem, retry, reset = decide(d0, t0, full, unit, refill, cost)
+  -- Steps 1 and 2 (refill), then the op's own, as algo's functions.
+  -- charged: what the server clock writes (a charge, or what a refund
+  -- gives back); extra: the op's fields of the reply.
+  local d, t = refilled(d0, t0, full, refill)
+  local need = cost * unit
+  local ok, retry, rem, charged, extra = 1, 0
+  if op == 'r' then
+    -- Refund: the deficit less n*unit (<= full), never below 0.
+    d = d - need
+    if d < 0 then d = 0 end
+    charged = exists and cost > 0
+  elseif op == 'a' then
+    -- TakeAtMost: grant g = min(n, whole tokens held) (g*unit <= full - d);
+    -- none for n > 0 is a denied take of 1 (d - full + unit <= 2*full).
+    local held = remaining(d, full, unit)
+    local g = cost
+    if g > held then g = held end
+    if g > 0 then
+      d = d + g * unit
+    elseif cost > 0 then
+      ok, retry = 0, sum(t - now, ceildiv(d - full + unit, refill))
+    end
+    rem, charged, extra = held - g, g > 0, {g}
+  else
+    -- Take, multi-take, inspect: 3. admit and charge (d <= full - need:
+    -- d + need reaches 3*2^52 in debt), admit a peek even in debt, or 4.
+    -- deny with the exact wait (d - full + need <= 2*full, in that order).
+    if d <= full - need then
+      d = d + need
+    elseif need > 0 then
+      ok, retry = 0, sum(t - now, ceildiv(d - full + need, refill))
+    end
+    charged = ok == 1 and need > 0
+  end
+  if not rem then rem = remaining(d, full, unit) end
+  local reset = 0
+  if d > 0 then reset = sum(t - now, ceildiv(d, refill)) end
+
   if ok == 0 then reply[2] = 0 end
   local at = #reply
   reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = ok, rem, retry, reset
+  if extra then
+    for j = 1, #extra do reply[at + 4 + j] = extra[j] end
+  end
   -- changed: a client clock's store would write the state (or drop a
-  -- bucket that is full at now: one stored full with a stamp ahead of a
-  -- lagging clock is kept until then, as memstore keeps it)
+  -- bucket that is full at now: a refund's, stamped ahead of a lagging
+  -- clock, is kept until then, as memstore keeps it)
   local changed = d ~= d0 or t ~= t0 or (exists and d == 0 and t == now)
   if op == 'i' then
     reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, call('PTTL', KEYS[i])
-  elseif op == 't' then
-    -- A take decides each bucket alone. With the server clock only a
-    -- charge writes: a denial or peek that merely refilled changes nothing
-    -- a later call on the same clock can see (it computes the same refill
-    -- from the older state), so it saves the write and its replication.
-    if (clock == 's' and ok == 1 and cost > 0) or (clock ~= 's' and changed) or kind then
-      store(KEYS[i], d, t, exists, refill)
-    end
+  elseif op == 'm' then
+    pend[i] = {d = d, t = t, changed = changed, exists = exists, refill = refill, full = full, ok = ok, charged = charged, kind = kind}
   else
-    pend[i] = {d = d, t = t, changed = changed, exists = exists, refill = refill, ok = ok, cost = cost, kind = kind}
+    -- Each bucket alone. With the server clock only a charge writes: a
+    -- denial or peek that merely refilled changes nothing a later call on
+    -- the same clock can see (it computes the same refill from the older
+    -- state), so it saves the write and its replication. With a client
+    -- clock a changed state is written (a later stamp), except by a
+    -- refund, which writes only what it gives back (as memstore, which
+    -- keeps no bucket for it otherwise).
+    local write = charged
+    if clock ~= 's' and op ~= 'r' then write = changed end
+    if write or kind then store(KEYS[i], d, t, exists, refill, full) end
   end
 end
 
@@ -397,7 +433,7 @@ for i = 1, n do
   -- they were (not charged, not refilled); with the server clock only
   -- charges write, as for a take.
   local write = p.changed and not (reply[2] == 0 and p.ok == 1)
-  if clock == 's' then write = p.ok == 1 and p.cost > 0 and reply[2] == 1 end
-  if write or p.kind then store(KEYS[i], p.d, p.t, p.exists, p.refill) end
+  if clock == 's' then write = p.charged and reply[2] == 1 end
+  if write or p.kind then store(KEYS[i], p.d, p.t, p.exists, p.refill, p.full) end
 end
 return append()

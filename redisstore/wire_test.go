@@ -132,8 +132,35 @@ func TestWireExamples(t *testing.T) {
 	if n, _ := rdb.Exists(ctxT(t), mk[0]).Result(); n != 0 {
 		t.Error("a denied multi-take charged the bucket that admitted")
 	}
-	if _, err := w.call([]string{k}, "sx", 100, 500000, 1, 1); err == nil || !regexp.MustCompile(`^RBARG`).MatchString(err.Error()) {
+	if _, err := w.call([]string{k}, "sz", 100, 500000, 1, 1); err == nil || !regexp.MustCompile(`^RBARG`).MatchString(err.Error()) {
 		t.Errorf("an unknown op: %v, want RBARG (what an older script answers a newer call)", err)
+	}
+
+	// Refund and partial grant, client clock: a take of 100 at now, then
+	// 1 ms later a refund of 10 tokens and a grant of up to 7.
+	k, now = pre+"ops", 1700000000000000
+	client := func(op string, at int64, args ...any) []int64 {
+		t.Helper()
+		return w.must([]string{k}, append([]any{op, at, 60000}, append(pol, args...)...)...)
+	}
+	client("ct", now, 100)
+	r = client("cr", now+1000, 10)
+	if want := []int64{now + 1000, 1, 1, 10, 0, 44999000}; fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("cr reply %v, want %v", r, want)
+	}
+	r = client("ca", now+1000, 7)
+	if want := []int64{now + 1000, 1, 1, 3, 0, 48499000, 7}; fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("ca reply %v, want %v", r, want)
+	}
+	// A refund of several keys, one of them absent (nothing written there).
+	mk = []string{pre + "{r}a", pre + "{r}b"}
+	w.must(mk[:1], append([]any{"st"}, append(pol, 5)...)...)
+	r = w.must(mk, append(append([]any{"sr"}, append(pol, 2)...), append(pol, 2)...)...)
+	if want := []int64{r[0], 1, 1, 97, 0, r[5], 1, 100, 0, 0}; fmt.Sprint(r) != fmt.Sprint(want) || r[5] <= 1000000 || r[5] > 1500000 {
+		t.Errorf("sr reply %v, want %v with a reset-after of at most 1.5 s", r, want)
+	}
+	if n, _ := rdb.Exists(ctxT(t), mk[1]).Result(); n != 0 {
+		t.Error("a refund to an absent key wrote it")
 	}
 }
 

@@ -1,0 +1,56 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Refunds and partial grants on Redis, each one script call: an upload
+// that failed gives its tokens back, and a batch takes what the bucket
+// holds. (Needs a Redis server: compiled, not run.)
+func ExampleStore_Refund() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	s, err := redisstore.New(rdb, redisstore.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := store.NewLimiter(s, algo.PerSecond(5).Burst(10), store.LimiterConfig{Prefix: "uploads:"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// Charge an upload, and give its tokens back if it failed.
+	if res, err := lim.Take(ctx, "user:42", 3); err == nil && res.Allowed {
+		if uploadFailed := true; uploadFailed {
+			_, _ = lim.Refund(ctx, "user:42", 3)
+		}
+	}
+
+	// A batch job takes what there is, up to 50 items' worth.
+	switch n, res, err := lim.TakeAtMost(ctx, "batch:nightly", 50); {
+	case err != nil:
+		log.Print(err)
+	case n == 0:
+		fmt.Printf("nothing now; a token in %v\n", res.RetryAfter)
+	default:
+		fmt.Printf("process %d items now\n", n)
+	}
+
+	// Two buckets of one group refunded atomically (one Cluster slot).
+	_, err = s.RefundMulti(ctx, []store.Request{
+		{Key: store.GroupKey("user:42", "burst"), Policy: algo.PerSecond(10).Burst(20), Cost: 1},
+		{Key: store.GroupKey("user:42", "daily"), Policy: algo.PerDay(1000).Burst(1000), Cost: 1},
+	})
+	if err != nil {
+		log.Print(err)
+	}
+}
