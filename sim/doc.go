@@ -34,6 +34,15 @@
 // or by user if known, else IP ("campus-nat-user"); and cheap reads mixed
 // with expensive uploads and AI calls ("cost").
 //
+// One more shows what the operations around a take buy ("beyond-take"),
+// each beside a class sending the same traffic with plain Takes: uploads
+// whose failures are refunded, as httplimit's ChargeIf does; bursts held
+// for their exact delay by a reservation instead of refused, as its Delay
+// does; and slow reports held to 2 in flight by leases, as its
+// Concurrency does. The law is checked on what stays charged, at the time
+// it proceeds. Under the windows, which can neither refund nor reserve,
+// each pair's rows are the same.
+//
 // # Topologies and clocks
 //
 // [Shared] gives every instance the same store: what Redis gives a fleet.

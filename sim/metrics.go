@@ -70,25 +70,28 @@ func streamID(class string, i int) uint64 {
 	return h.Sum64() ^ uint64(i)*0x9e3779b97f4a7c15
 }
 
-// record notes the answer res to client c's request e, which instance i
-// served.
-func (r *recorder) record(c *client, e event, i int, res algo.Result) {
+// record notes the answer out to client c's request e, which instance i
+// served. The law is checked on what stays charged, when it proceeds.
+func (r *recorder) record(c *client, e event, i int, out served) {
 	c.requests++
 	c.offered += e.cost
 	if c.key == r.focus {
-		r.trace.add(c, e, i, res)
+		r.trace.add(c, e, i, out.res)
 	}
-	if !res.Allowed {
+	if !out.res.Allowed {
 		return
 	}
 	c.admitted++
 	c.admittedCost += e.cost
+	if out.charged == 0 {
+		return
+	}
 	b := r.keys[c.key]
 	if b == nil {
 		b = &bucketLog{policy: c.policy}
 		r.keys[c.key] = b
 	}
-	b.adm = append(b.adm, Admission{At: dur(e.at), Cost: e.cost})
+	b.adm = append(b.adm, Admission{At: dur(out.at), Cost: out.charged})
 }
 
 // legit reports whether c stayed within its entitlement's long-run rate:

@@ -333,19 +333,20 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint
 		if n > 1 {
 			i = lb.IntN(n)
 		}
-		lim, err := f.use(i).limiter(c.policy)
+		in := f.use(i)
+		lim, err := in.limiter(c.policy)
 		if err != nil {
 			return err
 		}
 		before := f.calls()
-		res, err := lim.Take(ctx, c.key, e.cost)
+		out, err := r.classes[c.class].serve(ctx, in.store, lim, c, e)
 		c.calls += f.calls() - before
 		if err != nil {
 			return fmt.Errorf("sim: %s: %s at %v, cost %d: %w",
 				r.scenario, r.classes[c.class].name, dur(e.at), e.cost, err)
 		}
-		r.record(c, e, i, res)
-		q, ok := c.gen.next(c.rng, e.at, &res)
+		r.record(c, e, i, out)
+		q, ok := c.gen.next(c.rng, e.at, &out.res)
 		schedule(int(e.client), q, ok)
 	}
 	return nil

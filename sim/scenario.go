@@ -46,6 +46,9 @@ type class struct {
 	// gen returns client i's traffic. pair is a stream seeded by i alone
 	// (not by the class), so classes can share session times.
 	gen func(i int, pair *rand.Rand) generator
+	// op, when set, serves each request instead of a plain Take: a
+	// refund by outcome, a reservation, a lease (see scenario_ops.go).
+	op op
 }
 
 // The article's policies.
@@ -184,7 +187,7 @@ var scenarios = []Scenario{{
 				}},
 		}
 	},
-}}
+}, beyondTake}
 
 // Scenarios returns every scenario, in a fixed order.
 func Scenarios() []Scenario { return append([]Scenario(nil), scenarios...) }

@@ -80,11 +80,16 @@ func (c *Counter) Calls() int64 { return c.n.Load() }
 
 // Count wraps s so that every Take (and TakeMulti, when s has it) is counted
 // by the returned Counter before being passed on unchanged. The wrapper
-// implements [store.MultiTaker] exactly when s does. The simulator counts
-// backend calls this way; a caching wrapper placed above it (see
-// [Config.Wrap]) shows up as fewer calls.
+// implements [store.MultiTaker] exactly when s does, and the operations
+// around a take and leases (store.Refunder, store.AtMostTaker,
+// store.Reserver, store.Leaser, each call counted) when s has them all, as
+// memstore does. The simulator counts backend calls this way; a caching
+// wrapper placed above it (see [Config.Wrap]) shows up as fewer calls.
 func Count(s store.Store) (store.Store, *Counter) {
 	c := new(Counter)
+	if o, ok := s.(opsStore); ok {
+		return countingOps{countingMulti{counting{s, c}, o}, o}, c
+	}
 	if m, ok := s.(store.MultiTaker); ok {
 		return countingMulti{counting{s, c}, m}, c
 	}
