@@ -164,29 +164,35 @@ func TestChargeIfByStatus(t *testing.T) {
 }
 
 // TestChargeIfFailedLogins: counting only 401 and 403, a client logs in
-// successfully as often as it likes, and is refused after three failures.
+// successfully as often as it likes, and is refused after three failures;
+// on memstore and on Redis.
 func TestChargeIfFailedLogins(t *testing.T) {
-	m := newMW(t, Config{Store: newRefundStore(t), Limits: []Limit{{Policy: algo.PerHour(3).Burst(3)}},
-		ChargeIf: func(status int) bool { return status == 401 || status == 403 }})
-	h := m.Handler(statusHandler)
-	for i := range 10 {
-		if w := status(h, "200"); w.Code != 200 {
-			t.Fatalf("login %d: %d", i, w.Code)
-		}
-	}
-	for i, want := range []int{401, 403, 401, 429} {
-		if w := status(h, strconv.Itoa(want)); w.Code != want {
-			t.Fatalf("failure %d: %d, want %d", i, w.Code, want)
-		}
-	}
-	if w := status(h, "200"); w.Code != 429 {
-		t.Fatalf("a good password after three failures: %d, want 429", w.Code)
+	for _, tc := range leaseStores {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMW(t, Config{Store: tc.store(t), Limits: []Limit{{Policy: algo.PerHour(3).Burst(3)}},
+				ChargeIf: func(status int) bool { return status == 401 || status == 403 }})
+			h := m.Handler(statusHandler)
+			for i := range 10 {
+				if w := status(h, "200"); w.Code != 200 {
+					t.Fatalf("login %d: %d", i, w.Code)
+				}
+			}
+			for i, want := range []int{401, 403, 401, 429} {
+				if w := status(h, strconv.Itoa(want)); w.Code != want {
+					t.Fatalf("failure %d: %d, want %d", i, w.Code, want)
+				}
+			}
+			if w := status(h, "200"); w.Code != 429 {
+				t.Fatalf("a good password after three failures: %d, want 429", w.Code)
+			}
+		})
 	}
 }
 
 // TestChargeIfMultiLimit: a request under two limits gets both back in
-// one RefundMulti, atomically; on a store that cannot take the keys
-// together (store.ErrNotTogether) they come back one at a time.
+// one RefundMulti, atomically (on memstore and on Redis); on a store that
+// cannot take the keys together (store.ErrNotTogether) they come back one
+// at a time.
 func TestChargeIfMultiLimit(t *testing.T) {
 	limits := []Limit{{Name: "burst", Policy: algo.PerHour(3).Burst(3)}, {Name: "day", Policy: algo.PerDay(10).Burst(10)}}
 	never := func(int) bool { return false }
@@ -203,6 +209,15 @@ func TestChargeIfMultiLimit(t *testing.T) {
 		}
 		if single, multi := s.refunds(); single != 0 || multi != 5 {
 			t.Fatalf("%d Refund and %d RefundMulti calls, want 0 and 5", single, multi)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		m := newMW(t, Config{Store: leaseStores[1].store(t), Limits: limits, ChargeIf: never})
+		for range 5 {
+			status(m.Handler(statusHandler), "500")
+		}
+		if got := remaining(t, m); got[0] != 3 || got[1] != 10 {
+			t.Fatalf("remaining %v, want both buckets full", got)
 		}
 	})
 	t.Run("not together", func(t *testing.T) {
