@@ -69,3 +69,58 @@ func ExampleLimiter_Refund() {
 	// refunded: remaining 10
 	// batch of 25: granted 10
 }
+
+// TakeAtMost grants a batch what the bucket holds instead of refusing it
+// whole; when nothing is left, the denial says when one token will be.
+func ExampleLimiter_TakeAtMost() {
+	clk := clock.NewMock()
+	s, err := memstore.New(memstore.Config{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	lim, err := store.NewLimiter(s, algo.PerSecond(10).Burst(100), store.LimiterConfig{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for _, batch := range []int64{60, 60, 60} {
+		n, res, _ := lim.TakeAtMost(ctx, "import-job", batch)
+		fmt.Printf("asked %d, granted %d, retry after %v\n", batch, n, res.RetryAfter)
+	}
+	// Output:
+	// asked 60, granted 60, retry after 0s
+	// asked 60, granted 40, retry after 0s
+	// asked 60, granted 0, retry after 100ms
+}
+
+// Wait holds a reserved request until its time; a caller that gives up
+// first has its reservation cancelled, and the tokens come back.
+func ExampleReservation_Wait() {
+	clk := clock.NewMock()
+	s, err := memstore.New(memstore.Config{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	lim, err := store.NewLimiter(s, algo.PerSecond(1).Burst(1), store.LimiterConfig{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	lim.Take(ctx, "k", 1) // empties the bucket
+	r, _ := lim.Reserve(ctx, "k", 1, 5*time.Second)
+	fmt.Println("admitted:", r.Allowed, "delay:", r.Delay)
+
+	gone, leave := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { _, err := r.Wait(gone); done <- err }()
+	leave() // the client hangs up before its second
+	fmt.Println("wait:", <-done)
+	again, _ := lim.Reserve(ctx, "k", 1, 5*time.Second)
+	fmt.Println("the next one waits", again.Delay, "again: the token came back")
+	// Output:
+	// admitted: true delay: 1s
+	// wait: context canceled
+	// the next one waits 1s again: the token came back
+}

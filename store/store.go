@@ -5,6 +5,25 @@
 // redisstore across a fleet) implement it; everything above (the [Limiter],
 // httplimit, sim) talks to this interface only.
 //
+// # Around a take: refund, take at most, reserve
+//
+// Over a store that implements the optional interfaces ([Refunder],
+// [AtMostTaker], [Reserver]), a Limiter also gives tokens back, grants part
+// of a batch, and admits a request after an exact, bounded delay instead of
+// refusing it (a store without one returns [ErrUnsupported]):
+//
+//	res, err := lim.Refund(ctx, userID, 1)          // the upload failed: its token back
+//	n, res, err := lim.TakeAtMost(ctx, jobID, 500)  // a batch takes what there is, up to 500
+//	r, err := lim.Reserve(ctx, userID, 1, 2*time.Second)
+//	res, err = r.Wait(ctx) // held r.Delay; if ctx ends first, cancelled and its tokens back
+//
+// A refund never raises a bucket above its capacity; a take at most n that
+// grants nothing is a denial with the exact wait for one token;
+// reservations are served in the order they were made, so a large one is
+// not starved by small ones, and a cancelled one gives its tokens back
+// exactly while it is the latest on its key. [Limiter.Wait] reserves and
+// waits.
+//
 // # At most N in flight
 //
 // A [Limiter] bounds how often; a [ConcurrencyLimiter] bounds how many at
