@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -231,5 +233,24 @@ func TestDelayConfig(t *testing.T) {
 	}
 	if _, err := m.With(Config{Delay: time.Second, Limits: two[:1]}); err != nil {
 		t.Fatalf("With one limit: %v", err)
+	}
+}
+
+// TestDelayUnsupported: a store that has Reserve but not the operation
+// (memstore under a window algorithm) makes a Delay route misconfigured:
+// 500, logged, and never the FailMode's free pass.
+func TestDelayUnsupported(t *testing.T) {
+	s, err := memstore.New(memstore.Config{Clock: newClock(), Algorithm: algo.FixedWindow{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ev events
+	m := newMW(t, Config{Store: s, Delay: time.Second, Observer: &ev, Logger: slog.New(slog.DiscardHandler)})
+	if w := do(m.Handler(ok), "192.0.2.1:1234"); w.Code != http.StatusInternalServerError {
+		t.Fatalf("code %d, want 500", w.Code)
+	}
+	if e := ev.last(t); e.Outcome != Invalid || !errors.Is(e.Err, store.ErrUnsupported) {
+		t.Fatalf("event %+v, want Invalid with store.ErrUnsupported", e)
 	}
 }

@@ -403,10 +403,12 @@ func decide(d *Decision, results []algo.Result, takes []store.Request, inOrder b
 // store.DefaultMaxKeyLen, so it comes from a store configured with a
 // smaller MaxKeyLen. A Concurrency limit's key that its KeyFunc cannot
 // make (ErrNoKey, a bad class) is found when its lease is asked for, and
-// is one too.
+// is one too; so is store.ErrUnsupported, from a store that has the
+// method Delay calls but not the operation (memstore under a window
+// algorithm, a hybrid wrapper over a store without reservations).
 func isInputError(err error) bool {
 	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalidConfig) || errors.Is(err, store.ErrInvalidLeaseID) ||
-		errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrDuplicateKey) ||
+		errors.Is(err, store.ErrUnsupported) || errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrDuplicateKey) ||
 		errors.Is(err, algo.ErrInvalidPolicy) || errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity)
 }
 
