@@ -27,7 +27,8 @@ trap 'kill $pid; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 cli() { redis-cli -p "$port" "$@"; }
 until cli ping >/dev/null 2>&1; do sleep 0.05; done
 sha=$(cli -x SCRIPT LOAD <redisstore/tokenbucket.lua)
-name="ratebucket_v1_${sha:0:12}"
+version=$(sed -n 's/^-- Wire contract: version \([0-9]*\) .*/\1/p' redisstore/tokenbucket.lua)
+name="ratebucket_v${version}_${sha:0:12}"
 { printf '#!lua name=%s\nredis.register_function{function_name='"'"'%s'"'"', callback=function(KEYS, ARGV)\n' "$name" "$name"
   cat redisstore/tokenbucket.lua; printf '\nend}\n'; } | cli -x FUNCTION LOAD REPLACE >/dev/null
 echo "redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $N calls per run"

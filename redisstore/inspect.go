@@ -27,7 +27,8 @@ type Bucket struct {
 	// FullIn is how long until the bucket is full again with no traffic.
 	FullIn time.Duration
 	// Deficit and Stamp are the stored state (see algo.State): the deficit
-	// below full in level units and the time of the last update; zero when
+	// below full in level units (above Limit·Unit when a reservation has
+	// put the bucket into debt) and the time of the last update; zero when
 	// the key is absent.
 	Deficit int64
 	Stamp   time.Time

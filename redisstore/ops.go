@@ -2,20 +2,24 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// The operations around a take (store.Refunder, store.AtMostTaker): each
-// is one call of the token-bucket script, its op the Lua twin of
-// algo.TokenBucket's Refund and TakeAtMost, checked, pipelined and timed
-// out as Take is, on the server clock or Config.Clock. See the package
-// documentation ("Refunds and partial grants").
+// The operations around a take (store.Refunder, store.AtMostTaker,
+// store.Reserver): each is one call of the token-bucket script, its op the
+// Lua twin of algo.TokenBucket's Refund, TakeAtMost, Reserve and Cancel,
+// checked, pipelined and timed out as Take is, on the server clock or
+// Config.Clock. See the package documentation ("Refunds, partial grants
+// and reservations").
 
 var (
 	_ store.Refunder    = (*Store)(nil)
 	_ store.AtMostTaker = (*Store)(nil)
+	_ store.Reserver    = (*Store)(nil)
 )
 
 // Refund gives n tokens back to the bucket at key under p in one atomic
@@ -66,6 +70,60 @@ func (s *Store) takeAtMost(ctx context.Context, key string, p algo.Policy, n int
 	reqs := [1]store.Request{{Key: key, Policy: p, Cost: min(n, p.Capacity())}}
 	var res [1]algo.Result
 	if err := s.run(ctx, opAtMost, reqs[:], res[:], in); err != nil {
+		return algo.Result{}, err
+	}
+	return res[0], nil
+}
+
+// Reserve takes cost tokens from the bucket at key under p, even before
+// they exist, provided they exist within maxWait, in one atomic script
+// call: see store.Reserver and algo.TokenBucket.Reserve. The Delay is
+// counted on the clock the bucket uses (Redis's, by default), and the
+// Ticket's At is a time on that clock. The errors are Take's.
+func (s *Store) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
+	return s.reserve(ctx, key, p, cost, maxWait, &inspected{})
+}
+
+func (s *Store) reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration, in *inspected) (algo.Reservation, error) {
+	// A wait beyond one full bucket's refill acts as that refill (algo's
+	// Reserve); bounding it here keeps the argument below 2^53.
+	in.wait = min(max(int64(maxWait/time.Microsecond), 0), p.MaxDelay().Microseconds())
+	reqs := [1]store.Request{{Key: key, Policy: p, Cost: cost}}
+	var res [1]algo.Result
+	if err := s.run(ctx, opReserve, reqs[:], res[:], in); err != nil {
+		return algo.Reservation{}, err
+	}
+	r := algo.Reservation{Result: res[0]}
+	if in.delay > 0 {
+		r.Delay, r.Ticket = algo.Micros(in.delay), in.ticket
+	}
+	return r, nil
+}
+
+// CancelReservation gives back the tokens of a reservation made on key
+// under p, given its Ticket, in one atomic script call, when it is still
+// waiting and the last in line: see store.Reserver and
+// algo.TokenBucket.Cancel. It writes only when it gives something back. A
+// ticket no Reserve under p could have returned is refused before Redis is
+// called, with algo.ErrInvalidReservation; the other errors are Take's.
+func (s *Store) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
+	in := inspected{ticket: t}
+	res, err := s.cancel(ctx, key, p, &in)
+	return in.gave, res, err
+}
+
+func (s *Store) cancel(ctx context.Context, key string, p algo.Policy, in *inspected) (algo.Result, error) {
+	// algo's own check of the ticket, on a full bucket at time 0: it
+	// fails for a ticket outside the bounds the script accepts too.
+	if err := store.CheckKey(key, s.maxKey); err != nil {
+		return algo.Result{}, fmt.Errorf("redisstore: key %.64q: %w", key, err)
+	}
+	if _, _, _, err := (algo.TokenBucket{}).Cancel(p, algo.State{}, 0, in.ticket); err != nil {
+		return algo.Result{}, fmt.Errorf("redisstore: key %.64q: %w", key, err)
+	}
+	reqs := [1]store.Request{{Key: key, Policy: p}}
+	var res [1]algo.Result
+	if err := s.run(ctx, opCancel, reqs[:], res[:], in); err != nil {
 		return algo.Result{}, err
 	}
 	return res[0], nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,10 +13,11 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// Refunds and partial grants on Redis, each one script call: an upload
-// that failed gives its tokens back, and a batch takes what the bucket
-// holds. (Needs a Redis server: compiled, not run.)
-func ExampleStore_Refund() {
+// Refunds, partial grants and reservations on Redis, each one script call:
+// an upload that failed gives its tokens back, a batch takes what the
+// bucket holds, and a burst is smoothed by waiting an exact delay instead
+// of answering 429. (Needs a Redis server: compiled, not run.)
+func ExampleStore_Reserve() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	s, err := redisstore.New(rdb, redisstore.Config{})
@@ -43,6 +45,18 @@ func ExampleStore_Refund() {
 		fmt.Printf("nothing now; a token in %v\n", res.RetryAfter)
 	default:
 		fmt.Printf("process %d items now\n", n)
+	}
+
+	// Wait at most 2 s for a slot instead of refusing: sleep the exact
+	// Delay, or give the tokens back if the request will not proceed.
+	r, err := lim.Reserve(ctx, "user:42", 1, 2*time.Second)
+	if err == nil && r.Allowed {
+		select {
+		case <-time.After(r.Delay):
+			fmt.Println("proceed")
+		case <-ctx.Done():
+			_, _, _ = r.Cancel(context.WithoutCancel(ctx))
+		}
 	}
 
 	// Two buckets of one group refunded atomically (one Cluster slot).

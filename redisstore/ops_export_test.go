@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
@@ -25,4 +26,18 @@ func TakeAtMostNow(ctx context.Context, s *Store, key string, p algo.Policy, n i
 	var in inspected
 	res, err := s.takeAtMost(ctx, key, p, n, &in)
 	return in.granted, res, in.now, err
+}
+
+// ReserveNow is Reserve, and the script's time.
+func ReserveNow(ctx context.Context, s *Store, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, int64, error) {
+	var in inspected
+	res, err := s.reserve(ctx, key, p, cost, maxWait, &in)
+	return res, in.now, err
+}
+
+// CancelNow is CancelReservation, and the script's time.
+func CancelNow(ctx context.Context, s *Store, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, int64, error) {
+	in := inspected{ticket: t}
+	res, err := s.cancel(ctx, key, p, &in)
+	return in.gave, res, in.now, err
 }

@@ -97,14 +97,28 @@ func forget(p algo.Policy, s algo.State, now int64) algo.State {
 	return s
 }
 
+// genEdgeWait draws a reservation's maxWait: none, about a token's
+// refill, the policy's MaxDelay, up to two fill times, or negative.
+func genEdgeWait(t *rapid.T, p algo.Policy) time.Duration {
+	token := (p.Unit() + p.Refill() - 1) / p.Refill()
+	return time.Duration(rapid.OneOf(
+		rapid.Just(int64(0)),
+		rapid.Int64Range(0, 3*token),
+		rapid.Just(p.MaxDelay().Microseconds()),
+		rapid.Int64Range(0, 2*p.FillTime().Microseconds()),
+		rapid.Int64Range(-5, -1),
+	).Draw(t, "maxWait µs")) * time.Microsecond
+}
+
 // genAtMost draws TakeAtMost's n: up to the capacity, or above it.
 func genAtMost(t *rapid.T, p algo.Policy) int64 {
 	return rapid.OneOf(rapid.Int64Range(0, p.Capacity()), rapid.Int64Range(p.Capacity(), 1<<40)).Draw(t, "n")
 }
 
-// differential is one case of TestDifferential: three keys, and the
+// differential is one case of TestDifferential: three keys, the
 // reference state of each as a store keeps it (forgotten when full;
-// untouched by a refund that gives nothing back, which writes nothing).
+// untouched by a refund or cancel that gives nothing back, since neither
+// writes), and the reservations admitted with a ticket.
 type differential struct {
 	rt     *rapid.T
 	ms     *memstore.Store
@@ -112,8 +126,15 @@ type differential struct {
 	keys   []string
 	pols   []algo.Policy
 	states []algo.State
+	open   []ticket
 	step   int
 	at     int64
+}
+
+// ticket is an admitted reservation's ticket and the key it was made on.
+type ticket struct {
+	i  int
+	tk algo.Ticket
 }
 
 // same fails the case unless memstore and redisstore both answered want.
@@ -138,8 +159,10 @@ func (d *differential) check(err error) {
 
 // TestDifferential drives algo.TokenBucket, memstore and redisstore (client
 // clock) with one random sequence over three keys of takes, multi-takes,
-// refunds (single and multi), partial grants and clock moves, forwards and
-// back, and requires identical answers at every step.
+// refunds (single and multi), partial grants, reservations (which put the
+// buckets into debt), cancellations of any ticket given (or of one already
+// cancelled or due) and clock moves, forwards and back, and requires
+// identical answers at every step.
 func TestDifferential(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
@@ -155,7 +178,7 @@ func TestDifferential(t *testing.T) {
 		defer ms.Close()
 		d := &differential{rt: rt, ms: ms, rs: rs, keys: []string{"{u}:a", "{u}:b", "{u}:c"},
 			pols: []algo.Policy{genEdgePolicy(rt, "a "), genEdgePolicy(rt, "b "), genEdgePolicy(rt, "c ")}, states: make([]algo.State, 3)}
-		ops := []string{"take", "take", "multi", "refund", "refund multi", "at most"}
+		ops := []string{"take", "take", "multi", "refund", "refund multi", "at most", "reserve", "reserve", "cancel"}
 		for step := range rapid.IntRange(1, 50).Draw(rt, "ops") {
 			i := rapid.IntRange(0, 2).Draw(rt, "key")
 			now := clk.Add(genEdgeStep(rt, d.pols[i]))
@@ -175,6 +198,10 @@ func TestDifferential(t *testing.T) {
 				d.refundMulti()
 			case "at most":
 				d.atMost(i)
+			case "reserve":
+				d.reserve(i)
+			case "cancel":
+				d.cancel()
 			}
 		}
 	})
@@ -257,10 +284,42 @@ func (d *differential) atMost(i int) {
 	d.same(fmt.Sprintf("TakeAtMost(%s, %v, %d)", d.keys[i], d.pols[i], n), []any{g, want}, []any{gM, gotM}, []any{gR, gotR}, errM, errR)
 }
 
+func (d *differential) reserve(i int) {
+	cost, wait := genEdgeCost(d.rt, d.pols[i]), genEdgeWait(d.rt, d.pols[i])
+	next, want, err := algo.TokenBucket{}.Reserve(d.pols[i], d.states[i], d.at, cost, wait.Microseconds())
+	d.check(err)
+	d.keep(i, next)
+	if want.Ticket != (algo.Ticket{}) {
+		d.open = append(d.open, ticket{i, want.Ticket})
+	}
+	gotM, errM := d.ms.Reserve(context.Background(), d.keys[i], d.pols[i], cost, wait)
+	gotR, errR := d.rs.Reserve(context.Background(), d.keys[i], d.pols[i], cost, wait)
+	d.same(fmt.Sprintf("Reserve(%s, %v, %d, %v)", d.keys[i], d.pols[i], cost, wait), want, gotM, gotR, errM, errR)
+}
+
+// cancel cancels any ticket given so far (perhaps again, or late), or the
+// zero Ticket.
+func (d *differential) cancel() {
+	tk := ticket{i: rapid.IntRange(0, 2).Draw(d.rt, "key")}
+	if len(d.open) > 0 && rapid.IntRange(0, 4).Draw(d.rt, "zero ticket") > 0 {
+		tk = d.open[rapid.IntRange(0, len(d.open)-1).Draw(d.rt, "ticket")]
+	}
+	i := tk.i
+	next, ok, want, err := algo.TokenBucket{}.Cancel(d.pols[i], d.states[i], d.at, tk.tk)
+	d.check(err)
+	if ok {
+		d.keep(i, next)
+	}
+	okM, gotM, errM := d.ms.CancelReservation(context.Background(), d.keys[i], d.pols[i], tk.tk)
+	okR, gotR, errR := d.rs.CancelReservation(context.Background(), d.keys[i], d.pols[i], tk.tk)
+	d.same(fmt.Sprintf("CancelReservation(%s, %v, %+v)", d.keys[i], d.pols[i], tk.tk), []any{ok, want}, []any{okM, gotM}, []any{okR, gotR}, errM, errR)
+}
+
 // TestServerClockMatchesAlgo replays every server-clock call through algo
 // at the time the script used (the *Now helpers return Redis's TIME):
-// takes, refunds and partial grants, in any order, from a state written in
-// the wire encoding (seedServer: debt included, or none). The
+// takes, refunds, partial grants, reservations (into debt) and
+// cancellations of the tickets they gave, in any order, from a state
+// written in the wire encoding (seedServer: debt included, or none). The
 // answers must be identical, denials and peeks included. After a call that
 // wrote, the stored state (the stamp rebuilt from the key's expiry)
 // must be algo's too, and the key must expire at the first millisecond at
@@ -279,6 +338,7 @@ func TestServerClockMatchesAlgo(t *testing.T) {
 		key := fmt.Sprintf("k%d", run)
 		p := genEdgePolicy(rt, "")
 		st := seedServer(rt, rdb, s.Key(key), p)
+		var open []algo.Ticket
 		for step := range rapid.IntRange(1, 30).Draw(rt, "ops") {
 			prev := st
 			var call string
@@ -286,7 +346,7 @@ func TestServerClockMatchesAlgo(t *testing.T) {
 			var now int64
 			var err error
 			var wrote bool // the op writes the key (unless it is full, or absent for a refund)
-			switch op := rapid.SampledFrom([]string{"take", "take", "refund", "at most"}).Draw(rt, "op"); op {
+			switch op := rapid.SampledFrom([]string{"take", "take", "refund", "at most", "reserve", "cancel"}).Draw(rt, "op"); op {
 			case "take":
 				cost := genEdgeCost(rt, p)
 				var res algo.Result
@@ -314,6 +374,34 @@ func TestServerClockMatchesAlgo(t *testing.T) {
 					var w algo.Result
 					st, wg, w, err = algo.TokenBucket{}.TakeAtMost(p, st, now, n)
 					want = []any{wg, w}
+				}
+			case "reserve":
+				cost, wait := genEdgeCost(rt, p), genEdgeWait(rt, p)
+				var res algo.Reservation
+				res, now, err = redisstore.ReserveNow(ctx, s, key, p, cost, wait)
+				call, got, wrote = fmt.Sprintf("Reserve(%d, %v)", cost, wait), res, cost > 0 && res.Allowed
+				if err == nil {
+					var w algo.Reservation
+					st, w, err = algo.TokenBucket{}.Reserve(p, st, now, cost, wait.Microseconds())
+					want = w
+					if w.Ticket != (algo.Ticket{}) {
+						open = append(open, w.Ticket)
+					}
+				}
+			case "cancel":
+				var tk algo.Ticket
+				if len(open) > 0 {
+					tk = open[rapid.IntRange(0, len(open)-1).Draw(rt, "ticket")]
+				}
+				var ok bool
+				var res algo.Result
+				ok, res, now, err = redisstore.CancelNow(ctx, s, key, p, tk)
+				call, got, wrote = fmt.Sprintf("CancelReservation(%+v)", tk), []any{ok, res}, ok
+				if err == nil {
+					var wok bool
+					var w algo.Result
+					st, wok, w, err = algo.TokenBucket{}.Cancel(p, st, now, tk)
+					want = []any{wok, w}
 				}
 			}
 			if err != nil {

@@ -8,7 +8,7 @@
 // Each [Store.Take] is one EVALSHA of an embedded Lua script
 // (tokenbucket.lua) that reads the bucket, applies the token-bucket math and
 // writes the new state atomically; so is each of the operations below
-// (refunds, partial grants). The script is the exact twin of
+// (refunds, partial grants, reservations). The script is the exact twin of
 // algo.TokenBucket: integer microseconds, every intermediate below 2^53
 // (Lua's numbers are doubles), integer replies only. The tests drive algo,
 // memstore and this store with the same random requests and require
@@ -69,19 +69,30 @@
 // tag ("burst{user:42}" and "daily{user:42}" share a slot). Keys with a
 // hash tag of their own work too.
 //
-// # Refunds and partial grants
+// # Refunds, partial grants and reservations
 //
-// Store is a store.Refunder and a store.AtMostTaker. [Store.Refund] and
-// [Store.RefundMulti] give tokens back (a failed upload need not cost its
-// quota), never above capacity, and [Store.TakeAtMost] grants what the
-// bucket holds, up to n. Each is one call of the bucket script, an op that
-// is the Lua twin of algo.TokenBucket's Refund and TakeAtMost (the same
-// tests as Take hold them to it), checked with store.CheckRequest and
-// pipelined and timed out as Take is, on the server clock or
-// Config.Clock, standalone or on a cluster, where RefundMulti's keys share
-// a slot as TakeMulti's must (store.GroupKey; else store.ErrNotTogether).
-// A refund of 0, or to a key Redis does not hold (a full bucket), writes
-// nothing.
+// Store is a store.Refunder, a store.AtMostTaker and a store.Reserver.
+// [Store.Refund] and [Store.RefundMulti] give tokens back (a failed upload
+// need not cost its quota), [Store.TakeAtMost] grants what the bucket
+// holds up to n, and [Store.Reserve] admits a request that may proceed
+// after an exact Delay instead of refusing it, putting the bucket into
+// debt until then; [Store.CancelReservation] gives a waiting reservation's
+// tokens back with its Ticket. Each is one call of the bucket script, an
+// op that is the Lua twin of algo.TokenBucket's Refund, TakeAtMost,
+// Reserve and Cancel (the same tests as Take hold them to it), checked
+// with store.CheckRequest and pipelined and timed out as Take is, on the
+// server clock or Config.Clock, standalone or on a cluster, where
+// RefundMulti's keys share a slot as TakeMulti's must (store.GroupKey;
+// else store.ErrNotTogether). A refund of 0, or to a key Redis does not
+// hold (a full bucket), writes nothing; a cancel writes only what it gives
+// back. The debt is at most one full bucket: a key in debt holds its
+// deficit with a leading "-", still one integer (72 bytes by MEMORY USAGE
+// at a 20-byte key, as any bucket), and expires when the bucket is full
+// again, debt included. A Ticket's At is a time on the bucket's clock
+// (Redis's, by default), so a reservation made through one Store can be
+// cancelled through another. These calls are version 2 of the wire
+// contract (WIRE.md): a caller still running version 1 of the script
+// reports a bucket in debt as corrupt rather than reading it as empty.
 //
 // # Requests in flight
 //
@@ -265,8 +276,8 @@ type Config struct {
 	// expire (they are deleted when a Take finds them full, or by Reset).
 	TTLMargin time.Duration
 	// Pipeline configures auto-pipelining of the bucket calls (Take,
-	// TakeMulti, refunds, partial grants) and the lease calls, on by
-	// default: see [PipelineConfig].
+	// TakeMulti, refunds, partial grants, reservations) and the lease
+	// calls, on by default: see [PipelineConfig].
 	Pipeline PipelineConfig
 	// Corrupt says what a Take does with a key that holds something that
 	// is not a bucket (another type, garbage, a value with no expiry, the
@@ -325,9 +336,9 @@ const (
 )
 
 // Store is a [store.Store], [store.MultiTaker], [store.Refunder],
-// [store.AtMostTaker] and store.Leaser on Redis. It is safe for
-// simultaneous use by multiple goroutines. It does not own the client:
-// closing the Store does not close it.
+// [store.AtMostTaker], [store.Reserver] and store.Leaser on Redis. It is
+// safe for simultaneous use by multiple goroutines. It does not own the
+// client: closing the Store does not close it.
 type Store struct {
 	rdb         redis.UniversalClient
 	prefix      string

@@ -29,9 +29,11 @@ var script = redis.NewScript(scriptSrc)
 //	redis-benchmark EVALSHA <Script().Hash()> 1 rb:k st 100 500000 1 1
 //
 // The arguments are KEYS, then the call (clock "s" server or "c" client,
-// then op "t" take, "m" multi or "i" inspect), for a client clock now in
-// µs and the TTL margin in ms (-1: none), and per key capacity,
-// Policy.Unit, Policy.Refill and cost (see tokenbucket.lua). They are a
+// then op "t" take, "m" multi, "i" inspect, "r" refund, "a" take at most,
+// "v" reserve or "x" cancel), for a client clock now in µs and the TTL
+// margin in ms (-1: none), and per key capacity, Policy.Unit,
+// Policy.Refill and the op's own: cost (or n), a reservation's maxWait
+// after it, a cancel's ticket instead (see tokenbucket.lua). They are a
 // versioned contract, written down in WIRE.md beside the script
 // ([WireVersion]): other runtimes call the same script and share buckets
 // with this package.
@@ -44,6 +46,8 @@ const (
 	opInspect = "i"
 	opRefund  = "r" // one or more keys, each alone
 	opAtMost  = "a"
+	opReserve = "v"
+	opCancel  = "x"
 )
 
 // noRetry is a script command that go-redis must never send twice: a
@@ -59,12 +63,16 @@ type noRetry struct{ *redis.IntSliceCmd }
 // NoRetry reports true: see the type.
 func (noRetry) NoRetry() bool { return true }
 
-// inspected is what a call returns beyond its Results (see
-// tokenbucket.lua's reply).
+// inspected is what a call returns beyond its Results, and what a
+// reservation or a cancel passes beyond its requests (see tokenbucket.lua's
+// reply).
 type inspected struct {
 	now                  int64 // the time the call was decided at
 	deficit, stamp, pttl int64 // opInspect: the stored state, the key's PTTL
 	granted              int64 // opAtMost: the tokens granted
+	wait, delay          int64 // opReserve: maxWait (in) and the Delay, in µs
+	ticket               algo.Ticket
+	gave                 bool // opCancel: the tokens were given back
 }
 
 // extraLen is how many integers op adds to the reply after its one key's
@@ -73,8 +81,10 @@ func extraLen(op string) int {
 	switch op {
 	case opInspect:
 		return 3
-	case opAtMost:
+	case opAtMost, opCancel:
 		return 1
+	case opReserve:
+		return 4
 	}
 	return 0
 }
@@ -109,7 +119,7 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 
-	vals, err := s.send(ctx, s.scriptArgs(op, clock, now, reqs), op != opInspect)
+	vals, err := s.send(ctx, s.scriptArgs(op, clock, now, reqs, in), op != opInspect)
 	if err != nil {
 		return err
 	}
@@ -176,7 +186,7 @@ var (
 
 func init() {
 	for _, clock := range []string{"s", "c"} {
-		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost} {
+		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost, opReserve, opCancel} {
 			argCall[clock+op] = clock + op
 			if op != opInspect {
 				argCall[clock+op+"k"] = clock + op + "k"
@@ -187,9 +197,11 @@ func init() {
 
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
 // the call, for a client clock now and the margin, then per key capacity,
-// unit, refill and cost (see tokenbucket.lua).
-func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []any {
-	args := make([]any, 0, 3+5*len(reqs)+3)
+// unit, refill and cost, with opReserve's maxWait after them, and for
+// opCancel the ticket (At, Units, Mark) instead of the cost (see
+// tokenbucket.lua). in carries those two; it may be nil for other ops.
+func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request, in *inspected) []any {
+	args := make([]any, 0, 3+5*len(reqs)+5)
 	verb, target := s.fn.head() // EVALSHA or FCALL
 	args = append(args, verb, target, len(reqs))
 	for _, r := range reqs {
@@ -205,7 +217,15 @@ func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request) []
 	}
 	for _, r := range reqs {
 		p := r.Policy
-		args = append(args, p.Capacity(), p.Unit(), p.Refill(), r.Cost)
+		args = append(args, p.Capacity(), p.Unit(), p.Refill())
+		switch op {
+		case opReserve:
+			args = append(args, r.Cost, in.wait)
+		case opCancel:
+			args = append(args, in.ticket.At, in.ticket.Units, in.ticket.Mark)
+		default:
+			args = append(args, r.Cost)
+		}
 	}
 	return args
 }
@@ -251,6 +271,10 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 		in.deficit, in.stamp, in.pttl = v[0], v[1], v[2]
 	case opAtMost:
 		in.granted = v[0]
+	case opReserve:
+		in.delay, in.ticket = v[0], algo.Ticket{At: v[1], Units: v[2], Mark: v[3]}
+	case opCancel:
+		in.gave = v[0] == 1
 	}
 	return repaired, nil
 }

@@ -1,9 +1,9 @@
 -- tokenbucket.lua: the Lua twin of algo.TokenBucket (algo/tokenbucket.go and
--- algo/ops.go: Take, Refund, TakeAtMost), applied
+-- algo/ops.go: Take, Refund, TakeAtMost, Reserve, Cancel), applied
 -- atomically to one or more buckets. Keep the two in step: the tests in this
 -- package require identical Results, bit for bit.
 --
--- Wire contract: version 1 (WIRE.md beside this file). Other runtimes (js/)
+-- Wire contract: version 2 (WIRE.md beside this file). Other runtimes (js/)
 -- load this file by path and must agree with it: the keys, arguments,
 -- replies and stored values below are the contract's, and changing their
 -- meaning bumps the version (WIRE.md says how).
@@ -13,12 +13,13 @@
 --         Clock "s" = server clock (redis TIME), "c" = client clock. Op
 --         "t" take, "m" multi (all admit and all are charged, or none is),
 --         "i" inspect (cost 0, nothing is written), "r" refund (one or
---         more keys, each alone), "a" take at most n. With a client clock
---         a take or partial grant that refilled stores the refilled state
---         and later stamp, as algo returns it (in a denied multi only the
---         denying buckets do, as memstore); with the server clock only
---         charges write. A refund writes only n > 0 to a key that exists,
---         on either clock. A key that holds
+--         more keys, each alone), "a" take at most n, "v" reserve, "x"
+--         cancel a reservation. With a client clock a take, partial grant
+--         or reservation that refilled stores the refilled state and later
+--         stamp, as algo returns it (in a denied multi only the denying
+--         buckets do, as memstore); with the server clock only charges
+--         write. A refund writes only n > 0 to a key that exists, a cancel
+--         only what it gives back, on either clock. A key that holds
 --         something that is not a bucket of this clock is repaired: it is
 --         taken as an empty bucket stamped now (deficit = capacity, so it
 --         denies until it refills: never more tokens than it could have
@@ -28,18 +29,20 @@
 -- Client clock only: ARGV[2] now, µs since the Unix epoch; ARGV[3] TTL
 --         margin in ms beyond the fill time (-1 = no expiry).
 -- Then per key: capacity, unit, refill (see algo.Policy) and the op's own:
---         cost (t, m, i: 0), n (r, a; at most capacity).
+--         cost (t, m, i: 0), n (r, a; at most capacity), cost and maxWait
+--         µs (v), the ticket At, Units, Mark (x; At may have 19 digits).
 -- The common call is thus: KEYS = {key}, ARGV = {"st", capacity, unit,
 -- refill, cost}.
 --
 -- Reply: {now, all admitted (0/1), then per key: admitted (0/1), remaining,
 -- retry-after µs, reset-after µs}; op "i" appends the stored deficit, the
--- stored stamp and the key's PTTL, "a" the tokens granted; then, for each
--- repaired key, its index (1-based) and what it held
+-- stored stamp and the key's PTTL, "a" the tokens granted, "v" the delay
+-- µs, At, Units and Mark (0 unless admitted with a delay), "x" given back
+-- (0/1); then, for each repaired key, its index (1-based) and what it held
 -- (1 another type, 2 the other clock's format, 3 a value that is not a
 -- bucket, 4 a bad or missing expiry). Integers only: Redis truncates Lua
--- floats. A wait of 285 years or more (a time plus a duration past 2^53)
--- is sent as a string of its digits (see sum below).
+-- floats. A sum of a time and a duration past 2^53 (At, or a wait of 285
+-- years) is sent as a string of its digits (see sum below).
 --
 -- Numbers are IEEE doubles, exact for integers up to 2^53. The bounds below
 -- are algo's (Policy.Validate): full = capacity*unit <= 2^52, refill <= 2^52,
@@ -66,6 +69,10 @@
 --   client clock: "<deficit>:<stamp>" with PEXPIRE of the time until idle
 --     (in client time) plus the margin, or no expiry: Redis's own clock,
 --     which runs the expiry, may run ahead of a mock client clock.
+--   A bucket in debt (deficit > capacity*unit) is written with a leading
+--   "-", which version 1 of this script finds corrupt (it read a deficit
+--   above full as full: it would admit reserved tokens early); the reader
+--   drops it. Every other state keeps version 1's form.
 
 -- Speed: every call pays for the script's own work besides the Redis
 -- commands it runs (TIME, GET, PEXPIRETIME, SET for a charge on the server
@@ -240,7 +247,8 @@ local function remaining(d, full, unit)
   return floordiv(full - d, unit)
 end
 
--- store writes the bucket's new state (d, t) at time now (t >= now). It
+-- store writes the bucket's new state (d, t) at time now (t >= now), with
+-- the sign that marks debt (d > full) to older scripts. It
 -- is full again at idle = t + ceil(d/refill), which may pass 2^53 (a
 -- stamp near 2^53, or two buckets of 2^52 at one unit a µs), so idle is
 -- never formed: its parts below and above 1000 are added apart.
@@ -256,10 +264,11 @@ local function store(key, d, t, exists, refill, full)
     -- E = ceil(idle/1000) ms, u = E*1000 - idle
     local e, u = (t - tl) / 1000 + (q - ql) / 1000 + c, c * 1000 - (tl + ql)
     local v
-    if d > 0 then v = format('%.0f%03d', d, u) else v = format('%d', u) end
+    if d > full then v = format('-%.0f%03d', d, u) elseif d > 0 then v = format('%.0f%03d', d, u) else v = format('%d', u) end
     call('SET', key, v, 'PXAT', format('%.0f', e))
   else
     local v = format('%.0f:%.0f', d, t)
+    if d > full then v = '-' .. v end
     if margin < 0 then
       call('SET', key, v)
     else
@@ -273,8 +282,8 @@ local function store(key, d, t, exists, refill, full)
 end
 
 -- PER is how many arguments each op takes per key after capacity, unit
--- and refill: cost (or n).
-local PER = {t = 1, m = 1, i = 1, r = 1, a = 1}
+-- and refill: cost (or n); cost and maxWait; At, Units and Mark.
+local PER = {t = 1, m = 1, i = 1, r = 1, a = 1, v = 2, x = 3}
 if (clock ~= 's' and clock ~= 'c') or not PER[op] then
   error({err = 'RBARG bad clock or op'})
 end
@@ -295,19 +304,21 @@ end
 -- decode returns the stored deficit and stamp of key (0, 0 when absent)
 -- and whether it exists; for a key that holds no bucket of this clock it
 -- returns nil, nil, true and the kind (or fails the call: see corrupt).
--- A deficit may be up to 2^53 (two buckets of 2^52: one in debt).
-local function decode(key, refill)
+-- A deficit may be up to 2^53 (two buckets of 2^52: one in debt); a value
+-- marked as in debt must be (its deficit above full), else it is corrupt.
+local function decode(key, refill, full)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' then
     return nil, nil, true, corrupt(key, 1, 'holds a ' .. redis.call('TYPE', key)['ok'])
   end
   if not v then return 0, 0, false end
-  local w = v
+  local w, debt = v, string.byte(v, 1) == 45 -- the value without the sign that marks debt
+  if debt then w = string.sub(v, 2) end
   if string.find(w, ':', 1, true) then
     if clock ~= 'c' then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
     local d, t = string.match(w, '^(%d+):(%d+)$')
     d, t = d and level(d), tonumber(t)
-    if d == nil or t == nil or t > MAXTIME then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    if d == nil or t == nil or t > MAXTIME or (debt and d <= full) then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
     return d, t, true
   end
   if clock ~= 's' then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
@@ -323,7 +334,7 @@ local function decode(key, refill)
       d, u = level(string.sub(w, 1, -4)), tonumber(string.sub(w, -3))
     end
   end
-  if d == nil then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+  if d == nil or (debt and d <= full) then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
   local e = call('PEXPIRETIME', key)
   if e < 0 then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
   -- t = E*1000 - ceil(d/refill) - u, in parts: ceil(d/refill) may be near
@@ -345,17 +356,28 @@ for i = 1, n do
   local refill = arg(b + 3, 1, MAXLEVEL)
   local full = cap * unit
   if full > MAXLEVEL then error({err = 'RBARG capacity*unit above 2^52'}) end
-  local cost = arg(b + 4, 0, cap)
+  local cost, wait, ath, atl, units, mark = 0
+  if op == 'x' then
+    -- At, a µs time that may pass 2^53, read as ath*10^6 + atl
+    local s = tostring(ARGV[b + 4])
+    if not string.match(s, '^%d+$') or #s > 19 then error({err = 'RBARG argument ' .. (b + 4) .. ' (' .. s .. ') not a time'}) end
+    ath, atl = 0, tonumber(s)
+    if #s > 6 then ath, atl = tonumber(string.sub(s, 1, -7)), tonumber(string.sub(s, -6)) end
+    units, mark = arg(b + 5, 0, full + full), arg(b + 6, 0, full + full)
+  else
+    cost = arg(b + 4, 0, cap)
+    if op == 'v' then wait = arg(b + 5, 0, MAXTIME) end
+  end
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
 
-  local d0, t0, exists, kind = decode(KEYS[i], refill)
+  local d0, t0, exists, kind = decode(KEYS[i], refill, full)
   if kind then -- repair: an empty bucket stamped now
     d0, t0 = full, now
     repaired[#repaired + 1], repaired[#repaired + 2] = i, kind
   end
   -- Steps 1 and 2 (refill), then the op's own, as algo's functions.
-  -- charged: what the server clock writes (a charge, or what a refund
-  -- gives back); extra: the op's fields of the reply.
+  -- charged: what the server clock writes (a charge, or what a refund or
+  -- cancel gives back); extra: the op's fields of the reply.
   local d, t = refilled(d0, t0, full, refill)
   local need = cost * unit
   local ok, retry, rem, charged, extra = 1, 0
@@ -376,6 +398,45 @@ for i = 1, n do
       ok, retry = 0, sum(t - now, ceildiv(d - full + unit, refill))
     end
     rem, charged, extra = held - g, g > 0, {g}
+  elseif op == 'v' then
+    -- Reserve: at once as a take when d <= full - need (or cost is 0,
+    -- which charges nothing even in debt); else its tokens
+    -- exist after w = ceil((d - full + need)/refill) µs, admitted when w is
+    -- at most maxWait and floor(full/refill) (one bucket of debt), with the
+    -- state a take at t + w would leave: max(d, w*refill) + need, where
+    -- w*refill <= full, so the deficit stays <= 2*full. At = t + w may pass
+    -- 2^53 (sum). Refused: the exact wait until w fits, nothing charged.
+    local delay, due, give, left = 0, 0, 0, 0
+    if need == 0 or d <= full - need then
+      d = d + need
+    else
+      local w = ceildiv(d - full + need, refill)
+      local limit = floordiv(full, refill)
+      if wait < limit then limit = wait end
+      if w > limit then
+        ok, retry = 0, sum(t - now, w - limit)
+      else
+        local wr = w * refill
+        local from = d
+        if wr > from then from = wr end -- the refill past full in the last µs spills
+        delay, due, give, left = w, sum(t, w), from - d + need, from - wr + need
+        d = from + need
+      end
+    end
+    charged, extra = ok == 1 and need > 0, {delay, due, give, left}
+  elseif op == 'x' then
+    -- Cancel: give Units back when the reservation still waits (t < At,
+    -- At - t <= floor(full/refill) + 1, so (At - t)*refill <= full +
+    -- refill) and is last in line (the bucket holds Mark at At: d minus
+    -- the refill until At, formed as a difference).
+    local tl = fmod(t, 1000000)
+    local due = (ath - (t - tl) / 1000000) * 1000000 + (atl - tl) -- At - t, in parts
+    charged = units > 0 and due > 0 and due <= floordiv(full, refill) + 1 and d - due * refill == mark
+    if charged then
+      d = d - units
+      if d < 0 then d = 0 end
+    end
+    extra = {charged and 1 or 0}
   else
     -- Take, multi-take, inspect: 3. admit and charge (d <= full - need:
     -- d + need reaches 3*2^52 in debt), admit a peek even in debt, or 4.
@@ -411,10 +472,10 @@ for i = 1, n do
     -- the same clock can see (it computes the same refill from the older
     -- state), so it saves the write and its replication. With a client
     -- clock a changed state is written (a later stamp), except by a
-    -- refund, which writes only what it gives back (as memstore, which
-    -- keeps no bucket for it otherwise).
+    -- refund and a cancel, which write only what they give back (as
+    -- memstore, which keeps no bucket for them otherwise).
     local write = charged
-    if clock ~= 's' and op ~= 'r' then write = changed end
+    if clock ~= 's' and op ~= 'r' and op ~= 'x' then write = changed end
     if write or kind then store(KEYS[i], d, t, exists, refill, full) end
   end
 end

@@ -6,5 +6,7 @@ package redisstore
 // states the same number, and other runtimes that load the script (js/)
 // check it. A change of the stored format or of a call's meaning bumps
 // it; WIRE.md says what a new version must do with values an older one
-// wrote.
-const WireVersion = 1
+// wrote. Version 2 added refunds, partial grants and reservations, and
+// marks a bucket in debt so that a version 1 script reports it as corrupt
+// instead of reading it as an empty bucket.
+const WireVersion = 2

@@ -136,14 +136,31 @@ func TestWireExamples(t *testing.T) {
 		t.Errorf("an unknown op: %v, want RBARG (what an older script answers a newer call)", err)
 	}
 
-	// Refund and partial grant, client clock: a take of 100 at now, then
-	// 1 ms later a refund of 10 tokens and a grant of up to 7.
-	k, now = pre+"ops", 1700000000000000
+	// Version 2, client clock: a take of 100, then a reservation of 1
+	// (maxWait 1 s) at the same now put the bucket in debt, stored with a
+	// "-"; the reservation's reply ends with its delay and ticket. A cancel
+	// 1 ms later gives its 500000 units back; a refund of 10 tokens and a
+	// partial grant of up to 7 follow. WIRE.md's example, exactly.
+	k, now = pre+"debt", 1700000000000000
 	client := func(op string, at int64, args ...any) []int64 {
 		t.Helper()
 		return w.must([]string{k}, append([]any{op, at, 60000}, append(pol, args...)...)...)
 	}
 	client("ct", now, 100)
+	r = client("cv", now, 1, 1000000)
+	if want := []int64{now, 1, 1, 0, 0, 50500000, 500000, now + 500000, 500000, 50000000}; fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("cv reply %v, want %v", r, want)
+	}
+	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "-50500000:1700000000000000" {
+		t.Errorf("stored %q, want -50500000:1700000000000000", got)
+	}
+	r = client("cx", now+1000, now+500000, 500000, 50000000)
+	if want := []int64{now + 1000, 1, 1, 0, 0, 49999000, 1}; fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("cx reply %v, want %v", r, want)
+	}
+	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "49999000:1700000000001000" {
+		t.Errorf("stored %q, want 49999000:1700000000001000", got)
+	}
 	r = client("cr", now+1000, 10)
 	if want := []int64{now + 1000, 1, 1, 10, 0, 44999000}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("cr reply %v, want %v", r, want)
@@ -161,6 +178,65 @@ func TestWireExamples(t *testing.T) {
 	}
 	if n, _ := rdb.Exists(ctxT(t), mk[1]).Result(); n != 0 {
 		t.Error("a refund to an absent key wrote it")
+	}
+}
+
+// TestWireVersion1ReadsDebtAsCorrupt: version 1 of the script, as released
+// (testdata/tokenbucket.v1.lua), and this one share every bucket that is
+// not in debt, each reading the other's values as its own; a bucket in debt,
+// which version 1 would read as merely empty, it reports as corrupt (kind
+// 3) on both clocks, and refuses under "k".
+func TestWireVersion1ReadsDebtAsCorrupt(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	w, pre := wire{t, rdb}, redistest.Prefix(t)
+	src, err := os.ReadFile("testdata/tokenbucket.v1.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := redis.NewScript(string(src))
+	call := func(s *redis.Script, key string, args ...any) ([]int64, error) {
+		return s.Run(ctxT(t), rdb, []string{key}, args...).Int64Slice()
+	}
+	pol := []any{100, 500000, 1}
+	now := time.Now().UnixMicro()
+	for _, clock := range []string{"s", "c"} {
+		head := []any{clock}
+		if clock == "c" {
+			head = []any{clock, now, 60000}
+		}
+		args := func(op string, rest ...any) []any {
+			a := append([]any{head[0].(string) + op}, head[1:]...)
+			return append(append(a, pol...), rest...)
+		}
+		// Not in debt: each reads the other's value as its own.
+		k := pre + clock + ":shared"
+		w.must([]string{k}, args("t", 30)...)
+		a, errA := call(v1, k, args("i", 0)...)
+		b, errB := w.call([]string{k}, args("i", 0)...)
+		if errA != nil || errB != nil || a[6] != b[6] || a[7] != b[7] || a[6] != 30*500000 {
+			t.Errorf("%s: inspect by version 1 %v (%v), by this one %v (%v); want the same 30 tokens' deficit", clock, a, errA, b, errB)
+		}
+		if _, err := call(v1, k, args("t", 10)...); err != nil {
+			t.Fatal(err)
+		}
+		if b := w.must([]string{k}, args("i", 0)...); b[6] != 40*500000 && clock == "c" {
+			t.Errorf("%s: after version 1's take of 10, inspect %v; want 40 tokens' deficit", clock, b)
+		}
+		// In debt: version 1 reports it, kind 3.
+		k = pre + clock + ":debt"
+		w.must([]string{k}, args("t", 100)...)
+		if r := w.must([]string{k}, args("v", 50, 60000000)...); r[2] != 1 || r[6] == 0 {
+			t.Fatalf("%s: reservation %v, want admitted with a delay", clock, r)
+		}
+		if v, _ := rdb.Get(ctxT(t), k).Result(); v[0] != '-' {
+			t.Fatalf("%s: a bucket in debt stored as %q, want a leading -", clock, v)
+		}
+		if _, err := call(v1, k, args("tk", 1)...); err == nil || !regexp.MustCompile(`^RBCORRUPT key `).MatchString(err.Error()) {
+			t.Errorf("%s: version 1 with k on a bucket in debt: %v, want RBCORRUPT", clock, err)
+		}
+		if r, err := call(v1, k, args("t", 1)...); err != nil || len(r) != 8 || r[6] != 1 || r[7] != 3 {
+			t.Errorf("%s: version 1 on a bucket in debt = %v, %v; want it repaired, reported as kind 3", clock, r, err)
+		}
 	}
 }
 

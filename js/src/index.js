@@ -11,7 +11,7 @@ import { Policy } from './policy.js';
 export { Policy, Rate, per, perSecond, perMinute, perHour, perDay } from './policy.js';
 
 /** The wire contract version this package implements (redisstore/WIRE.md). */
-export const WIRE_VERSION = 1;
+export const WIRE_VERSION = 2;
 /** The key prefix when none is given, as in Go. */
 export const DEFAULT_PREFIX = 'rb:';
 /** How long a call may take, in ms, when no timeout is given. */

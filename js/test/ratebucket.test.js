@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 
 import Redis from 'ioredis';
 
-import { RateBucket, SCRIPT_PATH, loadScript, per, perDay, perHour, perMinute, perSecond, slot } from '../src/index.js';
+import { RateBucket, SCRIPT_PATH, WIRE_VERSION, loadScript, per, perDay, perHour, perMinute, perSecond, slot } from '../src/index.js';
 import { standalone } from '../testutil/redis.js';
 
 let rdb, admin, rb;
@@ -49,8 +49,11 @@ describe('script', () => {
     assert.equal(sha, createHash('sha1').update(readFileSync(SCRIPT_PATH)).digest('hex'));
   });
   test('of another wire version is refused', () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'rbjs-')), 'v2.lua');
-    writeFileSync(path, readFileSync(SCRIPT_PATH, 'utf8').replace('-- Wire contract: version 1 ', '-- Wire contract: version 2 '));
+    const path = join(mkdtempSync(join(tmpdir(), 'rbjs-')), 'next.lua');
+    const lua = readFileSync(SCRIPT_PATH, 'utf8');
+    const next = lua.replace(`-- Wire contract: version ${WIRE_VERSION} `, `-- Wire contract: version ${WIRE_VERSION + 1} `);
+    assert.notEqual(next, lua);
+    writeFileSync(path, next);
     assert.throws(() => loadScript(path), { code: 'RB_SCRIPT' });
     assert.throws(() => new RateBucket(rdb, { scriptPath: path }), { code: 'RB_SCRIPT' });
   });
