@@ -1,8 +1,11 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
@@ -44,3 +47,54 @@ func TestRefundMultiSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestOneCallPerOp: each operation is one script call, one round trip:
+// Redis runs exactly one EVALSHA for each Refund, RefundMulti, TakeAtMost,
+// Reserve and CancelReservation, and no other command, on either clock.
+func TestOneCallPerOp(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	if err := redisstore.Script().Load(ctxT(t), rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := algo.PerSecond(2).Burst(10)
+	for _, cfg := range []redisstore.Config{{}, {Clock: clockAt(time.Now())}} {
+		s := newStore(t, rdb, cfg)
+		ctx := context.Background()
+		if _, err := s.Take(ctx, "k", p, 10); err != nil {
+			t.Fatal(err)
+		}
+		before := calls(t, rdb, "evalsha")
+		ops := []func() error{
+			func() error { _, err := s.Refund(ctx, "k", p, 1); return err },
+			func() error {
+				_, err := s.RefundMulti(ctx, []store.Request{{Key: "{g}a", Policy: p, Cost: 1}, {Key: "{g}b", Policy: p, Cost: 1}})
+				return err
+			},
+			func() error { _, _, err := s.TakeAtMost(ctx, "k", p, 5); return err },
+			func() error {
+				r, err := s.Reserve(ctx, "k", p, 3, 2*time.Second) // the bucket is empty: 1.5 s
+				if err != nil || r.Ticket == (algo.Ticket{}) {
+					return fmt.Errorf("Reserve = %+v, %v; want a ticket", r, err)
+				}
+				_, _, err = s.CancelReservation(ctx, "k", p, r.Ticket)
+				return err
+			},
+		}
+		for _, op := range ops {
+			if err := op(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := calls(t, rdb, "evalsha") - before; got != 5 {
+			t.Errorf("%d EVALSHA for five calls, want 5", got)
+		}
+		if n := calls(t, rdb, "eval"); n != 0 {
+			t.Errorf("%d EVAL: the script was not found", n)
+		}
+	}
+}
+
+// clockAt is a client clock that stands still at t.
+type clockAt time.Time
+
+func (c clockAt) Now() time.Time { return time.Time(c) }

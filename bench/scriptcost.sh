@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# scriptcost.sh counts the instructions redis-server spends per call of
+# redisstore's script, under valgrind --tool=callgrind: counts that the
+# load on the machine does not move. It loads the working tree's
+# tokenbucket.lua and, when REV is given, the one at that git revision into
+# one server, and alternates them, ROUNDS times: redis-benchmark replays
+# N EVALSHA calls of each (a bucket of 100 at 2 per second, server clock,
+# 50 clients, -P 16) on 100k random keys and on one hot key. The server
+# runs at hz 1, so its cron ticks, counted too, stay out of the figures.
+# CALLS="st sr sa sv" adds, for the working tree's script, a refund, a
+# partial grant of up to 5 and a reservation (maxWait 1 s) of cost 1.
+# Run from the repository root: bash bench/scriptcost.sh [REV]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REV=${1:-} ROUNDS=${ROUNDS:-3} N=${N:-20000} CALLS=${CALLS:-st}
+dir=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+valgrind -q --tool=callgrind --callgrind-out-file=/dev/null redis-server --port "$port" --bind 127.0.0.1 \
+  --save '' --appendonly no --dir "$dir" --daemonize no --hz 1 >/dev/null &
+pid=$!
+trap 'kill $pid; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+cli() { redis-cli -p "$port" "$@"; }
+until cli ping >/dev/null 2>&1; do sleep 0.2; done
+names=(work) shas=("$(cli -x SCRIPT LOAD <redisstore/tokenbucket.lua)")
+if [ -n "$REV" ]; then
+  names+=("$REV") shas+=("$(git show "$REV:redisstore/tokenbucket.lua" | cli -x SCRIPT LOAD)")
+fi
+echo "redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2), $N calls per run, -P 16, hz 1"
+echo "| round | keys | call | script | instructions/call |"
+echo "|---|---|---|---|---:|"
+for round in $(seq "$ROUNDS"); do
+  for keys in random hot; do
+    key='rb:__rand_int__'; rand=(-r 100000)
+    if [ "$keys" = hot ]; then key='rb:hot'; rand=(); fi
+    for call in $CALLS; do
+      args=(1 "$key" "$call" 100 500000 1 1)
+      case $call in
+        sa) args=(1 "$key" sa 100 500000 1 5) ;;
+        sv) args=(1 "$key" sv 100 500000 1 1 1000000) ;;
+      esac
+      for i in "${!shas[@]}"; do
+        [ "$call" = st ] || [ "$i" = 0 ] || continue # the new calls: the working tree's script only
+        cli FLUSHALL >/dev/null
+        callgrind_control -z "$pid" >/dev/null 2>&1
+        redis-benchmark -p "$port" -n "$N" -c 50 -P 16 "${rand[@]}" --csv evalsha "${shas[$i]}" "${args[@]}" >/dev/null
+        ir=$(callgrind_control -e Ir "$pid" 2>/dev/null | awk '$1 == "Th" { gsub(",", "", $3); n += $3 } END { print n }')
+        echo "| $round | $keys | $call | ${names[$i]} | $(awk "BEGIN{printf \"%.2fk\", $ir/$N/1000}") |"
+      done
+    done
+  done
+done
