@@ -16,8 +16,11 @@ type State struct {
 	// Stamp is a time in µs since the Unix epoch: the token bucket's last
 	// update, or the start of the current window.
 	Stamp int64
-	// Prev is the sliding window's count in the previous window; zero for
-	// the others.
+	// Prev is the sliding window's count in the previous window. The
+	// token bucket does not read it and returns it unchanged from every
+	// operation, so a store may keep a tag of its own there (memstore
+	// keeps which policy the bucket was written under: see
+	// [TokenBucket.Rebase]); the fixed window leaves it zero.
 	Prev int64
 }
 

@@ -111,7 +111,7 @@ func (TokenBucket) RefundTo(res *Result, p Policy, s State, now, n int64) (State
 	d = max(0, d-n*p.unit)
 	res.Allowed, res.RetryAfter = true, 0
 	report(res, p, d, t, now, remaining(p.capacity, p.unit, d))
-	return State{Level: d, Stamp: t}, nil
+	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 }
 
 // TakeAtMost takes as many whole tokens as the bucket holds at now, up to
@@ -154,7 +154,7 @@ func (TokenBucket) TakeAtMostTo(res *Result, p Policy, s State, now, n int64) (S
 		res.RetryAfter = Micros(t - now + refillTime(d-full+p.unit, r))
 	}
 	report(res, p, d, t, now, held-g)
-	return State{Level: d, Stamp: t}, g, nil
+	return State{Level: d, Stamp: t, Prev: s.Prev}, g, nil
 }
 
 // Reserve takes cost tokens at now from the bucket in state s, even before
@@ -215,7 +215,7 @@ func (TokenBucket) ReserveTo(res *Reservation, p Policy, s State, now, cost, max
 		if w > limit {
 			res.Allowed, res.RetryAfter = false, Micros(t-now+w-limit)
 			report(&res.Result, p, d, t, now, remaining(p.capacity, p.unit, d))
-			return State{Level: d, Stamp: t}, nil
+			return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 		}
 		base := max(d, w*r) // the refill past full in the last µs spills
 		res.Delay = Micros(w)
@@ -224,7 +224,7 @@ func (TokenBucket) ReserveTo(res *Reservation, p Policy, s State, now, cost, max
 	}
 	d += need
 	report(&res.Result, p, d, t, now, remaining(p.capacity, p.unit, d))
-	return State{Level: d, Stamp: t}, nil
+	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 }
 
 // Cancel gives back the tokens of a reservation that must wait, made on
@@ -285,7 +285,7 @@ func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket
 	}
 	res.Allowed, res.RetryAfter = true, 0
 	report(res, p, d, t, now, remaining(p.capacity, p.unit, d))
-	return State{Level: d, Stamp: t}, ok, nil
+	return State{Level: d, Stamp: t, Prev: s.Prev}, ok, nil
 }
 
 // report writes the fields every answer shares: Limit, Remaining (rem,

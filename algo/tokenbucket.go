@@ -87,7 +87,7 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
 		res.ResetAfter = Micros(t - now + refillTime(d, r))
 	}
-	return State{Level: d, Stamp: t}, nil
+	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 }
 
 // IdleAt returns when the bucket in state s is full again.
