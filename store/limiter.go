@@ -37,6 +37,26 @@ type LimiterConfig struct {
 	// WithDeadline so that deadlines are in the mock's time too. The Store
 	// reads its own clock to decide; give both the same one.
 	Clock clock.Clock
+	// Resolver, when set, chooses each key's policy at runtime (a
+	// tenant's plan): every call asks it for the key (without the
+	// prefix) and applies the policy it answers; the policy given to
+	// NewLimiter may then be the zero Policy, and is not used. A
+	// resolver's error fails the call with an error wrapping
+	// [ErrResolve], never a default policy. Put a [ResolverCache] in
+	// front of a slow one. Default: none, the limiter's own policy.
+	Resolver Resolver
+	// Shadow makes a shadow limiter, to roll out a limit safely: its
+	// Take and Allow charge the bucket exactly as an enforced limiter
+	// would (only when it admits), and report each decision, refusals as
+	// store.OutcomeShadowDenied to the observers (see [Labels].Shadow),
+	// but always return Allowed true to the caller; a refusal keeps its
+	// exact RetryAfter, so a positive RetryAfter on an allowed Result
+	// says the limit would have refused. Wait takes once and returns at
+	// once; Reserve and TakeAtMost return [ErrUnsupported], since they
+	// would hold or cut a request. Use a shadow limiter apart from the
+	// enforced ones (its own prefix and call): its decision never blocks
+	// theirs, and theirs never skips its count. Default: false.
+	Shadow bool
 }
 
 // Limiter is what users hold: one [algo.Policy] and a key prefix bound to a
@@ -61,58 +81,117 @@ type LimiterConfig struct {
 // after an exact, bounded delay instead of being refused (Reserve, which
 // Wait then uses); with one that does not, those return [ErrUnsupported].
 //
+// With LimiterConfig.Resolver, each key's policy is chosen at runtime (a
+// tenant's plan), and a failure to resolve it is an error wrapping
+// [ErrResolve], never a default; with LimiterConfig.Shadow, the limiter
+// counts and reports what it would refuse but lets every call through.
+//
 // A Limiter holds no state of its own, so it is safe for concurrent use by
 // multiple goroutines, and any number of Limiters may share a Store. The
 // zero value is not usable: its methods return [ErrNilStore]. Make one with
 // [NewLimiter].
 type Limiter struct {
-	s      Store
-	p      algo.Policy
-	prefix string
-	clk    clock.Clock
+	s        Store
+	p        algo.Policy
+	prefix   string
+	clk      clock.Clock
+	resolver Resolver
+	shadow   bool
 }
 
-// NewLimiter returns a Limiter applying p to keys in s. It returns an error
-// wrapping algo.ErrInvalidPolicy when p is invalid, and [ErrNilStore] when s
-// is nil.
+// NewLimiter returns a Limiter applying p to keys in s (or, with
+// cfg.Resolver, the policy it resolves for each key, when p may be the
+// zero Policy). It returns an error wrapping algo.ErrInvalidPolicy when p
+// is invalid, and [ErrNilStore] when s is nil.
 func NewLimiter(s Store, p algo.Policy, cfg LimiterConfig) (*Limiter, error) {
 	if s == nil {
 		return nil, ErrNilStore
 	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("store: NewLimiter: %w", err)
+	if cfg.Resolver == nil || p != (algo.Policy{}) {
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("store: NewLimiter: %w", err)
+		}
 	}
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.New()
 	}
-	return &Limiter{s: s, p: p, prefix: cfg.Prefix, clk: clk}, nil
+	return &Limiter{s: s, p: p, prefix: cfg.Prefix, clk: clk, resolver: cfg.Resolver, shadow: cfg.Shadow}, nil
 }
 
-// Policy returns the limiter's policy.
+// Policy returns the policy given to NewLimiter: with a Resolver, the
+// policies applied are the resolver's, per key.
 func (l *Limiter) Policy() algo.Policy { return l.p }
+
+// Shadow reports whether the limiter is a shadow limiter (see
+// LimiterConfig.Shadow).
+func (l *Limiter) Shadow() bool { return l.shadow }
+
+// policy returns the policy of key's call and its context: with a
+// Resolver, the resolved policy and cost, and ctx labelled with the
+// resolved name and the shadow mark when some store is observed.
+func (l *Limiter) policy(ctx context.Context, key string) (context.Context, algo.Policy, int64, error) {
+	p, cost, name := l.p, int64(0), ""
+	if l.resolver != nil {
+		res, err := resolve(ctx, l.resolver, key)
+		if err != nil {
+			return ctx, algo.Policy{}, 0, err
+		}
+		p, cost, name = res.Policy, res.Cost, res.Name
+	}
+	if Observing() && (l.shadow || name != "") {
+		lb, _ := LabelsFrom(ctx)
+		if lb.Policy == "" {
+			lb.Policy = name
+		}
+		lb.Shadow = lb.Shadow || l.shadow
+		ctx = WithLabels(ctx, lb)
+	}
+	return ctx, p, cost, nil
+}
 
 // Store returns the store the limiter takes from.
 func (l *Limiter) Store() Store { return l.s }
 
-// Allow takes one token from key's bucket: Take(ctx, key, 1).
+// Allow takes one token from key's bucket: Take(ctx, key, 1), or, with a
+// Resolver whose answer has a Cost, that cost.
 func (l *Limiter) Allow(ctx context.Context, key string) (algo.Result, error) {
-	return l.Take(ctx, key, 1)
+	return l.take(ctx, key, 1, true)
 }
 
 // Take takes cost tokens from key's bucket, or reports how long until it
 // could; cost 0 peeks. It does not wait: a denial is a Result with Allowed
 // false and an exact RetryAfter. An empty key is refused with
 // [ErrEmptyKey], prefix or not, since it would put every caller without an
-// identity in one bucket. Other errors are the Store's (see [Store.Take]).
+// identity in one bucket. With a Resolver, an error wrapping [ErrResolve]
+// reports a policy that could not be resolved (nothing was charged). Other
+// errors are the Store's (see [Store.Take]). A shadow limiter's Result is
+// always Allowed (see LimiterConfig.Shadow).
 func (l *Limiter) Take(ctx context.Context, key string, cost int64) (algo.Result, error) {
+	return l.take(ctx, key, cost, false)
+}
+
+// take is Take, and Allow when allow is set: then a resolved Cost
+// replaces cost.
+func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) (algo.Result, error) {
 	if l == nil || l.s == nil {
 		return algo.Result{}, ErrNilStore
 	}
 	if key == "" {
 		return algo.Result{}, ErrEmptyKey
 	}
-	return l.s.Take(ctx, l.prefix+key, l.p, cost)
+	ctx, p, rc, err := l.policy(ctx, key)
+	if err != nil {
+		return algo.Result{}, err
+	}
+	if allow && rc > 0 {
+		cost = rc
+	}
+	res, err := l.s.Take(ctx, l.prefix+key, p, cost)
+	if l.shadow && err == nil {
+		res.Allowed = true // the caller proceeds; RetryAfter tells the truth
+	}
+	return res, err
 }
 
 // Refund gives n tokens back to key's bucket, never raising it above
@@ -123,7 +202,11 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64) (algo.Result,
 	if err != nil {
 		return algo.Result{}, err
 	}
-	return rf.Refund(ctx, l.prefix+key, l.p, n)
+	ctx, p, _, err := l.policy(ctx, key)
+	if err != nil {
+		return algo.Result{}, err
+	}
+	return rf.Refund(ctx, l.prefix+key, p, n)
 }
 
 // TakeAtMost takes as many whole tokens as key's bucket holds, up to n, and
@@ -135,7 +218,14 @@ func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, a
 	if err != nil {
 		return 0, algo.Result{}, err
 	}
-	return am.TakeAtMost(ctx, l.prefix+key, l.p, n)
+	if l.shadow {
+		return 0, algo.Result{}, fmt.Errorf("%w: a shadow Limiter has no TakeAtMost", ErrUnsupported)
+	}
+	ctx, p, _, err := l.policy(ctx, key)
+	if err != nil {
+		return 0, algo.Result{}, err
+	}
+	return am.TakeAtMost(ctx, l.prefix+key, p, n)
 }
 
 // Reservation is a reservation made by [Limiter.Reserve]: the store's
@@ -146,7 +236,8 @@ type Reservation struct {
 	algo.Reservation
 	lim *Limiter
 	key string
-	at  time.Time // the limiter's clock when the store answered
+	p   algo.Policy // the policy reserved under
+	at  time.Time   // the limiter's clock when the store answered
 }
 
 // Wait holds the caller until the reservation's time, Delay after the
@@ -193,7 +284,7 @@ func (r Reservation) Cancel(ctx context.Context) (bool, algo.Result, error) {
 	if err != nil {
 		return false, algo.Result{}, err
 	}
-	return rs.CancelReservation(ctx, r.lim.prefix+r.key, r.lim.p, r.Ticket)
+	return rs.CancelReservation(ctx, r.lim.prefix+r.key, r.p, r.Ticket)
 }
 
 // Reserve takes cost tokens from key's bucket now, even before they exist,
@@ -219,15 +310,27 @@ func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait t
 	if err != nil {
 		return Reservation{}, err
 	}
-	wait, left, deadline := min(maxWait, l.p.MaxDelay()), time.Duration(0), false
+	if l.shadow {
+		return Reservation{}, fmt.Errorf("%w: a shadow Limiter has no Reserve", ErrUnsupported)
+	}
+	ctx, p, _, err := l.policy(ctx, key)
+	if err != nil {
+		return Reservation{}, err
+	}
+	return l.reserve(ctx, rs, key, p, cost, maxWait)
+}
+
+// reserve is Reserve under the policy p.
+func (l *Limiter) reserve(ctx context.Context, rs Reserver, key string, p algo.Policy, cost int64, maxWait time.Duration) (Reservation, error) {
+	wait, left, deadline := min(maxWait, p.MaxDelay()), time.Duration(0), false
 	if dl, ok := ctx.Deadline(); ok {
 		// A request proceeding at the deadline is too late: ctx is done.
 		if left = dl.Sub(l.clk.Now()); left-time.Microsecond < wait {
 			wait, deadline = max(0, left-time.Microsecond), true
 		}
 	}
-	r, err := rs.Reserve(ctx, l.prefix+key, l.p, cost, wait)
-	res := Reservation{Reservation: r, lim: l, key: key, at: l.clk.Now()}
+	r, err := rs.Reserve(ctx, l.prefix+key, p, cost, wait)
+	res := Reservation{Reservation: r, lim: l, key: key, p: p, at: l.clk.Now()}
 	if err == nil && deadline && !r.Allowed {
 		err = fmt.Errorf("%w: proceeds in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, r.RetryAfter+wait, left)
 	}
@@ -287,14 +390,19 @@ func as[I any](l *Limiter, key, op string) (I, error) {
 // Errors from the Store, including a cost above capacity (which no wait
 // can admit), are returned at once.
 func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result, error) {
-	if _, err := as[Reserver](l, key, "Reserve"); err != nil {
-		if errors.Is(err, ErrUnsupported) {
+	rs, err := as[Reserver](l, key, "Reserve")
+	if err != nil || l.shadow {
+		if errors.Is(err, ErrUnsupported) || err == nil {
 			return l.waitTake(ctx, key, cost)
 		}
 		return algo.Result{}, err
 	}
+	ctx, p, _, err := l.policy(ctx, key)
+	if err != nil {
+		return algo.Result{}, err
+	}
 	for {
-		r, err := l.Reserve(ctx, key, cost, l.p.MaxDelay())
+		r, err := l.reserve(ctx, rs, key, p, cost, p.MaxDelay())
 		switch {
 		case err != nil:
 			return r.Result, err
@@ -306,7 +414,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 		// The queue is full: the request fits after RetryAfter, and can
 		// proceed MaxDelay (rounded to the µs) after that, at the earliest.
 		wait := max(r.RetryAfter, time.Microsecond)
-		if err := l.before(ctx, wait+l.p.MaxDelay()); err != nil {
+		if err := l.before(ctx, wait+p.MaxDelay()); err != nil {
 			return r.Result, err
 		}
 		if err := l.sleep(ctx, wait); err != nil {

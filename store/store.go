@@ -35,6 +35,20 @@
 //	lease, err := lim.Acquire(ctx, userID) // lease.Allowed, or lease.RetryAfter
 //	defer lim.Release(context.WithoutCancel(ctx), lease)
 //
+// # Policies per key, and shadow limits
+//
+// A [Resolver] chooses a key's policy at runtime, for example from the
+// tenant's plan, and may price its requests; a [ResolverCache] in front of
+// a slow one is bounded (Size keys) and stale for at most its TTL. A
+// resolver that fails fails the call with [ErrResolve], never a default:
+//
+//	plans, err := store.NewResolverCache(tenantPlan, store.CacheConfig{TTL: 30 * time.Second})
+//	lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Resolver: plans.Resolve})
+//
+// A shadow Limiter (LimiterConfig.Shadow) charges its own bucket as an
+// enforced one would and reports its refusals as [OutcomeShadowDenied],
+// but never refuses its caller: how a new limit is rolled out safely.
+//
 // # Observing
 //
 // [Observe] wraps any store to report its decisions (allowed, denied,
