@@ -38,18 +38,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	srv := &http.Server{Handler: play.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", play.Handler())
+	mux.Handle(reportPath, reports)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	baseURL = "http://" + ln.Addr().String()
 
-	path := ""
-	for _, name := range browsers {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
+	path := lookPath(browsers)
 	if path == "" {
 		noBrowser = "no Chromium on PATH (tried " + strings.Join(browsers, ", ") + "): apt-get install chromium, as .ci/run does"
 		return m.Run()
@@ -85,6 +82,16 @@ func run(m *testing.M) int {
 	}
 	browser = bctx
 	return m.Run()
+}
+
+// lookPath returns the path of the first of names on PATH, or "".
+func lookPath(names []string) string {
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // tab opens a new tab in the shared browser, or skips the test when there
@@ -140,16 +147,26 @@ func open(t *testing.T, ctx context.Context, query string) {
 func shot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	png := get(t, ctx, chromedp.FullScreenshot(100))
+	path := artifact(t, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// artifact returns the absolute path of testdata/artifacts/name, creating
+// the directory.
+func artifact(t *testing.T, name string) string {
+	t.Helper()
 	dir := filepath.Join("testdata", "artifacts")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, name+".png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	abs, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
 		t.Fatal(err)
 	}
-	abs, _ := filepath.Abs(path)
-	t.Logf("screenshot: %s", abs)
+	return abs
 }
 
 // eval evaluates a JavaScript expression in the page and decodes its
@@ -198,6 +215,30 @@ type apiResult struct {
 			Zoom struct{ From, To int64 }
 		}
 	}
+}
+
+// wantRow is the summary row the page should draw for run i of api.
+func wantRow(api apiResult, i int) row {
+	r := api.Runs[i]
+	tl := r.Timeline
+	return row{Algo: r.Short, Admitted: fmt.Sprint(tl.Admitted), Denied: fmt.Sprint(tl.Denied),
+		Law: map[bool]string{true: "holds", false: "BROKEN"}[tl.Law.Holds], Bound: fmt.Sprint(tl.Law.Bound),
+		In: fmt.Sprint(tl.Law.Admitted), Total: fmt.Sprintf("%d / %d", r.Report.Total.Admitted, r.Report.Total.Denied)}
+}
+
+// marksIn counts run i's admitted and denied requests in [from, to): the
+// marks the page draws when zoomed there.
+func marksIn(api apiResult, i int, from, to time.Duration) (adm, den int) {
+	for _, q := range api.Runs[i].Timeline.Requests {
+		if q.At >= int64(from) && q.At < int64(to) {
+			if q.Allowed {
+				adm++
+			} else {
+				den++
+			}
+		}
+	}
+	return adm, den
 }
 
 // row is a line of the page's summary table.

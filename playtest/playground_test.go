@@ -28,23 +28,10 @@ func TestCountsMatchSimulator(t *testing.T) {
 		t.Fatalf("%d rows on the page, %d runs in the API", len(rows), len(api.Runs))
 	}
 	for i, r := range api.Runs {
-		tl := r.Timeline
-		want := row{Algo: r.Short, Admitted: fmt.Sprint(tl.Admitted), Denied: fmt.Sprint(tl.Denied),
-			Law: map[bool]string{true: "holds", false: "BROKEN"}[tl.Law.Holds], Bound: fmt.Sprint(tl.Law.Bound),
-			In: fmt.Sprint(tl.Law.Admitted), Total: fmt.Sprintf("%d / %d", r.Report.Total.Admitted, r.Report.Total.Denied)}
-		if rows[i] != want {
+		if want := wantRow(api, i); rows[i] != want {
 			t.Errorf("summary row %d: page %+v, simulator %+v", i, rows[i], want)
 		}
-		var adm, den int
-		for _, q := range tl.Requests {
-			if q.At >= int64(59*time.Second) && q.At < int64(61*time.Second) {
-				if q.Allowed {
-					adm++
-				} else {
-					den++
-				}
-			}
-		}
+		adm, den := marksIn(api, i, 59*time.Second, 61*time.Second)
 		drawn := eval[[]int](t, ctx, fmt.Sprintf(`[".mark.admitted", ".mark.denied"].map(s =>
 			document.querySelectorAll('.chart[data-algo=%q] ' + s).length)`, r.Short))
 		if len(drawn) != 2 || drawn[0] != adm || drawn[1] != den {
