@@ -67,7 +67,7 @@ type Algorithm interface {
 func checkTake(p Policy, s State, now, cost int64) error {
 	switch {
 	case p.unit <= 0:
-		return p.Validate()
+		return p.notBucket()
 	case cost < 0:
 		return ErrInvalidCost
 	case cost > p.capacity:

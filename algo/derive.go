@@ -32,7 +32,12 @@ func (tb TokenBucket) IdleFrom(p Policy, s State, resetAfter time.Duration, now 
 // rounded down to the µs, so it may be late by under 1µs but never early.
 // (When the caller's clock was behind the bucket's stamp, ResetAfter keeps
 // that lag even if the bucket would have been full.) A denied res, or cost 0, is returned as it is.
+// For a calendar quota, Remaining gets cost back, and ResetAfter is 0 when
+// that leaves the period's count at 0.
 func (TokenBucket) Uncharged(p Policy, res Result, cost int64) Result {
+	if res.Allowed && cost > 0 && p.IsQuota() {
+		return unchargedQuota(res, cost)
+	}
 	if !res.Allowed || cost <= 0 || p.refill <= 0 {
 		return res
 	}

@@ -149,9 +149,14 @@ func (p Policy) Rate() Rate {
 func (p Policy) Unit() int64 { return max(p.unit, 0) }
 
 // Refill returns how many level units refill per microsecond: the rate's
-// tokens divided by gcd(tokens, period); 0 for an invalid policy.
+// tokens divided by gcd(tokens, period); 0 for an invalid policy. For a
+// calendar quota ([Quota]) it is negative: its period and offset, packed
+// as the wire contract carries them (redisstore/WIRE.md), with Unit 0.
 func (p Policy) Refill() int64 {
 	if p.unit <= 0 {
+		if p.IsQuota() {
+			return p.refill
+		}
 		return 0
 	}
 	return p.refill
@@ -166,14 +171,34 @@ func (p Policy) FillTime() time.Duration {
 	return time.Duration(ceilDiv(p.capacity*p.unit, p.refill)) * time.Microsecond
 }
 
-// String formats p as "burst 100, 2/1s".
-func (p Policy) String() string { return fmt.Sprintf("burst %d, %v", p.capacity, p.Rate()) }
+// String formats p as "burst 100, 2/1s", or a quota as "10000 per month"
+// (with its offset: "10000 per day, UTC+05:30").
+func (p Policy) String() string {
+	if period, off, ok := p.Calendar(); ok {
+		if off == 0 {
+			return fmt.Sprintf("%d per %v", p.capacity, period)
+		}
+		sign := "+"
+		if off < 0 {
+			sign, off = "-", -off
+		}
+		h, m, s := int64(off/time.Hour), int64(off%time.Hour/time.Minute), int64(off%time.Minute/time.Second)
+		if s != 0 {
+			return fmt.Sprintf("%d per %v, UTC%s%02d:%02d:%02d", p.capacity, period, sign, h, m, s)
+		}
+		return fmt.Sprintf("%d per %v, UTC%s%02d:%02d", p.capacity, period, sign, h, m)
+	}
+	return fmt.Sprintf("burst %d, %v", p.capacity, p.Rate())
+}
 
 // Validate reports whether p is within the documented bounds. The error
 // wraps [ErrInvalidPolicy] and says which bound failed.
 func (p Policy) Validate() error {
 	if p.unit > 0 { // only Burst sets it, once the bounds are checked
 		return nil
+	}
+	if p.IsQuota() {
+		return p.validateQuota()
 	}
 	if _, _, err := reduce(p.capacity, p.Rate()); err != nil {
 		return err
@@ -225,11 +250,15 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // fallback that limits each instance alone while the shared store is down):
 // capacity ⌊C/n⌋ but at least 1, and the rate divided by n exactly (tokens
 // divided when n divides them, else the period multiplied), falling back to
-// ⌊tokens/n⌋ (at least 1) when the longer period is out of bounds. n ≤ 1,
+// ⌊tokens/n⌋ (at least 1) when the longer period is out of bounds. A
+// quota's share is ⌊N/n⌋ (at least 1) per the same calendar period. n ≤ 1,
 // or an invalid p, returns p.
 func (p Policy) Share(n int) Policy {
 	if n <= 1 || p.Validate() != nil {
 		return p
+	}
+	if period, off, ok := p.Calendar(); ok {
+		return Quota(max(1, p.capacity/int64(n)), period, off)
 	}
 	k := int64(n)
 	c, r := max(1, p.Capacity()/k), p.Rate()

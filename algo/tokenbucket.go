@@ -19,7 +19,8 @@ var _ Algorithm = TokenBucket{}
 func (TokenBucket) Name() string { return "tokenbucket" }
 
 // Take applies a request of cost tokens at time now (µs) to the bucket in
-// state s under policy p.
+// state s under policy p. A calendar quota ([Quota]) is decided by its own
+// math instead (see Quota): its count resets at calendar boundaries.
 //
 // The state is (D, t): the deficit D below full, in level units (1 token =
 // p.Unit() units), at time t. With full = Capacity·Unit and R = p.Refill()
@@ -64,6 +65,9 @@ func (tb TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, e
 // written in place, it is read back field by field.
 func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (State, error) {
 	if err := checkTake(p, s, now, cost); err != nil {
+		if err == ErrQuotaUnsupported { // a calendar quota: quota.go
+			return takeQuota(res, p, s, now, cost)
+		}
 		*res = Result{}
 		return s, err
 	}
