@@ -204,10 +204,12 @@ type apiResult struct {
 		Timeline struct {
 			Admitted, Denied int64
 			Requests         []struct {
-				At      int64
-				Allowed bool
+				At         int64
+				Allowed    bool
+				RetryAfter int64 `json:"retry_after"`
 			}
-			Law struct {
+			Levels []struct{ Instance int }
+			Law    struct {
 				Holds              bool
 				From, To, Admitted int64
 				Bound              int64

@@ -132,7 +132,20 @@ func TestControlsMakeASharedURL(t *testing.T) {
 	if len(rows) != 3 || rows[1].Algo != "fixed" || rows[1].Law != "BROKEN" || rows[1].Admitted != fmt.Sprint(api.Runs[1].Timeline.Admitted) {
 		t.Errorf("custom spike across the 60 s window's boundary: %+v", rows)
 	}
-	labels := eval[[]string](t, ctx, `[...document.querySelectorAll("#charts svg")].map(s => s.getAttribute("aria-label"))`)
+	// A store per instance: a level line each, and a key saying whose.
+	for i, r := range api.Runs {
+		lines := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll('.chart[data-algo=%q] svg[role=img] path.level').length`, r.Short))
+		key := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('.chart[data-algo=%q] .level-key')?.textContent ?? ""`, r.Short))
+		if lines != len(r.Timeline.Levels) || lines != 3 {
+			t.Errorf("run %d (%s): %d level lines, the simulator has %d stores", i, r.Short, lines, len(r.Timeline.Levels))
+		}
+		for _, lv := range r.Timeline.Levels {
+			if !strings.Contains(key, fmt.Sprintf("instance %d's own store", lv.Instance)) {
+				t.Errorf("%s: the key %q does not name instance %d", r.Short, key, lv.Instance)
+			}
+		}
+	}
+	labels := eval[[]string](t, ctx, `[...document.querySelectorAll("#charts svg[role=img]")].map(s => s.getAttribute("aria-label"))`)
 	shot(t, ctx, "custom-traffic")
 
 	// The same URL in a fresh tab: the same view.
@@ -141,8 +154,56 @@ func TestControlsMakeASharedURL(t *testing.T) {
 	if again := summary(t, other); fmt.Sprint(again) != fmt.Sprint(rows) {
 		t.Errorf("the shared URL shows %+v, the original %+v", again, rows)
 	}
-	labels2 := eval[[]string](t, other, `[...document.querySelectorAll("#charts svg")].map(s => s.getAttribute("aria-label"))`)
+	labels2 := eval[[]string](t, other, `[...document.querySelectorAll("#charts svg[role=img]")].map(s => s.getAttribute("aria-label"))`)
 	if fmt.Sprint(labels2) != fmt.Sprint(labels) || len(labels) != 3 {
 		t.Errorf("charts differ:\n%v\n%v", labels, labels2)
 	}
+}
+
+// TestRequestTableByKeyboard: what a mark tells on hover, a keyboard user
+// reads in a table. Zoomed on the boundary spike, the fixed window's
+// "requests in view" opens with Enter and lists every request in view,
+// each denied one with the simulator's retry-after.
+func TestRequestTableByKeyboard(t *testing.T) {
+	ctx := tab(t)
+	const view = "?scenario=boundary-spike&from=59&to=61"
+	open(t, ctx, view)
+	sel := `.chart[data-algo="fixed"] details.requests summary`
+	do(t, ctx, chromedp.Focus(chromedp.CSS(sel)), chromedp.SendKeys(chromedp.CSS(sel), kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`.chart[data-algo="fixed"] details.requests table`)))
+	type cells struct{ Answer, Retry string }
+	rows := eval[[]cells](t, ctx, `[...document.querySelectorAll('.chart[data-algo="fixed"] details.requests tbody tr')]
+		.map(tr => ({Answer: tr.cells[4].textContent, Retry: tr.cells[5].textContent}))`)
+	api := apiRun(t, view)
+	var want []cells
+	var retries []time.Duration
+	for _, q := range api.Runs[1].Timeline.Requests {
+		if q.At >= int64(59*time.Second) && q.At < int64(61*time.Second) {
+			c := cells{Answer: map[bool]string{true: "admitted", false: "denied"}[q.Allowed]}
+			want = append(want, c)
+			retries = append(retries, time.Duration(q.RetryAfter))
+		}
+	}
+	if len(rows) != len(want) || len(want) != 201 {
+		t.Fatalf("the table lists %d requests, the simulator has %d in [59s, 61s) (want 199 admitted + 2 denied)", len(rows), len(want))
+	}
+	denied := 0
+	for i, r := range rows {
+		if r.Answer != want[i].Answer {
+			t.Errorf("row %d: %q, simulator %q", i, r.Answer, want[i].Answer)
+		}
+		if r.Answer != "denied" {
+			continue
+		}
+		denied++
+		got, err := time.ParseDuration(r.Retry)
+		// The page shows 3 decimals of the largest unit: within 1 ms here.
+		if d := got - retries[i]; err != nil || d > time.Millisecond || d < -time.Millisecond {
+			t.Errorf("row %d: retry after %q (%v), simulator %v", i, r.Retry, err, retries[i])
+		}
+	}
+	if denied != 2 {
+		t.Errorf("%d denied rows, want the spike's 2", denied)
+	}
+	shot(t, ctx, "request-table")
 }

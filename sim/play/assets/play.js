@@ -82,7 +82,11 @@ function queryFromForm(withZoom) {
 
 // formFromQuery sets the form (and the zoom) from a query string.
 function formFromQuery(q) {
-  $("#scenario").value = q.get("scenario") || "boundary-spike";
+  const sc = q.get("scenario") || "boundary-spike";
+  if (![...$("#scenario").options].some((o) => o.value === sc)) {
+    html("option", { value: sc }, $("#scenario"), sc + " (unknown)"); // the API says which exist
+  }
+  $("#scenario").value = sc;
   if (q.getAll("client").length) $("#clients").value = q.getAll("client").join("\n");
   $("#cost").value = q.get("cost") || "1";
   for (const id of ["capacity", "rate", "skew"]) $("#" + id).value = q.get(id) || "";
@@ -203,7 +207,7 @@ function report(error) {
       admittedMarks: c.querySelectorAll(".mark.admitted").length,
       deniedMarks: c.querySelectorAll(".mark.denied").length,
       worst: [...c.querySelectorAll("rect.worst")].map((r) => r.getBBox().width),
-      levels: [...c.querySelectorAll("path.level")].map((p) => p.getTotalLength()),
+      levels: [...c.querySelectorAll("svg[role=img] path.level")].map((p) => p.getTotalLength()),
       label: c.querySelector("svg").getAttribute("aria-label"),
     })),
     from: +$("#from").value, to: +$("#to").value,
@@ -303,7 +307,8 @@ function chart(run, from, to, W) {
       `${l.admitted} admitted in ${fmtDur(l.to - l.from)}: bound ${l.bound}`);
   }
 
-  // Window boundaries and counts.
+  // Window boundaries and counts (the counts above the level lines).
+  const counts = el("g", {});
   if (tl.window > 0 && (to - from) / tl.window <= 120) {
     const first = tl.window_start + Math.max(Math.ceil((from - tl.window_start) / tl.window), 0) * tl.window;
     for (let t = first; t <= to; t += tl.window) el("line", { class: "boundary", x1: x(t), x2: x(t), y1: TOP, y2: TOP + H + S }, g);
@@ -311,21 +316,21 @@ function chart(run, from, to, W) {
       if (w.to <= from || w.from >= to || !w.admitted) continue;
       const wx0 = x(Math.max(w.from, from)), wx1 = x(Math.min(w.to, to));
       if (wx1 - wx0 < 28) continue;
-      el("text", { x: (wx0 + wx1) / 2, y: TOP + 11, "text-anchor": "middle", class: "window-count" }, g,
+      el("text", { x: (wx0 + wx1) / 2, y: TOP + 11, "text-anchor": "middle", class: "window-count" }, counts,
         wx1 - wx0 > 110 ? `${w.admitted} in window` : String(w.admitted));
     }
   }
 
   // The room left, a line per store.
-  const dashes = ["", "7 3", "2 2", "9 3 2 3", "4 4"];
   tl.levels.forEach((lv, i) => {
     const pts = lv.points;
     const lo = Math.max(lowerBound(pts, from) - 1, 0), hi = Math.min(lowerBound(pts, to) + 1, pts.length);
     let d = "";
     for (let k = lo; k < hi; k++) d += (k === lo ? "M" : "L") + x(pts[k].at).toFixed(2) + " " + y(pts[k].tokens).toFixed(2);
-    const p = el("path", { class: "level", d, "stroke-dasharray": dashes[i % dashes.length] }, g);
-    el("title", {}, p, lv.instance < 0 ? "room left in the shared store's bucket" : `room left in instance ${lv.instance}'s own bucket`);
+    const p = el("path", { class: "level", d, "stroke-dasharray": DASHES[i % DASHES.length] }, g);
+    el("title", {}, p, levelName(lv));
   });
+  g.appendChild(counts);
 
   // Requests: one mark each, or a tick per pixel column when too many.
   const reqs = tl.requests;
@@ -370,7 +375,52 @@ function chart(run, from, to, W) {
     el("line", { x1: x(t), x2: x(t), y1: TOP + H + S, y2: TOP + H + S + 4, stroke: "#000" }, svg);
     el("text", { x: x(t), y: TOP + H + S + 16, "text-anchor": "middle" }, svg, fmtDur(t));
   }
+  if (tl.levels.length > 1) levelKey(tl, box);
+  requestTable(tl, lo, hi, box, a.label);
   return box;
+}
+
+const DASHES = ["", "7 3", "2 2", "9 3 2 3", "4 4"];
+
+function levelName(lv) {
+  return lv.instance < 0 ? "room left in the shared store's bucket" : `room left in instance ${lv.instance}'s own bucket`;
+}
+
+// levelKey says which line is which store's, when each instance has its own.
+function levelKey(tl, box) {
+  const p = html("p", { class: "level-key" }, box, "Room left: ");
+  tl.levels.forEach((lv, i) => {
+    const s = el("svg", { width: 28, height: 10, "aria-hidden": "true" }, p);
+    el("path", { class: "level", d: "M1 5 H27", "stroke-dasharray": DASHES[i % DASHES.length] }, s);
+    p.append(` instance ${lv.instance}'s own store `);
+  });
+}
+
+const MAX_ROWS = 500; // the most requests a chart's table lists
+
+// requestTable lists the requests in view, tl.requests[lo:hi], in a table
+// that opens on demand: the marks' hover text (retry-after included) for
+// keyboards and screen readers.
+function requestTable(tl, lo, hi, box, label) {
+  const n = hi - lo;
+  const det = html("details", { class: "requests" }, box);
+  html("summary", {}, det, n > MAX_ROWS
+    ? `The ${n} requests in view, as a table (the first ${MAX_ROWS}; zoom in for the rest)`
+    : `The ${n} request${n === 1 ? "" : "s"} in view, as a table`);
+  det.addEventListener("toggle", () => {
+    if (!det.open || det.querySelector("table")) return;
+    const wrap = html("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": label + ": requests in view" }, det);
+    const table = html("table", {}, wrap);
+    const head = html("tr", {}, html("thead", {}, table));
+    for (const h of ["time", "client", "instance", "cost", "answer", "retry after", "left"]) html("th", { scope: "col" }, head, h);
+    const body = html("tbody", {}, table);
+    for (let k = lo; k < Math.min(hi, lo + MAX_ROWS); k++) {
+      const q = tl.requests[k];
+      const tr = html("tr", { class: q.allowed ? "admitted" : "denied" }, body);
+      for (const v of [fmtDur(q.at), tl.clients[q.client] ?? "?", String(q.instance), String(q.cost),
+        q.allowed ? "admitted" : "denied", q.allowed ? "" : fmtDur(q.retry_after || 0), String(q.remaining)]) html("td", {}, tr, v);
+    }
+  });
 }
 
 // lawChart draws, per algorithm, the most admitted in any interval of each
