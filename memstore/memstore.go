@@ -57,6 +57,18 @@
 // inserts (n the shard's size), and only once some stored bucket can have
 // become idle, so an attack cannot make every Take scan the map.
 //
+// # Changing a policy
+//
+// A call may name another policy than the one a bucket was written under
+// (a limit raised or lowered at runtime): the bucket is then converted by
+// algo.TokenBucket.Rebase under Config.OnPolicyChange, keeping its tokens
+// (capped at the new capacity) by default, or the fraction of a full
+// bucket with algo.Proportional, and refills at the new rate from that
+// call on. The call keeps the converted bucket, whatever it does
+// otherwise. A bucket records its policy as a number in the unused
+// third word of its state, so it is no larger; the Store numbers up to
+// MaxPolicies distinct policies (see there for what happens beyond).
+//
 // # Leases
 //
 // The Store is also a store.Leaser: at most N leases of a key in flight
@@ -124,6 +136,12 @@ type Config struct {
 	// about 136 bytes with one lease, and at most its policy's Limit ×
 	// (48 + algo.MaxLeaseIDLen) bytes more for its leases and their ids.
 	MaxKeyLen int
+	// OnPolicyChange is what a bucket keeps when a call names another
+	// policy than the one it was written under: the default
+	// (algo.KeepTokens) keeps its tokens, capped at the new capacity;
+	// algo.Proportional keeps the fraction of a full bucket. See
+	// algo.TokenBucket.Rebase, and the package documentation.
+	OnPolicyChange algo.ChangeRule
 }
 
 // Store is the in-process store. It is safe for concurrent use by multiple
@@ -141,6 +159,8 @@ type Store struct {
 	maxKey   int // the longest key accepted, in bytes
 	shards   []shard
 	over     overflow
+	pols     policies        // the policies buckets were written under
+	rule     algo.ChangeRule // Config.OnPolicyChange
 }
 
 var (
@@ -160,7 +180,11 @@ func newStore(cfg Config, floor int) (*Store, error) {
 	if cfg.MaxKeys < 0 {
 		return nil, fmt.Errorf("%w: negative MaxKeys %d", ErrInvalidConfig, cfg.MaxKeys)
 	}
-	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed(), base: time.Now()}
+	if !cfg.OnPolicyChange.Valid() {
+		return nil, fmt.Errorf("%w: OnPolicyChange %v", ErrInvalidConfig, cfg.OnPolicyChange)
+	}
+	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed(), base: time.Now(), rule: cfg.OnPolicyChange}
+	s.pols.init()
 	s.baseUS = s.base.UnixMicro()
 	if s.alg == nil {
 		s.alg = algo.TokenBucket{}
@@ -207,7 +231,9 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	}
 	e := sh.get(h, key)
 	var prev algo.State
-	if e != nil {
+	if s.tb {
+		prev = s.load(sh, e, p, now) // converted if e was written under another policy
+	} else if e != nil {
 		prev = e.s
 	}
 	// The token bucket writes its Result in place (TakeTo), into the named

@@ -17,6 +17,8 @@ type pending struct {
 	idle int64
 	e    *entry // the key's bucket, nil if none
 	over bool   // served from the overflow bucket
+	conv bool   // e was converted to another policy: keep base even uncharged
+	base algo.State
 }
 
 // TakeMulti applies every request atomically: if all buckets admit, all are
@@ -87,14 +89,16 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		sh := &s.shards[hs[i]&s.mask]
 		e := sh.get(hs[i], r.Key)
 		var prev algo.State
-		if e != nil {
+		if s.tb {
+			prev = s.load(sh, e, r.Policy, now)
+		} else if e != nil {
 			prev = e.s
 		}
 		st, rr, idle, err := s.take(r.Policy, prev, now, r.Cost)
 		if err != nil {
 			return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, err)
 		}
-		pd := pending{st: st, idle: idle, e: e}
+		pd := pending{st: st, idle: idle, e: e, conv: s.tb && rebased(e, prev), base: prev}
 		if e == nil && pd.idle > now && !sh.room(now, s.perShard) {
 			if !overLocked {
 				s.over.mu.Lock()
@@ -121,6 +125,11 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	}
 	for i, pd := range pend {
 		if !res.Allowed && res.Results[i].Allowed {
+			if pd.conv { // uncharged, but converted to the call's policy
+				r := reqs[i]
+				sh := &s.shards[hs[i]&s.mask]
+				sh.set(hs[i], r.Key, pd.e, pd.base, s.alg.IdleAt(r.Policy, pd.base))
+			}
 			continue // would be charged: keep the bucket as it was
 		}
 		// Allowed: charge. Denied: the bucket keeps its refill and stamp,

@@ -28,7 +28,9 @@ var errNotTokenBucket = fmt.Errorf("memstore: %w under an algorithm other than t
 
 // lock checks key and ctx, then returns key's shard, locked, the key's
 // hash and bucket (nil if it has none) and the time; on an error nothing
-// is locked.
+// is locked. Each operation reads the bucket with s.load (policychange.go),
+// which converts one written under another policy, and stores the
+// converted bucket even when it would otherwise write nothing.
 func (s *Store) lock(ctx context.Context, key string) (sh *shard, h uint64, e *entry, now int64, err error) {
 	switch {
 	case !s.tb:
@@ -50,14 +52,6 @@ func (s *Store) lock(ctx context.Context, key string) (sh *shard, h uint64, e *e
 	return sh, h, sh.get(h, key), now, nil
 }
 
-// state returns e's state, or the zero State (a full bucket) for nil.
-func (e *entry) state() algo.State {
-	if e == nil {
-		return algo.State{}
-	}
-	return e.s
-}
-
 // Refund gives n tokens back to the bucket at key under p: see
 // store.Refunder. A key with no bucket is full: a refund to it changes
 // nothing and creates no bucket; nor does a refund of 0. A key whose Take
@@ -69,12 +63,12 @@ func (s *Store) Refund(ctx context.Context, key string, p algo.Policy, n int64) 
 	if err != nil {
 		return algo.Result{}, err
 	}
-	st, err := algo.TokenBucket{}.RefundTo(&res, p, e.state(), now, n)
+	st, err := algo.TokenBucket{}.RefundTo(&res, p, s.load(sh, e, p, now), now, n)
 	switch {
 	case err != nil:
 		sh.mu.Unlock()
 		return algo.Result{}, fmt.Errorf("memstore: %w", err)
-	case e == nil || n == 0:
+	case e == nil || n == 0 && !rebased(e, st):
 		sh.mu.Unlock()
 	default:
 		s.keep(sh, h, key, e, st, algo.TokenBucket{}.IdleFrom(p, st, res.ResetAfter, now), now)
@@ -90,7 +84,7 @@ func (s *Store) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int
 	if err != nil {
 		return 0, algo.Result{}, err
 	}
-	st, granted, err := algo.TokenBucket{}.TakeAtMostTo(&res, p, e.state(), now, n)
+	st, granted, err := algo.TokenBucket{}.TakeAtMostTo(&res, p, s.load(sh, e, p, now), now, n)
 	if err != nil {
 		sh.mu.Unlock()
 		return 0, algo.Result{}, fmt.Errorf("memstore: %w", err)
@@ -114,7 +108,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p algo.Policy, cost int
 		return algo.Reservation{}, err
 	}
 	wait := int64(maxWait / time.Microsecond)
-	st, err := algo.TokenBucket{}.ReserveTo(&res, p, e.state(), now, cost, wait)
+	st, err := algo.TokenBucket{}.ReserveTo(&res, p, s.load(sh, e, p, now), now, cost, wait)
 	if err != nil {
 		sh.mu.Unlock()
 		return algo.Reservation{}, fmt.Errorf("memstore: %w", err)
@@ -137,12 +131,12 @@ func (s *Store) CancelReservation(ctx context.Context, key string, p algo.Policy
 	if err != nil {
 		return false, algo.Result{}, err
 	}
-	st, ok, err := algo.TokenBucket{}.CancelTo(&res, p, e.state(), now, t)
+	st, ok, err := algo.TokenBucket{}.CancelTo(&res, p, s.load(sh, e, p, now), now, t)
 	switch {
 	case err != nil:
 		sh.mu.Unlock()
 		return false, algo.Result{}, fmt.Errorf("memstore: %w", err)
-	case !ok || e == nil:
+	case e == nil || !ok && !rebased(e, st):
 		sh.mu.Unlock()
 	default:
 		s.keep(sh, h, key, e, st, algo.TokenBucket{}.IdleFrom(p, st, res.ResetAfter, now), now)
@@ -188,11 +182,11 @@ func (s *Store) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.R
 	for i, r := range reqs {
 		sh := &s.shards[hs[i]&s.mask]
 		e := sh.get(hs[i], r.Key)
-		st, err := algo.TokenBucket{}.RefundTo(&results[i], r.Policy, e.state(), now, r.Cost)
+		st, err := algo.TokenBucket{}.RefundTo(&results[i], r.Policy, s.load(sh, e, r.Policy, now), now, r.Cost)
 		if err != nil { // checked above; cannot happen
 			return nil, fmt.Errorf("memstore: request %d: %w", i, err)
 		}
-		if e == nil || r.Cost == 0 {
+		if e == nil || r.Cost == 0 && !rebased(e, st) {
 			continue
 		}
 		if idle := (algo.TokenBucket{}).IdleFrom(r.Policy, st, results[i].ResetAfter, now); idle <= now {

@@ -42,7 +42,9 @@ type shard struct {
 	soonest int64             // no bucket is idle before this (a lower bound, µs)
 	credit  int               // at the limit, refusals left before another sweep
 	floor   int               // minSweep, or less in tests
-	_       [64]byte
+
+	pols map[algo.Policy]int64 // a cache of policy numbers (policychange.go)
+	_    [64]byte
 }
 
 func (sh *shard) init(limit, floor int) {
