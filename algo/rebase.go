@@ -67,18 +67,27 @@ func (r ChangeRule) Valid() bool { return r <= Proportional }
 // state happens to match it exactly; it then gives back at most its Units
 // of the new policy, never more than two full buckets).
 //
+// A calendar quota ([Quota]) counts what was used in its period, so a
+// change from one quota to another of the same period and offset keeps
+// the count used (KeepTokens: an operator who raises a monthly quota
+// mid-month adds to what is left) or scales it by the ratio of the two
+// quotas, rounded up (Proportional). Any other change to or from a quota
+// (another period or offset; a bucket becoming a quota, or a quota a
+// bucket) has no common measure: the key starts afresh under the new
+// policy, an unused quota or a full bucket.
+//
 // The errors are Take's for either policy (ErrInvalidPolicy), for now
 // (ErrInvalidTime) and for s (ErrInvalidState), and ErrInvalidPolicy for an
 // unknown rule; s is returned unchanged with them.
 func (TokenBucket) Rebase(from, to Policy, s State, now int64, rule ChangeRule) (State, error) {
-	if err := checkTake(from, s, now, 0); err != nil {
-		return s, err
-	}
-	if to.unit <= 0 {
-		return s, to.Validate()
-	}
 	if !rule.Valid() {
 		return s, fmt.Errorf("%w: unknown change rule %v", ErrInvalidPolicy, rule)
+	}
+	if from.unit <= 0 || to.unit <= 0 {
+		return rebaseQuota(from, to, s, now, rule)
+	}
+	if err := checkTake(from, s, now, 0); err != nil {
+		return s, err
 	}
 	fullF, fullT := from.capacity*from.unit, to.capacity*to.unit
 	d, t := refill(fullF, from.refill, s, now)
@@ -113,4 +122,32 @@ func mulDiv(a, b, c int64, up bool) int64 {
 		return 1 << 62
 	}
 	return int64(q)
+}
+
+// rebaseQuota is Rebase when either policy is not a valid bucket: a
+// calendar quota, or invalid.
+func rebaseQuota(from, to Policy, s State, now int64, rule ChangeRule) (State, error) {
+	for _, p := range [2]Policy{from, to} {
+		if err := p.Validate(); err != nil {
+			return s, err
+		}
+	}
+	switch {
+	case now < 0 || now > MaxTime:
+		return s, ErrInvalidTime
+	case s.Level < 0 || s.Prev < 0 || s.Stamp < 0 || s.Stamp > maxQuotaEnd:
+		return s, ErrInvalidState
+	case from == to:
+		return s, nil
+	}
+	pf, of, qf := from.Calendar()
+	pt, ot, qt := to.Calendar()
+	if !qf || !qt || pf != pt || of != ot || now >= s.Stamp || s.Level == 0 {
+		return State{Prev: s.Prev}, nil // afresh; or a period already over
+	}
+	c := min(s.Level, from.capacity)
+	if rule == Proportional {
+		c = mulDiv(c, to.capacity, from.capacity, true)
+	}
+	return State{Level: min(c, to.capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
 }

@@ -58,6 +58,40 @@ func TestRebase(t *testing.T) {
 	}
 }
 
+// TestRebaseQuota pins changes to and from calendar quotas: the count
+// used carries over between quotas of one calendar, anything else starts
+// afresh.
+func TestRebaseQuota(t *testing.T) {
+	month, month2 := algo.Quota(100, algo.Month, 0), algo.Quota(200, algo.Month, 0)
+	day, bucket := algo.Quota(100, algo.Day, 0), algo.PerSecond(1).Burst(10)
+	used := algo.State{Level: 30, Stamp: 5000, Prev: 2}
+	for _, tc := range []struct {
+		name     string
+		from, to algo.Policy
+		s        algo.State
+		now      int64
+		rule     algo.ChangeRule
+		want     algo.State
+	}{
+		{"same quota", month, month, used, 10, algo.KeepTokens, used},
+		{"raised: the count used is kept", month, month2, used, 10, algo.KeepTokens, used},
+		{"raised proportionally: 30% of 200", month, month2, used, 10, algo.Proportional, algo.State{Level: 60, Stamp: 5000, Prev: 2}},
+		{"lowered proportionally, rounded up", month2, month, algo.State{Level: 31, Stamp: 5000}, 10, algo.Proportional, algo.State{Level: 16, Stamp: 5000}},
+		{"the period is over", month, month2, used, 5000, algo.KeepTokens, algo.State{Prev: 2}},
+		{"another calendar: afresh", month, day, used, 10, algo.KeepTokens, algo.State{Prev: 2}},
+		{"a bucket becomes a quota: afresh", bucket, month, algo.State{Level: 5, Stamp: 9, Prev: 2}, 10, algo.KeepTokens, algo.State{Prev: 2}},
+		{"a quota becomes a bucket: afresh", month, bucket, used, 10, algo.Proportional, algo.State{Prev: 2}},
+	} {
+		got, err := algo.TokenBucket{}.Rebase(tc.from, tc.to, tc.s, tc.now, tc.rule)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: Rebase(%v, %v, %+v, %d, %v) = %+v, %v; want %+v", tc.name, tc.from, tc.to, tc.s, tc.now, tc.rule, got, err, tc.want)
+		}
+	}
+	if _, err := (algo.TokenBucket{}).Rebase(month, algo.Quota(0, algo.Month, 0), used, 10, algo.KeepTokens); err == nil {
+		t.Error("Rebase to an invalid quota succeeded")
+	}
+}
+
 // TestRebaseErrors: bad policies, rules, times and states are errors and
 // return the state unchanged.
 func TestRebaseErrors(t *testing.T) {
