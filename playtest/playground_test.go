@@ -207,3 +207,37 @@ func TestRequestTableByKeyboard(t *testing.T) {
 	}
 	shot(t, ctx, "request-table")
 }
+
+// TestClickDrawsABurst: in custom traffic, a click on a chart adds a burst
+// at the time under the pointer to the last client; the simulator then
+// runs it (the URL carries it, and the table shows the simulator's counts).
+func TestClickDrawsABurst(t *testing.T) {
+	ctx := tab(t)
+	const view = "?scenario=custom&client=every+2s&from=0&to=120"
+	open(t, ctx, view)
+	tl := apiRun(t, view).Runs[0].Timeline
+	before := tl.Admitted + tl.Denied
+	// The token bucket's plot spans x from its left margin to its right one,
+	// [0s, 120s]: its middle is 60 s.
+	box := eval[[]float64](t, ctx, `(() => { const s = document.querySelector('.chart[data-algo="token"] svg[role=img]');
+		const r = s.getBoundingClientRect(); const W = +s.getAttribute("width");
+		return [r.left + (48 + (W - 48 - 28) / 2) * r.width / W, r.top + 60]; })()`)
+	do(t, ctx,
+		chromedp.Clear(chromedp.ID("burst-n")), chromedp.SendKeys(chromedp.ID("burst-n"), "80"+kb.Tab),
+		chromedp.MouseClickXY(box[0], box[1]), ready(2))
+	clients := get(t, ctx, chromedp.Value(chromedp.ID("clients")))
+	var at float64
+	if _, err := fmt.Sscanf(clients, "every 2s, 80 at %gs over 200ms", &at); err != nil || at < 59.5 || at > 60.5 {
+		t.Fatalf("after a click at 60 s the traffic is %q", clients)
+	}
+	loc := get(t, ctx, chromedp.Location())
+	api := apiRun(t, "?"+strings.SplitN(loc, "?", 2)[1])
+	tl = api.Runs[0].Timeline
+	if tl.Admitted+tl.Denied != before+80 {
+		t.Errorf("the key saw %d requests after the click, %d before: want 80 more", tl.Admitted+tl.Denied, before)
+	}
+	if rows := summary(t, ctx); rows[0] != wantRow(api, 0) {
+		t.Errorf("after the click the page shows %+v, the simulator %+v", rows[0], wantRow(api, 0))
+	}
+	shot(t, ctx, "click-drawn-burst")
+}

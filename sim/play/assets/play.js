@@ -104,6 +104,7 @@ function formFromQuery(q) {
 function showCustom() {
   const custom = $("#scenario").value === "custom";
   $("#custom").hidden = !custom;
+  document.body.classList.toggle("custom", custom);
   const opt = $("#scenario").selectedOptions[0];
   $("#scenario-summary").textContent = opt ? opt.dataset.summary || "" : "";
 }
@@ -375,9 +376,28 @@ function chart(run, from, to, W) {
     el("line", { x1: x(t), x2: x(t), y1: TOP + H + S, y2: TOP + H + S + 4, stroke: "#000" }, svg);
     el("text", { x: x(t), y: TOP + H + S + 16, "text-anchor": "middle" }, svg, fmtDur(t));
   }
+  svg.addEventListener("click", (e) => {
+    const r = svg.getBoundingClientRect(), px = (e.clientX - r.left) * W / r.width;
+    if (px >= ML && px <= ML + PW) addBurst(from + (px - ML) / PW * (to - from));
+  });
   if (tl.levels.length > 1) levelKey(tl, box);
   requestTable(tl, lo, hi, box, a.label);
   return box;
+}
+
+// addBurst draws traffic by hand: in custom traffic, a click on a chart at
+// time at (ns) adds "N at T over D" to the last client, and reruns.
+function addBurst(at) {
+  if ($("#scenario").value !== "custom") return;
+  const n = Math.max(1, Math.round(+$("#burst-n").value || 50));
+  const over = $("#burst-over").value.trim();
+  const part = `${n} at ${+(at / SEC).toFixed(3)}s` + (over && over !== "0" ? ` over ${over}` : "");
+  const lines = $("#clients").value.split("\n").filter((l) => l.trim());
+  if (lines.length) lines[lines.length - 1] += ", " + part;
+  else lines.push(part);
+  $("#clients").value = lines.join("\n");
+  pushView(false);
+  run();
 }
 
 const DASHES = ["", "7 3", "2 2", "9 3 2 3", "4 4"];
@@ -494,6 +514,7 @@ function worstZoom() {
 function wire() {
   form.addEventListener("submit", (e) => { e.preventDefault(); view = { from: null, to: null }; pushView(false); run(); });
   form.addEventListener("change", (e) => {
+    if (e.target.id === "burst-n" || e.target.id === "burst-over") return; // used on the next click only
     if (e.target.id === "scenario") { showCustom(); view = { from: null, to: null }; }
     pushView(false);
     run();
