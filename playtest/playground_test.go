@@ -145,7 +145,7 @@ func TestControlsMakeASharedURL(t *testing.T) {
 			}
 		}
 	}
-	labels := eval[[]string](t, ctx, `[...document.querySelectorAll("#charts svg[role=img]")].map(s => s.getAttribute("aria-label"))`)
+	labels := eval[[]string](t, ctx, `[...document.querySelectorAll("#charts .chart svg[role=img]")].map(s => s.getAttribute("aria-label"))`)
 	shot(t, ctx, "custom-traffic")
 
 	// The same URL in a fresh tab: the same view.
@@ -154,7 +154,7 @@ func TestControlsMakeASharedURL(t *testing.T) {
 	if again := summary(t, other); fmt.Sprint(again) != fmt.Sprint(rows) {
 		t.Errorf("the shared URL shows %+v, the original %+v", again, rows)
 	}
-	labels2 := eval[[]string](t, other, `[...document.querySelectorAll("#charts svg[role=img]")].map(s => s.getAttribute("aria-label"))`)
+	labels2 := eval[[]string](t, other, `[...document.querySelectorAll("#charts .chart svg[role=img]")].map(s => s.getAttribute("aria-label"))`)
 	if fmt.Sprint(labels2) != fmt.Sprint(labels) || len(labels) != 3 {
 		t.Errorf("charts differ:\n%v\n%v", labels, labels2)
 	}
@@ -240,4 +240,33 @@ func TestClickDrawsABurst(t *testing.T) {
 		t.Errorf("after the click the page shows %+v, the simulator %+v", rows[0], wantRow(api, 0))
 	}
 	shot(t, ctx, "click-drawn-burst")
+}
+
+// TestInsetShowsTheSpike: on the landing view (2.5 minutes), the fixed
+// window's worst second would be a sliver, so an inset under its chart
+// draws the simulator's zoom on it: every request in it a mark of its own
+// and the worst interval hundreds of pixels wide. A run whose law holds,
+// or breaks over a wide interval, gets none.
+func TestInsetShowsTheSpike(t *testing.T) {
+	ctx := tab(t)
+	open(t, ctx, "")
+	insets := eval[[]string](t, ctx, `[...document.querySelectorAll("#charts .inset")].map(f => f.dataset.algo)`)
+	if len(insets) != 1 || insets[0] != "fixed" {
+		t.Fatalf("insets on the landing view: %v, want the fixed window's only", insets)
+	}
+	api := apiRun(t, "?scenario=boundary-spike")
+	z := api.Runs[1].Timeline.Zoom
+	adm, den := marksIn(api, 1, time.Duration(z.From), time.Duration(z.To))
+	drawn := eval[[]float64](t, ctx, `(() => { const f = document.querySelector("#charts .inset");
+		return [f.querySelectorAll(".mark.admitted").length, f.querySelectorAll(".mark.denied").length,
+			f.querySelector("rect.worst").getBBox().width]; })()`)
+	if int(drawn[0]) != adm || int(drawn[1]) != den || adm < 199 || drawn[2] < 200 {
+		t.Errorf("the inset draws %v admitted and denied marks and a %v px worst interval; the simulator has %d and %d in [%v, %v]",
+			drawn[0:2], drawn[2], adm, den, time.Duration(z.From), time.Duration(z.To))
+	}
+	shot(t, ctx, "landing-inset")
+	open(t, ctx, "?scenario=boundary-spike&algos=token,sliding&from=0&to=150")
+	if n := eval[int](t, ctx, `document.querySelectorAll("#charts .inset").length`); n != 0 {
+		t.Errorf("%d insets where the law holds", n)
+	}
 }

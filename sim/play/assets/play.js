@@ -176,7 +176,14 @@ function render() {
   const charts = $("#charts");
   charts.replaceChildren();
   const width = Math.max(560, charts.clientWidth || 900);
-  for (const run of data.runs) charts.appendChild(chart(run, from, to, width));
+  for (const run of data.runs) {
+    charts.appendChild(chart(run, from, to, width, false));
+    // A law broken in an instant is a sliver at this zoom: an inset shows it.
+    const l = run.timeline.law, z = run.timeline.zoom;
+    if (!l.holds && l.to - l.from < (to - from) / 20 && l.to > from && l.from < to) {
+      charts.appendChild(chart(run, z.from, z.to, width - 20, true));
+    }
+  }
   lawChart(width);
   renders++;
   document.body.dataset.renders = String(renders);
@@ -274,16 +281,19 @@ function requestTitle(tl, q) {
   return q.allowed ? `${head} · admitted, ${q.remaining} left` : `${head} · denied, retry after ${fmtDur(q.retry_after || 0)}`;
 }
 
-function chart(run, from, to, W) {
+// chart draws one run over [from, to]; an inset is a second, lower drawing
+// of a run, zoomed on its worst interval, with no table of its own.
+function chart(run, from, to, W, inset) {
   const tl = run.timeline, a = ALGOS[run.short];
-  const ML = 48, MR = 28, TOP = 16, H = 120, S = 36, PW = W - ML - MR;
+  const ML = 48, MR = 28, TOP = 16, H = inset ? 80 : 120, S = 36, PW = W - ML - MR;
   const HT = TOP + H + S + 22;
-  const box = html("figure", { class: "chart", "data-algo": run.short });
-  const h3 = html("h3", {}, box, a.label + " ");
+  const box = html("figure", { class: inset ? "inset" : "chart", "data-algo": run.short });
+  const h3 = html("h3", {}, box, a.label + (inset ? `, zoomed on ${fmtDur(from)} – ${fmtDur(to)} ` : " "));
   html("span", { class: "verdict" + (tl.law.holds ? "" : " broken") }, h3, "— " + lawWords(tl));
   const svg = el("svg", { width: W, height: HT, viewBox: `0 0 ${W} ${HT}`, role: "img",
-    "aria-label": `${a.label}: ${tl.admitted} admitted and ${tl.denied} denied at ${tl.key}; ${lawWords(tl)}.` }, box);
-  const id = run.short;
+    "aria-label": inset ? `${a.label}, zoomed on ${fmtDur(from)} to ${fmtDur(to)}: ${lawWords(tl)}.`
+      : `${a.label}: ${tl.admitted} admitted and ${tl.denied} denied at ${tl.key}; ${lawWords(tl)}.` }, box);
+  const id = run.short + (inset ? "-inset" : "");
   const defs = el("defs", {}, svg);
   const pat = el("pattern", { id: "hatch-" + id, width: 8, height: 8, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" }, defs);
   el("rect", { width: 8, height: 8, fill: "#E69F00", "fill-opacity": 0.18 }, pat);
@@ -381,7 +391,7 @@ function chart(run, from, to, W) {
     if (px >= ML && px <= ML + PW) addBurst(from + (px - ML) / PW * (to - from));
   });
   if (tl.levels.length > 1) levelKey(tl, box);
-  requestTable(tl, lo, hi, box, a.label);
+  if (!inset) requestTable(tl, lo, hi, box, a.label);
   return box;
 }
 
