@@ -54,6 +54,19 @@ type Limit struct {
 	Tiers map[string]algo.Policy
 	// Key chooses the bucket. Default: the Config's Key.
 	Key KeyFunc
+	// Resolve, when set, chooses the limit's policy per request at
+	// runtime, once its key is known: a tenant's plan read from a
+	// database (through a store.ResolverCache with [ResolveByID]), or
+	// the static tiers as a resolver ([ResolveByTier]). Its answer's
+	// Name is reported as the Tier, and its Cost, when positive,
+	// replaces the request's cost for this limit. The bucket key does not
+	// name the policy: when a client's plan changes, its bucket stays and
+	// the store applies the new policy to it. A resolver that fails, or
+	// answers an invalid policy or name, is a store failure: the route's
+	// FailMode decides (serve, or 503), never a default policy. A Limit
+	// with Resolve has neither Policy nor Tiers, and a route with Delay
+	// cannot have one. Default: none.
+	Resolve ResolveFunc
 }
 
 // TierFunc returns the tier of a request, "" for the default. The default
@@ -203,11 +216,12 @@ func (realClock) Now() time.Time { return time.Now() }
 
 // limit is a validated Limit.
 type limit struct {
-	name   string
-	policy algo.Policy // zero when the Limit has tiers only
-	tiers  map[string]algo.Policy
-	key    KeyFunc
-	prefix string // Config.Prefix + name + ":"
+	name    string
+	policy  algo.Policy // zero when the Limit has tiers only, or Resolve
+	tiers   map[string]algo.Policy
+	key     KeyFunc
+	prefix  string // Config.Prefix + name + ":"
+	resolve ResolveFunc
 }
 
 // policyFor returns the policy for tier and the tier name that goes in the
@@ -272,8 +286,10 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 			return nil, fmt.Errorf("%w: limit %d: name %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, i, l.Name)
 		case seen[l.Name]:
 			return nil, fmt.Errorf("%w: two limits named %q", ErrInvalidConfig, l.Name)
-		case l.Policy == (algo.Policy{}) && len(l.Tiers) == 0:
-			return nil, fmt.Errorf("%w: limit %q has neither a Policy nor Tiers", ErrInvalidConfig, l.Name)
+		case l.Resolve != nil && (l.Policy != (algo.Policy{}) || len(l.Tiers) > 0):
+			return nil, fmt.Errorf("%w: limit %q has Resolve and a Policy or Tiers: its resolver chooses every policy", ErrInvalidConfig, l.Name)
+		case l.Policy == (algo.Policy{}) && len(l.Tiers) == 0 && l.Resolve == nil:
+			return nil, fmt.Errorf("%w: limit %q has neither a Policy, Tiers nor Resolve", ErrInvalidConfig, l.Name)
 		}
 		seen[l.Name] = true
 		if l.Policy != (algo.Policy{}) {
@@ -292,7 +308,7 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 		if l.Key == nil {
 			l.Key = key
 		}
-		lim := limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":"}
+		lim := limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":", resolve: l.Resolve}
 		if n := lim.maxKeyLen(); n > store.DefaultMaxKeyLen {
 			return nil, fmt.Errorf("%w: limit %q: its bucket keys could be %d bytes, above the %d bytes stores accept by default; shorten Prefix (%d bytes) or the names: %w",
 				ErrInvalidConfig, l.Name, n, store.DefaultMaxKeyLen, len(prefix), store.ErrKeyTooLong)

@@ -154,6 +154,9 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if m.limits, err = newLimits(cfg.Limits, prefix, m.key); err != nil {
 		return nil, err
 	}
+	if err := checkResolve(m.limits, cfg.Delay); err != nil {
+		return nil, err
+	}
 	m.labels = limitLabels(m.limits)
 	if m.cost == nil {
 		if err := checkCost(m.limits, m.fixedCost); err != nil {
@@ -229,7 +232,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	d, takes, err := m.plan(r, ev.Cost)
 	if err != nil {
-		m.invalid(w, r, ev, err)
+		if errors.Is(err, store.ErrResolve) {
+			m.unresolved(w, r, next, ev, err)
+		} else {
+			m.invalid(w, r, ev, err)
+		}
 		return
 	}
 	start := m.clock.Now()
@@ -258,13 +265,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 				slog.Bool("served", v.Result == nil && v.Serve), slog.Any("error", err))
 		}
 		if v.Result == nil || len(v.Result.Results) != len(takes) {
-			if v.Serve {
-				m.pass(w, r, next, ev, FailedOpen)
-				return
-			}
-			ev.Outcome = FailedClosed
-			m.observe(r, ev)
-			unavailable(w, v.RetryAfter)
+			m.failed(w, r, next, ev, v)
 			return
 		}
 		mr, inOrder, ev.Fallback = *v.Result, false, true
@@ -306,17 +307,10 @@ func (m *Middleware) plan(r *http.Request, cost int64) (Decision, []store.Reques
 	d := Decision{Limits: make([]LimitResult, len(m.limits))}
 	takes := make([]store.Request, len(m.limits))
 	for i := range m.limits {
-		l := &m.limits[i]
-		p, t, err := l.policyFor(tier)
-		if err != nil {
+		var err error
+		if d.Limits[i], takes[i], err = m.limits[i].request(r, tier, cost); err != nil {
 			return d, nil, err
 		}
-		k, err := l.keyOf(r)
-		if err != nil {
-			return d, nil, err
-		}
-		d.Limits[i] = LimitResult{Name: l.name, Tier: t, Class: k.Class, Policy: p}
-		takes[i] = store.Request{Key: l.bucketKey(t, k.Class, bucketID(k.ID)), Policy: p, Cost: cost}
 	}
 	return d, takes, nil
 }

@@ -21,7 +21,8 @@ type Failure struct {
 	Err error
 	// Takes are the buckets the request needed: full keys, policies and
 	// costs, one per limit, in the order of the limits. A fallback can run
-	// them on another store.
+	// them on another store. Nil when Err wraps store.ErrResolve (a
+	// Limit's Resolve failed: the policies are unknown).
 	Takes []store.Request
 }
 
@@ -75,6 +76,18 @@ var FailOpen FailMode = FailModeFunc(func(Failure) Verdict { return Verdict{Serv
 // login, payment, password reset, sign-up.
 func FailClosed(retryAfter time.Duration) FailMode {
 	return FailModeFunc(func(Failure) Verdict { return Verdict{RetryAfter: retryAfter} })
+}
+
+// failed answers a request the limiter could not decide as v says, when
+// v has no Result: served unlimited, or 503.
+func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, ev Event, v Verdict) {
+	if v.Serve {
+		m.pass(w, r, next, ev, FailedOpen)
+		return
+	}
+	ev.Outcome = FailedClosed
+	m.observe(r, ev)
+	unavailable(w, v.RetryAfter)
 }
 
 // unavailable writes the FailClosed response.
@@ -198,7 +211,8 @@ type Event struct {
 	// Fallback reports a decision made by a FailMode's Verdict.Result
 	// while the store was failing; Err then holds the store's error.
 	Fallback bool
-	// Err is the store's error for the Failed outcomes, a fallback and a
+	// Err is the store's error for the Failed outcomes (or the error
+	// wrapping store.ErrResolve of a Resolve that failed), a fallback and a
 	// refund that failed, the reason for Invalid, and nil otherwise.
 	Err error
 }

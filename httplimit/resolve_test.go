@@ -1,0 +1,208 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// tenants is a plan database: the plan of each user, changed by tests.
+type tenants struct {
+	mu   sync.Mutex
+	plan map[string]store.Resolved
+	err  error
+}
+
+func (d *tenants) resolve(_ context.Context, id string) (store.Resolved, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return store.Resolved{}, d.err
+	}
+	p, ok := d.plan[id]
+	if !ok {
+		return store.Resolved{}, errUnknownTenant
+	}
+	return p, nil
+}
+
+func (d *tenants) set(id string, r store.Resolved) {
+	d.mu.Lock()
+	d.plan[id] = r
+	d.mu.Unlock()
+}
+
+var (
+	errUnknownTenant = errors.New("unknown tenant")
+	freePlan         = store.Resolved{Policy: algo.PerMinute(60).Burst(2), Name: "free"}
+	proPlan          = store.Resolved{Policy: algo.PerMinute(600).Burst(5), Name: "pro"}
+)
+
+func newTenants() *tenants {
+	return &tenants{plan: map[string]store.Resolved{"alice": freePlan, "bob": proPlan}}
+}
+
+// levels returns the tokens left in each bucket of the request edit makes
+// (enforced and shadow limits alike), read without charging.
+func levels(t *testing.T, m *Middleware, edit ...func(*http.Request)) []int64 {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	for _, e := range edit {
+		e(r)
+	}
+	_, takes, err := m.plan(r, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, q := range takes {
+		res, err := m.store.Take(context.Background(), q.Key, q.Policy, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, res.Remaining)
+	}
+	return out
+}
+
+// statuses sends n requests with edit and returns their status codes.
+func statuses(h http.Handler, n int, edit ...func(*http.Request)) []int {
+	var out []int
+	for range n {
+		out = append(out, do(h, "192.0.2.1:1234", edit...).Code)
+	}
+	return out
+}
+
+func TestResolvePolicyPerTenant(t *testing.T) {
+	clk := newClock()
+	db := newTenants()
+	var ev events
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User, Observer: &ev,
+		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	h := m.Handler(ok)
+	if got := statuses(h, 3, asUser("alice", "")); !slices.Equal(got, []int{200, 200, 429}) {
+		t.Errorf("free tenant: %v, want its burst of 2", got)
+	}
+	if e := ev.last(t); e.Tier != "free" || e.Limit != "api" {
+		t.Errorf("event %+v, want tier free", e)
+	}
+	w := do(h, "192.0.2.1:1", asUser("bob", ""))
+	if got := w.Header().Get("X-RateLimit-Limit"); got != "5" || w.Header().Get("X-RateLimit-Remaining") != "4" {
+		t.Errorf("pro tenant: limit %q remaining %q, want 5 and 4", got, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	*r = *r.WithContext(WithUser(r.Context(), "bob"))
+	if keys, err := m.Keys(r); err != nil || len(keys) != 1 || keys[0] != "h:api:user{bob}" {
+		t.Errorf("Keys = %v, %v: the plan is not part of the key", keys, err)
+	}
+
+	// A plan that prices its requests: its Cost replaces the route's.
+	db.set("carol", store.Resolved{Policy: algo.PerMinute(60).Burst(20), Cost: 5, Name: "metered"})
+	do(h, "192.0.2.1:1", asUser("carol", ""))
+	if got := levels(t, m, asUser("carol", "")); got[0] != 15 {
+		t.Errorf("metered tenant: %d left, want 15", got[0])
+	}
+
+	// Tiers as a resolver: the tier names the policy, not the key.
+	tiers := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
+		Limits: []Limit{{Name: "api", Resolve: ResolveByTier(map[string]algo.Policy{"paid": algo.PerMinute(60).Burst(3)})}}})
+	if got := statuses(tiers.Handler(ok), 4, asUser("dave", "paid")); !slices.Equal(got, []int{200, 200, 200, 429}) {
+		t.Errorf("paid tier: %v, want its burst of 3", got)
+	}
+}
+
+// TestResolveFailureIsTheFailMode pins that a resolver's failure is never
+// a default policy: the route's FailMode answers, and no bucket is asked.
+func TestResolveFailureIsTheFailMode(t *testing.T) {
+	clk := newClock()
+	db := newTenants()
+	db.set("badname", store.Resolved{Policy: freePlan.Policy, Name: "has space"})
+	db.set("zero", store.Resolved{Name: "zero"})
+	db.set("negative", store.Resolved{Policy: freePlan.Policy, Cost: -1})
+	cs := &countingStore{Store: newStore(t, clk)}
+	var ev events
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := newMW(t, Config{Store: cs, Clock: clk, Key: User, Observer: &ev, Logger: quiet,
+		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	closed := newMW(t, Config{Store: cs, Clock: clk, Key: User, Observer: &ev, Fail: FailClosed(2 * time.Second), Logger: quiet,
+		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	for _, tc := range []struct {
+		user string
+		want error
+	}{{"nobody", errUnknownTenant}, {"badname", store.ErrResolve}, {"zero", algo.ErrInvalidPolicy}, {"negative", algo.ErrInvalidCost}} {
+		w := do(open.Handler(ok), "192.0.2.1:1", asUser(tc.user, ""))
+		e := ev.last(t)
+		if w.Code != 200 || e.Outcome != FailedOpen || !errors.Is(e.Err, store.ErrResolve) || !errors.Is(e.Err, tc.want) {
+			t.Errorf("%s, FailOpen: %d, %+v; want served, FailedOpen with ErrResolve and %v", tc.user, w.Code, e, tc.want)
+		}
+		if w.Header().Get("X-RateLimit-Limit") != "" {
+			t.Errorf("%s, FailOpen: rate-limit headers without a policy", tc.user)
+		}
+		w = do(closed.Handler(ok), "192.0.2.1:1", asUser(tc.user, ""))
+		if e := ev.last(t); w.Code != 503 || w.Header().Get("Retry-After") != "2" || e.Outcome != FailedClosed {
+			t.Errorf("%s, FailClosed: %d Retry-After %q, %+v; want 503 after 2s", tc.user, w.Code, w.Header().Get("Retry-After"), e)
+		}
+	}
+	if n := cs.calls.Load(); n != 0 {
+		t.Errorf("%d store calls for unresolved policies, want none", n)
+	}
+	unknownTier := newMW(t, Config{Store: cs, Clock: clk, Key: User, Fail: FailClosed(time.Second), Logger: quiet,
+		Limits: []Limit{{Name: "api", Resolve: ResolveByTier(map[string]algo.Policy{"paid": freePlan.Policy})}}})
+	if w := do(unknownTier.Handler(ok), "192.0.2.1:1", asUser("erin", "trial")); w.Code != 503 {
+		t.Errorf("unknown tier under FailClosed: %d, want 503", w.Code)
+	}
+}
+
+// TestResolveCachedPlanChange: behind a ResolverCache, a plan change
+// reaches the route within the cache's TTL, on the injected clock.
+func TestResolveCachedPlanChange(t *testing.T) {
+	clk := newClock()
+	db := newTenants()
+	cache, err := store.NewResolverCache(db.resolve, store.CacheConfig{TTL: 10 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
+		Limits: []Limit{{Name: "api", Resolve: ResolveByID(cache.Resolve)}}})
+	limit := func() string {
+		return do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")).Header().Get("X-RateLimit-Limit")
+	}
+	if got := limit(); got != "2" {
+		t.Fatalf("free: limit %q", got)
+	}
+	db.set("alice", proPlan)
+	clk.Add(10*time.Second - time.Microsecond)
+	if got := limit(); got != "2" {
+		t.Errorf("within the TTL: limit %q, want the cached free plan's 2", got)
+	}
+	clk.Add(time.Microsecond)
+	if got := limit(); got != "5" {
+		t.Errorf("after the TTL: limit %q, want the pro plan's 5", got)
+	}
+}
+
+func TestResolveConfig(t *testing.T) {
+	s := newStore(t, newClock())
+	res := ResolveByID(newTenants().resolve)
+	for name, cfg := range map[string]Config{
+		"Resolve and Policy": {Store: s, Limits: []Limit{{Resolve: res, Policy: DefaultPolicy}}},
+		"Resolve and Tiers":  {Store: s, Limits: []Limit{{Resolve: res, Tiers: map[string]algo.Policy{"paid": DefaultPolicy}}}},
+		"Resolve and Delay":  {Store: s, Limits: []Limit{{Resolve: res}}, Delay: time.Second},
+	} {
+		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
