@@ -67,6 +67,14 @@ type Limit struct {
 	// with Resolve has neither Policy nor Tiers, and a route with Delay
 	// cannot have one. Default: none.
 	Resolve ResolveFunc
+	// Shadow makes this a shadow limit, to roll out a new limit safely
+	// (envoy's shadow_mode, NGINX's limit_req_dry_run): its bucket is
+	// charged and its decisions reported (to the store's Observer as
+	// store.OutcomeShadowDenied, in Event.ShadowDenied, and in the draft
+	// headers with [ShadowHeaders]), but it never refuses a request.
+	// See "Shadow limits" in the package doc for what it charges.
+	// Default: false, the limit is enforced.
+	Shadow bool
 }
 
 // TierFunc returns the tier of a request, "" for the default. The default
@@ -150,6 +158,13 @@ type Config struct {
 	Error ErrorHandler
 	// Observer, if set, receives an Event per request.
 	Observer Observer
+	// Shadow makes every Limit of the route a shadow limit (see
+	// Limit.Shadow): the route computes, charges and reports its
+	// decisions but never refuses a request with 429. A route derived
+	// with With keeps its parent's Shadow; derive an enforced route from
+	// a parent without it. It cannot be combined with Concurrency or
+	// Delay, which would hold or refuse requests. Default: false.
+	Shadow bool
 	// Concurrency, when its Policy is set, bounds how many requests of a
 	// client run at once, holding a lease for each request's duration
 	// (see [Concurrency]). It needs a Store implementing store.Leaser
@@ -222,6 +237,7 @@ type limit struct {
 	key     KeyFunc
 	prefix  string // Config.Prefix + name + ":"
 	resolve ResolveFunc
+	shadow  bool
 }
 
 // policyFor returns the policy for tier and the tier name that goes in the
@@ -308,7 +324,8 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 		if l.Key == nil {
 			l.Key = key
 		}
-		lim := limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":", resolve: l.Resolve}
+		lim := limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":",
+			resolve: l.Resolve, shadow: l.Shadow}
 		if n := lim.maxKeyLen(); n > store.DefaultMaxKeyLen {
 			return nil, fmt.Errorf("%w: limit %q: its bucket keys could be %d bytes, above the %d bytes stores accept by default; shorten Prefix (%d bytes) or the names: %w",
 				ErrInvalidConfig, l.Name, n, store.DefaultMaxKeyLen, len(prefix), store.ErrKeyTooLong)
@@ -337,7 +354,7 @@ func checkCost(ls []limit, cost int64) error {
 }
 
 func checkHeaders(h Headers, dst *Headers) error {
-	if h&^(XRateLimitHeaders|DraftHeaders|NoHeaders) != 0 {
+	if h&^(XRateLimitHeaders|DraftHeaders|ShadowHeaders|NoHeaders) != 0 {
 		return fmt.Errorf("%w: unknown Headers bits %#x", ErrInvalidConfig, uint8(h))
 	}
 	*dst = h

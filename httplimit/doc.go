@@ -140,6 +140,23 @@
 // cancelled (its tokens come back when no later request of the key was
 // held behind it). Delay takes a route with a single Limit.
 //
+// # Shadow limits
+//
+// A Limit with Shadow set, or every limit of a route with Config.Shadow,
+// is computed, charged and reported but never refuses a request: how a
+// new limit is rolled out (envoy's shadow_mode, NGINX's
+// limit_req_dry_run). Its bucket is charged by a take of its own for
+// every request, as if it were enforced alone, so a shadow refusal never
+// blocks the enforced limits and an enforced refusal never skips the
+// shadow count. Refusals reach the store's Observer as shadow_denied and
+// the Event as ShadowDenied; [ShadowHeaders] also lists shadow limits in
+// the draft fields.
+//
+//	mw, _ := httplimit.New(httplimit.Config{Limits: []httplimit.Limit{
+//		{Name: "burst", Policy: algo.PerSecond(2).Burst(100)},
+//		{Name: "hourly", Policy: algo.PerHour(1000).Burst(1000), Shadow: true},
+//	}})
+//
 // # When the store fails
 //
 // A store error is never reported as 429. The route's [FailMode] decides:

@@ -28,13 +28,19 @@ const (
 	// draft-ietf-httpapi-ratelimit-headers-10, one list item per limit
 	// (see [Decision]).
 	DraftHeaders Headers = 1 << 1
+	// ShadowHeaders adds the route's shadow limits (Limit.Shadow) to the
+	// RateLimit-Policy and RateLimit fields, so clients can see a limit
+	// coming before it is enforced; X-RateLimit-*, Retry-After and the
+	// status never describe a shadow limit. Alone it means the default
+	// sets plus shadows. Default: shadow limits are not sent.
+	ShadowHeaders Headers = 1 << 2
 	// NoHeaders sends neither set.
 	NoHeaders Headers = 1 << 7
 )
 
 func (h Headers) has(set Headers) bool {
-	if h == DefaultHeaders {
-		h = XRateLimitHeaders | DraftHeaders
+	if h&^ShadowHeaders == DefaultHeaders {
+		h |= XRateLimitHeaders | DraftHeaders
 	}
 	return h&set != 0
 }
@@ -58,6 +64,11 @@ type Decision struct {
 	// headers describe: the denying limit with the longest RetryAfter, or
 	// when Allowed the one with the fewest tokens left.
 	Decider int
+	// Shadow holds the answers of the route's shadow limits
+	// (Limit.Shadow), in the order of the limits: they took no part in
+	// Allowed, RetryAfter or Decider. A shadow limit whose take failed is
+	// missing.
+	Shadow []LimitResult
 	// Concurrency is the route's [Concurrency] limit's answer (Limit 0
 	// when it has none). When it refused the request, the buckets were
 	// not asked: Limits is empty, no rate-limit header is sent, and
@@ -126,8 +137,16 @@ func retryAfterMillis(d time.Duration) int64 {
 // tokens) and t the delay-seconds until the quota is fully available
 // again (the bucket is full), rounded up. The draft's "qu" (quota unit)
 // is omitted: its default, "requests", is what a cost of 1 means here.
+//
+// Shadow limits are listed after the enforced ones when set has
+// ShadowHeaders; an all-shadow route sends no X-RateLimit fields.
 func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
-	if len(d.Limits) == 0 {
+	listed := d.Limits
+	if set.has(ShadowHeaders) && len(d.Shadow) > 0 {
+		listed = append(listed[:len(listed):len(listed)], d.Shadow...)
+	}
+	x, draft := set.has(XRateLimitHeaders) && len(d.Limits) > 0, set.has(DraftHeaders)
+	if len(listed) == 0 || !x && !draft {
 		return
 	}
 	// One backing array for the values and one string for all the
@@ -141,7 +160,7 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 	var buf [256]byte
 	b := buf[:0]
 	var cut [4]int // ends of the fields in b
-	if set.has(XRateLimitHeaders) {
+	if x {
 		r := d.Limits[d.Decider].Result
 		reset := now.Add(r.ResetAfter)
 		resetSec := reset.Unix()
@@ -155,8 +174,8 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 		b = strconv.AppendInt(b, resetSec, 10)
 	}
 	cut[2] = len(b)
-	if set.has(DraftHeaders) {
-		for i, l := range d.Limits {
+	if draft {
+		for i, l := range listed {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
@@ -166,7 +185,7 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 			b = strconv.AppendInt(append(b, ";w="...), max(1, ceilSeconds(l.Policy.FillTime())), 10)
 		}
 		cut[3] = len(b)
-		for i, l := range d.Limits {
+		for i, l := range listed {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
@@ -176,12 +195,12 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 		}
 	}
 	all := string(b)
-	if set.has(XRateLimitHeaders) {
+	if x {
 		put("X-Ratelimit-Limit", all[:cut[0]])
 		put("X-Ratelimit-Remaining", all[cut[0]:cut[1]])
 		put("X-Ratelimit-Reset", all[cut[1]:cut[2]])
 	}
-	if set.has(DraftHeaders) {
+	if draft {
 		put("Ratelimit-Policy", all[cut[2]:cut[3]])
 		put("Ratelimit", all[cut[3]:])
 	}

@@ -53,6 +53,7 @@ type Middleware struct {
 	refunder  store.Refunder // store's, when chargeIf is set
 	delay     time.Duration
 	reservers map[algo.Policy]*store.Limiter // per policy of the limit, when delay is set
+	shadow    bool                           // some limit is a shadow limit
 	log       *logThrottle
 	clock     store.Clock
 }
@@ -98,6 +99,7 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.Concurrency, route.Concurrency)
 	set(&c.ChargeIf, route.ChargeIf)
 	set(&c.Delay, route.Delay)
+	set(&c.Shadow, route.Shadow)
 	return build(c, m)
 }
 
@@ -155,6 +157,9 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 		return nil, err
 	}
 	if err := checkResolve(m.limits, cfg.Delay); err != nil {
+		return nil, err
+	}
+	if err := m.checkShadow(cfg); err != nil {
 		return nil, err
 	}
 	m.labels = limitLabels(m.limits)
@@ -238,6 +243,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.invalid(w, r, ev, err)
 		}
 		return
+	}
+	if m.shadow {
+		if takes = m.shadowTakes(r, &d, takes, &ev); len(takes) == 0 {
+			m.shadowOnly(w, r, next, ev, d)
+			return
+		}
 	}
 	start := m.clock.Now()
 	lease, err := m.acquire(r, &d) // first: a request refused here charges no bucket

@@ -208,6 +208,11 @@ type Event struct {
 	// Delay is how long the route's Delay held the request before its
 	// handler ran: its reservation's exact delay; zero when not held.
 	Delay time.Duration
+	// ShadowDenied names the shadow limit (Limit.Shadow) that would
+	// have refused the request: the first in the order of the limits
+	// when several would (Decision.Shadow has them all); "" when none
+	// would. The request was not refused for it.
+	ShadowDenied string
 	// Fallback reports a decision made by a FailMode's Verdict.Result
 	// while the store was failing; Err then holds the store's error.
 	Fallback bool
