@@ -270,3 +270,32 @@ func TestInsetShowsTheSpike(t *testing.T) {
 		t.Errorf("%d insets where the law holds", n)
 	}
 }
+
+// TestKeyboardOnly: the page is usable without a mouse. Tab moves from the
+// first control through the form, the zoom buttons and each chart's table
+// of requests, and Enter on "Zoom on worst interval" zooms as a click does.
+func TestKeyboardOnly(t *testing.T) {
+	ctx := tab(t)
+	open(t, ctx, "")
+	do(t, ctx, chromedp.Focus(chromedp.ID("scenario")))
+	var reached []string
+	for i := 0; i < 60; i++ {
+		do(t, ctx, chromedp.KeyEvent(kb.Tab))
+		id := eval[string](t, ctx, `(() => { const e = document.activeElement;
+			return e.id || (e.tagName === "SUMMARY" ? "summary:" + e.closest("figure").dataset.algo : e.tagName); })()`)
+		reached = append(reached, id)
+	}
+	all := strings.Join(reached, " ")
+	for _, want := range []string{"capacity", "rate", "instances", "skew", "seed", "run", "zoom-all", "zoom-worst",
+		"zoom-in", "zoom-out", "pan-left", "pan-right", "from", "to", "summary:token", "summary:fixed", "summary:sliding"} {
+		if !strings.Contains(" "+all+" ", " "+want+" ") {
+			t.Errorf("Tab never reaches #%s; it went %s", want, all)
+		}
+	}
+	do(t, ctx, chromedp.Focus(chromedp.ID("zoom-worst")), chromedp.KeyEvent(kb.Enter), ready(2))
+	fixed := apiRun(t, "?scenario=boundary-spike").Runs[1].Timeline
+	want := fmt.Sprintf("from=%g&to=%g", float64(fixed.Zoom.From)/1e9, float64(fixed.Zoom.To)/1e9)
+	if loc := get(t, ctx, chromedp.Location()); !strings.Contains(loc, want) {
+		t.Errorf("after Enter on the zoom button the view is %s, want %s", loc, want)
+	}
+}
