@@ -20,12 +20,13 @@ var playCommand = &command{
 
 Starts a web server on 127.0.0.1 and prints its URL. Open it: the page runs
 the simulator's scenarios (the boundary spike, the phone's feed burst, ...)
-or traffic you draw, through the token bucket, the fixed window and the
-sliding window side by side, and shows every request admitted or denied
-(hover for retry-after), the room left in each bucket as a line, the
-windows, and where more got through than capacity + rate*t. Every view is a
-URL that reproduces it. The page is embedded in the binary and fetches
-nothing from the network; Ctrl-C stops the server.
+or traffic you type or click onto a chart, through the token bucket, the
+fixed window and the sliding window side by side, and shows every request
+admitted or denied (hover for retry-after, or open the table under a
+chart), the room left in each bucket as a line, the windows, and where more
+got through than capacity + rate*t. Every view is a URL that reproduces
+it. The page is embedded in the binary and fetches nothing from the
+network; Ctrl-C stops the server.
 
 Examples:
   ratebucket play
