@@ -78,6 +78,10 @@
 // for a CostFunc a 500 with the reason logged, never a request that waits
 // forever. A request may pass several limits at once (a burst and a daily
 // quota), taken atomically when the store implements [store.MultiTaker].
+// A limit's Policy may be a calendar quota (algo.Quota: 10,000 a month,
+// reset on the 1st): RateLimit-Policy and RateLimit then list every
+// limit, with a quota's period as its window, and X-RateLimit-* and
+// Retry-After describe the one closest to denying (Decision.Decider).
 //
 // # Policies per client, at runtime
 //

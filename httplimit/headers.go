@@ -21,8 +21,10 @@ const (
 	// X-RateLimit-Reset, as GitHub-style clients expect: the capacity, the
 	// whole tokens left, and the Unix time (seconds, rounded up) at which
 	// the bucket is full again. With several limits they describe the one
-	// that decided: the denying limit with the longest wait, or, when
-	// admitted, the one with the fewest tokens left.
+	// closest to denying: the denying limit with the longest wait, or,
+	// when admitted, the one with the fewest requests of the request's
+	// cost left, and of those the longest until full again (see
+	// Decision.Decider).
 	XRateLimitHeaders Headers = 1 << 0
 	// DraftHeaders sends RateLimit-Policy and RateLimit as defined by
 	// draft-ietf-httpapi-ratelimit-headers-10, one list item per limit
@@ -60,9 +62,14 @@ type Decision struct {
 	// RetryAfter is the earliest the request could be admitted; zero
 	// when Allowed.
 	RetryAfter time.Duration
-	// Decider is the index in Limits of the limit the X-RateLimit
-	// headers describe: the denying limit with the longest RetryAfter, or
-	// when Allowed the one with the fewest tokens left.
+	// Decider is the index in Limits of the limit closest to denying,
+	// which the X-RateLimit headers describe (and the Event's Limit
+	// names): the denying limit with the longest RetryAfter (the earliest
+	// the request could be admitted, which Retry-After reports), or when
+	// Allowed the one that would admit the fewest more requests of this
+	// one's cost (Remaining / cost, whole), and of those the one longest
+	// until full again, so a daily quota with 4 left comes before a burst
+	// limit with 4 left that refills in seconds.
 	Decider int
 	// Shadow holds the answers of the route's shadow limits
 	// (Limit.Shadow), in the order of the limits: they took no part in
@@ -129,13 +136,18 @@ func retryAfterMillis(d time.Duration) int64 {
 //	RateLimit-Policy: "burst";q=100;w=50, "daily";q=10000;w=86400
 //	RateLimit: "burst";r=0;t=50, "daily";r=9876;t=11
 //
+// Every limit of the route is one item of each field, in the order of the
+// limits (the draft's multiple quota policies); the X-RateLimit fields
+// and Retry-After describe the one closest to denying (Decision.Decider).
 // In RateLimit-Policy, q is the quota (the bucket's capacity, in requests
 // of cost 1) and w the window in seconds. A token bucket has no fixed
 // window; the nearest honest figure is its fill time, capacity/rate
 // rounded up: the bucket admits at most q plus what refills, so q per w
-// is the sustained rate. In RateLimit, r is the remaining quota (whole
+// is the sustained rate. A calendar quota (algo.Quota) has one: w is its
+// period that holds now, 86400 for a day, 604800 for a week, 2419200 to
+// 2678400 for a month. In RateLimit, r is the remaining quota (whole
 // tokens) and t the delay-seconds until the quota is fully available
-// again (the bucket is full), rounded up. The draft's "qu" (quota unit)
+// again (the bucket is full; a quota's period ends), rounded up. The draft's "qu" (quota unit)
 // is omitted: its default, "requests", is what a cost of 1 means here.
 //
 // Shadow limits are listed after the enforced ones when set has
@@ -182,7 +194,7 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 			// Names are validName, so they need no escaping in an sf-string.
 			b = append(append(append(b, '"'), l.Name...), `";q=`...)
 			b = strconv.AppendInt(b, l.Policy.Capacity(), 10)
-			b = strconv.AppendInt(append(b, ";w="...), max(1, ceilSeconds(l.Policy.FillTime())), 10)
+			b = strconv.AppendInt(append(b, ";w="...), window(l.Policy, now), 10)
 		}
 		cut[3] = len(b)
 		for i, l := range listed {
@@ -204,6 +216,17 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 		put("Ratelimit-Policy", all[cut[2]:cut[3]])
 		put("Ratelimit", all[cut[3]:])
 	}
+}
+
+// window returns the draft's w for p at now, in whole seconds, at least
+// 1: a bucket's fill time, rounded up; a calendar quota's period that
+// holds now (86400 for a day, 604800 for a week, the month's days).
+func window(p algo.Policy, now time.Time) int64 {
+	if _, _, ok := p.Calendar(); ok {
+		start, end := p.QuotaPeriod(now.UnixMicro())
+		return max(1, (end-start)/1e6)
+	}
+	return max(1, ceilSeconds(p.FillTime()))
 }
 
 // DeniedHandler writes the response to a request the limits refused. When

@@ -395,10 +395,19 @@ func decide(d *Decision, results []algo.Result, takes []store.Request, inOrder b
 		switch {
 		case !res.Allowed && (d.Allowed || res.RetryAfter > best.RetryAfter):
 			d.Allowed, d.Decider, d.RetryAfter = false, i, res.RetryAfter
-		case d.Allowed && res.Remaining < best.Remaining:
+		case d.Allowed && closer(res, takes[i].Cost, best, takes[d.Decider].Cost):
 			d.Decider = i
 		}
 	}
+}
+
+// closer reports whether the admitted result a, of a request of cost ca,
+// is closer to refusing than b, of cost cb: the limit that admits fewer
+// more requests of its cost now, or as many and is longer until full
+// again (a daily quota before a burst limit that refills in seconds).
+func closer(a algo.Result, ca int64, b algo.Result, cb int64) bool {
+	na, nb := a.Remaining/max(ca, 1), b.Remaining/max(cb, 1)
+	return na < nb || na == nb && a.ResetAfter > b.ResetAfter
 }
 
 // isInputError reports a store error that is about the request, not the
