@@ -349,9 +349,141 @@ end
 local reply = {now, 1}
 local pend = {}
 local repaired = {} -- index, kind of each repaired key
+
+-- BEGIN calendar quotas (algo/quota.go; WIRE.md, "Calendar quotas"). A key
+-- whose policy has unit 0 and a negative refill is a quota of capacity per
+-- calendar period: refill = -(kind + 4*(offset + 86399)), kind 1 a day, 2 a
+-- week from Monday, 3 a month from the 1st, offset the calendar's seconds
+-- from UTC (|offset| < 86400). Its state is the count charged in a period
+-- and the period's end t (µs): server clock, the count's digits with
+-- PEXPIREAT t/1000 (t is a whole second); client clock, "<count>:<t>". A
+-- quota is only taken (t, m) or inspected (i). The math is algo's
+-- takeQuota: from t on the count is 0 in the period of now; else (the
+-- stored period, or a clock behind it) a count above capacity reads as
+-- capacity; admit when count + cost <= capacity; retry-after is t - now,
+-- and so is reset-after while the count is above 0. A count of 0 is no
+-- state: the key is deleted. Every number is an integer below 2^53 but the
+-- period end near the year 2255 (below 2^54, a multiple of 10^6, so exact),
+-- and t - now is exact.
+local MAXQEND = 9010050454740991 -- algo's maxQuotaEnd: MaxTime + 33 days
+
+-- quotaend returns the end (µs) of the period holding now: algo's
+-- periodDays on whole seconds, Hinnant's civil_from_days for months.
+local function quotaend(kind, off, now)
+  local x = (now - fmod(now, 1000000)) / 1000000 + off + 86400 -- >= 1
+  local dn = floordiv(x, 86400) - 1 -- the calendar's day, >= -1
+  local e
+  if kind == 1 then
+    e = dn + 1
+  elseif kind == 2 then
+    e = dn - fmod(dn + 3, 7) + 7 -- day 4, 1970-01-05, was a Monday
+  else
+    local z = dn + 719468
+    local era = floordiv(z, 146097)
+    local doe = z - era * 146097
+    local yoe = floordiv(doe - floordiv(doe, 1460) + floordiv(doe, 36524) - floordiv(doe, 146096), 365)
+    local doy = doe - (365 * yoe + floordiv(yoe, 4) - floordiv(yoe, 100))
+    local mp = floordiv(5 * doy + 2, 153)
+    local d = doy - floordiv(153 * mp + 2, 5) + 1
+    local y, m, len = yoe + era * 400, mp + 3, 31
+    if mp >= 10 then y, m = y + 1, mp - 9 end
+    if m == 2 then
+      len = 28
+      if fmod(y, 4) == 0 and (fmod(y, 100) ~= 0 or fmod(y, 400) == 0) then len = 29 end
+    elseif m == 4 or m == 6 or m == 9 or m == 11 then
+      len = 30
+    end
+    e = dn - d + 1 + len
+  end
+  return (e * 86400 - off) * 1000000
+end
+
+-- qdecode returns the stored count and period end of a quota's key (0, 0
+-- when absent) and whether it exists; a key that holds no quota of this
+-- clock gives nil, nil, true and the kind, as decode does for a bucket.
+local function qdecode(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    return nil, nil, true, corrupt(key, 1, 'holds a ' .. redis.call('TYPE', key)['ok'])
+  end
+  if not v then return 0, 0, false end
+  local c, t = string.match(v, '^(%d+):(%d+)$')
+  if clock == 's' then
+    if c then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
+    if not string.match(v, '^%d+$') or #v > 13 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    local e = call('PEXPIRETIME', key)
+    if e < 0 or e * 1000 > MAXQEND then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
+    return tonumber(v), e * 1000, true
+  end
+  if not c then
+    if string.match(v, '^%d+$') then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
+    return nil, nil, true, corrupt(key, 3, 'holds ' .. v)
+  end
+  if #c > 13 or #t > 17 or tonumber(t) > MAXQEND then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+  return tonumber(c), tonumber(t), true
+end
+
+-- store, for a policy with refill < 0, writes a quota's count d and period
+-- end t (> now when d > 0); a count of 0 deletes the key.
+local bstore = store
+store = function(key, d, t, exists, refill, full)
+  if refill > 0 then return bstore(key, d, t, exists, refill, full) end
+  if d == 0 then
+    if exists then call('DEL', key) end
+  elseif clock == 's' then
+    call('SET', key, format('%d', d), 'PXAT', format('%.0f', t / 1000))
+  elseif margin < 0 then
+    call('SET', key, format('%d:%.0f', d, t))
+  else
+    call('SET', key, format('%d:%.0f', d, t), 'PX', format('%.0f', ceildiv(t - now, 1000) + margin))
+  end
+end
+
+-- quota decides key i (its arguments from b + 1) when its policy is a
+-- quota, as the loop below decides a bucket, and returns true; false for
+-- a bucket.
+local function quota(i, b, cap)
+  local unit, refill = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  if unit ~= 0 or refill == nil or refill >= 0 then return false end
+  local code = -refill
+  local kind = fmod(code, 4)
+  local off = (code - kind) / 4 - 86399
+  if code ~= floor(code) or kind == 0 or off > 86399 then
+    error({err = 'RBARG argument ' .. (b + 3) .. ' (' .. tostring(ARGV[b + 3]) .. ') not a quota'})
+  end
+  if op ~= 't' and op ~= 'm' and op ~= 'i' then error({err = 'RBARG a quota is only taken or inspected'}) end
+  local cost = arg(b + 4, 0, cap)
+  if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
+  local key = KEYS[i]
+  local c0, t0, exists, kind2 = qdecode(key)
+  if kind2 then -- repair: the period of now, spent
+    c0, t0 = cap, quotaend(kind, off, now)
+    repaired[#repaired + 1], repaired[#repaired + 2] = i, kind2
+  end
+  local c, t, ok, retry, reset = c0, t0, 1, 0, 0
+  if c > cap then c = cap end
+  if now >= t then c, t = 0, quotaend(kind, off, now) end
+  if c <= cap - cost then c = c + cost else ok, retry = 0, t - now end
+  if c > 0 then reset = t - now else t = 0 end
+  if ok == 0 then reply[2] = 0 end
+  local at = #reply
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = ok, cap - c, retry, reset
+  local charged, changed = ok == 1 and cost > 0, c ~= c0 or t ~= t0
+  if op == 'i' then
+    reply[at + 5], reply[at + 6], reply[at + 7] = c0, t0, call('PTTL', key)
+  elseif op == 'm' then
+    pend[i] = {d = c, t = t, changed = changed, exists = exists, refill = refill, full = 0, ok = ok, charged = charged, kind = kind2}
+  elseif (clock == 's' and charged) or (clock ~= 's' and changed) or kind2 then
+    store(key, c, t, exists, refill, 0)
+  end
+  return true
+end
+-- END calendar quotas
+
 for i = 1, n do
   local b = base + per * (i - 1)
   local cap = arg(b + 1, 1, MAXCAP)
+  if not quota(i, b, cap) then -- a bucket (a quota was decided above)
   local unit = arg(b + 2, 1, MAXLEVEL)
   local refill = arg(b + 3, 1, MAXLEVEL)
   local full = cap * unit
@@ -478,6 +610,7 @@ for i = 1, n do
     if clock ~= 's' and op ~= 'r' and op ~= 'x' then write = changed end
     if write or kind then store(KEYS[i], d, t, exists, refill, full) end
   end
+  end -- not a quota
 end
 
 -- append adds the repaired keys to the reply and returns it.

@@ -56,6 +56,10 @@
 //     anywhere in the request charges nothing, and a key named twice in one
 //     request is either refused with [store.ErrDuplicateKey] (charging
 //     nothing) or treated as one request of the combined cost.
+//   - Quota: calendar quotas (algo.Quota) give algo's Results across day,
+//     week, month and year boundaries, leap days and the 2^53 µs bound,
+//     deny until exactly the next period's first µs, and, in a multi-limit
+//     take beside a token bucket, charge both or neither.
 //   - Leases, when the store implements [store.Leaser]: a rapid state
 //     machine of acquires, crashes (leases never released), releases,
 //     renewals and clock moves over a few keys gives algo's lease
@@ -140,6 +144,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clk *Clock) store.Store) {
 		{"BadInput", testBadInput},
 		{"Context", testContext},
 		{"Multi", testMulti},
+		{"Quota", testQuota},
 		{"Leases", testLeases},
 		{"Refund", testRefund},
 		{"TakeAtMost", testTakeAtMost},

@@ -1,0 +1,198 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/redisstore"
+)
+
+// quotaScript is the bucket script, called directly to see the now it
+// decided at (the reply's first element).
+func quotaScript(t *testing.T) *redis.Script {
+	t.Helper()
+	src, err := os.ReadFile("tokenbucket.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return redis.NewScript(string(src))
+}
+
+// quotaReply is one key's answer: the script's now and the Result.
+func quotaReply(t *rapid.T, v any) (int64, algo.Result) {
+	r, ok := v.([]any)
+	if !ok || len(r) < 6 {
+		t.Fatalf("reply %v", v)
+	}
+	n := make([]int64, 6)
+	for i := range n {
+		if n[i], ok = r[i].(int64); !ok {
+			t.Fatalf("reply %v: element %d is %T", v, i, r[i])
+		}
+	}
+	return n[0], algo.Result{Allowed: n[2] == 1, Remaining: n[3], RetryAfter: algo.Micros(n[4]), ResetAfter: algo.Micros(n[5])}
+}
+
+// drawQuota draws a valid quota of at most 10 per period.
+func drawQuota(t *rapid.T) algo.Policy {
+	p, err := algo.NewQuota(rapid.Int64Range(1, 10).Draw(t, "n"),
+		algo.CalendarPeriod(rapid.IntRange(1, 3).Draw(t, "period")),
+		time.Duration(rapid.Int64Range(-86399, 86399).Draw(t, "offset s"))*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestQuotaServerClock checks the server-clock path of quotas on
+// standalone Redis and on a Cluster: random takes on the script's own
+// clock (TIME) give algo's Results at the now the script reports, that now
+// lies between two readings of Redis's TIME, and the key's PEXPIRETIME is
+// the end of the period algo computes, in ms.
+func TestQuotaServerClock(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
+	}{
+		{"standalone", func(t *testing.T) redis.UniversalClient { return redistest.Start(t).Client() }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.StartCluster(t).Client() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rdb, script, prefix := c.rdb(t), quotaScript(t), redistest.Prefix(t)
+			ctx := context.Background()
+			serverNow := func(t *rapid.T, key string) int64 {
+				var tm time.Time
+				var err error
+				if cc, ok := rdb.(*redis.ClusterClient); ok {
+					var node *redis.Client
+					if node, err = cc.MasterForKey(ctx, key); err == nil {
+						tm, err = node.Time(ctx).Result()
+					}
+				} else {
+					tm, err = rdb.(*redis.Client).Time(ctx).Result()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tm.UnixMicro()
+			}
+			i := 0
+			rapid.Check(t, func(t *rapid.T) {
+				p := drawQuota(t)
+				i++
+				key := fmt.Sprintf("%squota:%d", prefix, i)
+				var s algo.State
+				for range rapid.IntRange(1, 8).Draw(t, "takes") {
+					cost := rapid.Int64Range(0, p.Capacity()).Draw(t, "cost")
+					before := serverNow(t, key)
+					v, err := script.Run(ctx, rdb, []string{key}, "st", p.Capacity(), p.Unit(), p.Refill(), cost).Result()
+					if err != nil {
+						t.Fatalf("script: %v", err)
+					}
+					after := serverNow(t, key)
+					now, got := quotaReply(t, v)
+					if now < before || now > after {
+						t.Fatalf("script's now %d outside Redis TIME [%d, %d]", now, before, after)
+					}
+					var want algo.Result
+					s, want, err = algo.TokenBucket{}.Take(p, s, now, cost)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want.Limit = 0 // not in the reply
+					if got != want {
+						t.Fatalf("%v, cost %d at %d: script %+v, algo %+v", p, cost, now, got, want)
+					}
+					exp, err := rdb.PExpireTime(ctx, key).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, end := p.QuotaPeriod(now)
+					switch {
+					case s.Level > 0 && exp != time.Duration(end/1000)*time.Millisecond:
+						t.Fatalf("%v: PEXPIRETIME %v, want the period's end %d ms", p, exp, end/1000)
+					case s.Level == 0 && exp != -2: // a count of 0 is no key
+						t.Fatalf("%v: count 0 but PEXPIRETIME %v", p, exp)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestQuotaClientClockBoundaries has the script compute period ends from a
+// given now (the client clock: the same function the server clock calls),
+// for random instants up to 2^53 µs and random quotas, and checks them
+// against package time: a take's ResetAfter is the end of the period in
+// the quota's zone, as time.Date says.
+func TestQuotaClientClockBoundaries(t *testing.T) {
+	rdb, script, prefix := redistest.Start(t).Client(), quotaScript(t), redistest.Prefix(t)
+	ctx := context.Background()
+	i := 0
+	rapid.Check(t, func(t *rapid.T) {
+		p := drawQuota(t)
+		period, off, _ := p.Calendar()
+		now := rapid.Int64Range(0, algo.MaxTime).Draw(t, "now")
+		if rapid.Bool().Draw(t, "near a month's end") {
+			at := time.UnixMicro(now).In(time.FixedZone("q", int(off/time.Second)))
+			first := time.Date(at.Year(), at.Month()+1, 1, 0, 0, 0, 0, at.Location()).UnixMicro()
+			now = min(max(first+rapid.Int64Range(-2, 1).Draw(t, "µs from the 1st"), 0), algo.MaxTime)
+		}
+		i++
+		key := fmt.Sprintf("%s%d", prefix, i)
+		v, err := script.Run(ctx, rdb, []string{key}, "ct", now, -1, p.Capacity(), p.Unit(), p.Refill(), 1).Result()
+		if err != nil {
+			t.Fatalf("script: %v", err)
+		}
+		_, got := quotaReply(t, v)
+		zone := time.FixedZone("q", int(off/time.Second))
+		at := time.UnixMicro(now).In(zone)
+		var end time.Time
+		switch period {
+		case algo.Day:
+			end = time.Date(at.Year(), at.Month(), at.Day()+1, 0, 0, 0, 0, zone)
+		case algo.Week:
+			end = time.Date(at.Year(), at.Month(), at.Day()+7-(int(at.Weekday())+6)%7, 0, 0, 0, 0, zone)
+		case algo.Month:
+			end = time.Date(at.Year(), at.Month()+1, 1, 0, 0, 0, 0, zone)
+		}
+		if want := time.Duration(end.UnixMicro()-now) * time.Microsecond; !got.Allowed || got.ResetAfter != want {
+			t.Fatalf("%v at %v: script %+v, want reset after %v (until %v)", p, at, got, want, end)
+		}
+		rdb.Del(ctx, key)
+	})
+}
+
+// TestQuotaMemory reports what one quota costs Redis on the server clock,
+// at a 20-byte key: MEMORY USAGE, which must not exceed a bucket's 72 B.
+func TestQuotaMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s, err := redisstore.New(rdb, redisstore.Config{Prefix: "rl:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	key := fmt.Sprintf("user:%012d", time.Now().UnixNano()%1e12) // 17 bytes, 20 with the prefix
+	if _, err := s.Take(ctx, key, algo.Quota(10_000, algo.Month, 0), 1); err != nil {
+		t.Fatal(err)
+	}
+	usage, err := rdb.MemoryUsage(ctx, "rl:"+key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a quota of 10,000 a month at a 20-byte key: MEMORY USAGE %d B", usage)
+	if usage > 72 {
+		t.Errorf("MEMORY USAGE %d B, more than a bucket's 72 B", usage)
+	}
+	rdb.Del(ctx, "rl:"+key)
+}
