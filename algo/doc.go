@@ -40,6 +40,18 @@
 // back exactly when no other was queued behind it since. Requests that
 // proceed at their admitted times keep the law above.
 //
+// # Calendar quotas
+//
+// A [Quota] is N per calendar period: a day, a week from Monday or a
+// month from the 1st, starting at midnight UTC or at a fixed offset from
+// it. It is a fixed window whose boundaries are calendar instants, and it
+// is a [Policy], so it goes wherever a bucket's does: beside a burst limit
+// in a multi-limit take, "bursts of 100 at 2/s AND 10,000 a month", all
+// charged or none. [TokenBucket.Take] decides it: admitted while the
+// period's count plus the cost is at most N, else denied until exactly the
+// next period's first µs ([Policy.QuotaPeriod]: months of 28 to 31 days,
+// leap years included, in integers the Lua twin repeats).
+//
 // # Why not a fixed window
 //
 // [FixedWindow] counts requests per window and resets the count at each

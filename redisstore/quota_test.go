@@ -196,3 +196,29 @@ func TestQuotaMemory(t *testing.T) {
 	}
 	rdb.Del(ctx, "rl:"+key)
 }
+
+// TestQuotaWireExamples checks WIRE.md's worked examples of a quota's
+// policy words, and that the script decides a quota given as those words.
+func TestQuotaWireExamples(t *testing.T) {
+	for _, c := range []struct {
+		p      algo.Policy
+		refill int64
+	}{
+		{algo.Quota(10_000, algo.Month, 0), -345599},
+		{algo.Quota(500, algo.Day, 5*time.Hour+30*time.Minute), -424797},
+	} {
+		if c.p.Capacity() < 1 || c.p.Unit() != 0 || c.p.Refill() != c.refill {
+			t.Errorf("%v: words %d, %d, %d; WIRE.md says refill %d", c.p, c.p.Capacity(), c.p.Unit(), c.p.Refill(), c.refill)
+		}
+	}
+	rdb, script := redistest.Start(t).Client(), quotaScript(t)
+	key := redistest.Prefix(t) + "wire"
+	now := time.Date(2026, 2, 28, 18, 29, 59, 0, time.UTC) // 23:59:59 at UTC+05:30
+	v, err := script.Run(context.Background(), rdb, []string{key}, "ct", now.UnixMicro(), -1, 500, 0, -424797, 500).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{now.UnixMicro(), 1, 1, 0, 0, time.Second.Microseconds()}; fmt.Sprint(v) != fmt.Sprint(want) {
+		t.Errorf("reply %v, want %v: admitted, none left, the day ends in 1s", v, want)
+	}
+}
