@@ -43,7 +43,9 @@ import (
 // shadowTakes makes the takes of the shadow limits of d, moving their
 // results from d.Limits to d.Shadow, and returns the enforced takes.
 func (m *Middleware) shadowTakes(r *http.Request, d *Decision, takes []store.Request, ev *Event) []store.Request {
-	enforced, limits := make([]store.Request, 0, len(takes)), make([]LimitResult, 0, len(takes))
+	// In place: plan made both slices for this request, and an element is
+	// read before any is written at or before its index.
+	enforced, limits := takes[:0], d.Limits[:0]
 	for i, q := range takes {
 		l := &m.limits[i]
 		if !l.shadow {

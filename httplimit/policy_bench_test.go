@@ -1,0 +1,85 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// BenchmarkPolicies measures what a resolved policy and a shadow limit
+// add to an admitted request, over memstore and over a real redis-server
+// (one request at a time: a shadow limit is a store call of its own):
+//
+//	go test -run '^$' -bench Policies -benchmem ./httplimit/
+//
+// static is one limit with its own policy; resolved-cached the same
+// policy answered per client through a warm store.ResolverCache;
+// resolved-direct from a map, with no cache; shadow adds a shadow limit;
+// 2-limits adds an enforced one instead (one atomic take of both).
+func BenchmarkPolicies(b *testing.B) {
+	big := algo.PerSecond(algo.MaxPerSecond).Burst(algo.MaxCapacity / 1000)
+	direct := func(context.Context, string) (store.Resolved, error) { return store.Resolved{Policy: big, Name: "pro"}, nil }
+	cache, err := store.NewResolverCache(direct, store.CacheConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		limits []Limit
+	}{
+		{"static", []Limit{{Name: "burst", Policy: big}}},
+		{"resolved-cached", []Limit{{Name: "burst", Resolve: ResolveByID(cache.Resolve)}}},
+		{"resolved-direct", []Limit{{Name: "burst", Resolve: ResolveByID(direct)}}},
+		{"shadow", []Limit{{Name: "burst", Policy: big}, {Name: "new", Policy: big, Shadow: true}}},
+		{"2-limits", []Limit{{Name: "burst", Policy: big}, {Name: "new", Policy: big}}},
+	}
+	stores := []struct {
+		name string
+		new  func(b *testing.B) store.Store
+	}{
+		{"memstore", func(b *testing.B) store.Store { return newStore(b, newClock()) }},
+		{"redis", func(b *testing.B) store.Store {
+			s, err := redisstore.New(redistest.Start(b).Client(), redisstore.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+	}
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.new(b)
+			for _, c := range cases {
+				b.Run(c.name, func(b *testing.B) {
+					m, err := New(Config{Store: s, Limits: c.limits, Prefix: "bench:" + c.name + ":"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+					reqs := make([]*http.Request, 1024)
+					for i := range reqs {
+						reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil)
+						reqs[i].RemoteAddr = "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ":1"
+					}
+					w := httptest.NewRecorder()
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := range b.N {
+						clear(w.Header())
+						h.ServeHTTP(w, reqs[i%len(reqs)])
+						if w.Code != http.StatusOK {
+							b.Fatalf("status %d", w.Code)
+						}
+					}
+				})
+			}
+		})
+	}
+}
