@@ -25,7 +25,9 @@ import (
 // 2-limits adds an enforced one instead (one atomic take of both).
 func BenchmarkPolicies(b *testing.B) {
 	big := algo.PerSecond(algo.MaxPerSecond).Burst(algo.MaxCapacity / 1000)
-	direct := func(context.Context, string) (store.Resolved, error) { return store.Resolved{Policy: big, Name: "pro"}, nil }
+	direct := func(context.Context, string) (store.Resolved, error) {
+		return store.Resolved{Policy: big, Name: "pro"}, nil
+	}
 	cache, err := store.NewResolverCache(direct, store.CacheConfig{})
 	if err != nil {
 		b.Fatal(err)
