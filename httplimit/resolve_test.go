@@ -206,3 +206,28 @@ func TestResolveConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestResolvePlanChangeKeepsTheBucket: a client whose plan changes keeps
+// its bucket, converted by the store (memstore's default rule keeps the
+// tokens it holds, algo.KeepTokens): an upgrade of a drained free bucket
+// is an empty pro bucket, refilled at the pro rate, not a fresh one.
+func TestResolvePlanChangeKeepsTheBucket(t *testing.T) {
+	clk := newClock()
+	db := newTenants()
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
+		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	h := m.Handler(ok)
+	statuses(h, 2, asUser("alice", "")) // drains free's 2
+	db.set("alice", proPlan)            // 10 a second, burst 5
+	w := do(h, "192.0.2.1:1", asUser("alice", ""))
+	if w.Code != 429 || w.Header().Get("X-RateLimit-Limit") != "5" || w.Header().Get("X-RateLimit-Reset") == "" {
+		t.Errorf("just upgraded: %d, limit %q; want 429 under the pro policy", w.Code, w.Header().Get("X-RateLimit-Limit"))
+	}
+	if v := body(t, w); v["retry_after_ms"] != float64(100) {
+		t.Errorf("retry_after_ms %v, want 100: the pro rate's next token", v["retry_after_ms"])
+	}
+	clk.Add(500 * time.Millisecond)
+	if got := statuses(h, 6, asUser("alice", "")); !slices.Equal(got, []int{200, 200, 200, 200, 200, 429}) {
+		t.Errorf("half a second later: %v, want pro's 5 refilled", got)
+	}
+}

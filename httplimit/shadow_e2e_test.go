@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +22,8 @@ import (
 // TestRedisResolveAndShadow runs a route with a limit resolved per tenant
 // and a shadow limit beside it on real Redis, standalone and Cluster: the
 // tenant's plan decides, the shadow limit never refuses, and both buckets
-// hold what the in-process tests pin.
+// hold what the in-process tests pin. Then a route with a burst limit and
+// a daily calendar quota: the headers list both and describe the quota.
 func TestRedisResolveAndShadow(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -81,6 +84,42 @@ func TestRedisResolveAndShadow(t *testing.T) {
 					}
 				}
 			}
+			quotaRoute(t, st)
 		})
+	}
+}
+
+// quotaRoute checks a route with a burst limit and a daily quota of 3 on
+// st: three requests served, the fourth refused until the quota's next
+// day on the server's clock.
+func quotaRoute(t *testing.T, st store.Store) {
+	t.Helper()
+	mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t) + "quota:", Key: httplimit.User,
+		Limits: []httplimit.Limit{
+			{Name: "burst", Policy: algo.PerSecond(2).Burst(100)},
+			{Name: "daily", Policy: algo.Quota(3, algo.Day, 0)},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	var ws []*httptest.ResponseRecorder
+	for range 4 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r.WithContext(httplimit.WithUser(r.Context(), "acme")))
+		ws = append(ws, w)
+	}
+	first, last := ws[0].Header(), ws[3].Header()
+	if got := first.Get("RateLimit-Policy"); got != `"burst";q=100;w=50, "daily";q=3;w=86400` {
+		t.Errorf("RateLimit-Policy %q", got)
+	}
+	if first.Get("X-RateLimit-Limit") != "3" || first.Get("X-RateLimit-Remaining") != "2" {
+		t.Errorf("X-RateLimit %s/%s, want the quota's 2 of 3", first.Get("X-RateLimit-Remaining"), first.Get("X-RateLimit-Limit"))
+	}
+	secs, _ := strconv.Atoi(last.Get("Retry-After"))
+	if ws[2].Code != 200 || ws[3].Code != 429 || secs < 1 || secs > 86400 || !strings.Contains(last.Get("RateLimit"), `"daily";r=0;t=`+last.Get("Retry-After")) {
+		t.Errorf("3rd %d, 4th %d with Retry-After %q and RateLimit %q; want 429 until the next day", ws[2].Code, ws[3].Code,
+			last.Get("Retry-After"), last.Get("RateLimit"))
 	}
 }
