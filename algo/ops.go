@@ -90,6 +90,8 @@ func (p Policy) MaxDelay() time.Duration {
 // ResetAfter as after a Take. The errors are Take's: ErrInvalidPolicy,
 // ErrInvalidCost (n < 0), ErrCostExceedsCapacity (n > Capacity),
 // ErrInvalidTime and ErrInvalidState, with the state returned unchanged.
+// A calendar quota ([Quota]) gets n back on its period's count, never
+// below 0; a period that has ended has nothing to give back.
 //
 // Bounds: n·Unit ≤ full and the refilled deficit ≤ 2·full, so nothing
 // exceeds 2^53.
@@ -103,6 +105,9 @@ func (tb TokenBucket) Refund(p Policy, s State, now, n int64) (State, Result, er
 // for a store's hot path: see [TokenBucket.TakeTo].
 func (TokenBucket) RefundTo(res *Result, p Policy, s State, now, n int64) (State, error) {
 	if err := checkTake(p, s, now, n); err != nil {
+		if err == ErrQuotaUnsupported { // a calendar quota: quota.go
+			return refundQuota(res, p, s, now, n)
+		}
 		*res = Result{}
 		return s, err
 	}

@@ -47,7 +47,8 @@ var ErrInvalidQuota = fmt.Errorf("%w: bad quota", ErrInvalidPolicy)
 
 // ErrQuotaUnsupported reports an operation that a calendar quota does not
 // have: a quota is taken from (TokenBucket.Take, alone or in a multi-limit
-// take), not refunded, partly granted, reserved, rebased or windowed.
+// take) and refunded (TokenBucket.Refund), not partly granted, reserved,
+// rebased or windowed.
 var ErrQuotaUnsupported = fmt.Errorf("algo: not an operation of a calendar quota: %w", errors.ErrUnsupported)
 
 // Quota returns the Policy of a calendar quota: at most n tokens in each
@@ -65,13 +66,14 @@ var ErrQuotaUnsupported = fmt.Errorf("algo: not an operation of a calendar quota
 // math ([Policy.QuotaPeriod]): a request of cost n is admitted when the
 // period's count plus n is at most the quota's n; a denial's RetryAfter is
 // exactly the time until the next period starts; ResetAfter is the same
-// while the period's count is above zero. Its State is the count (Level)
-// and the end of its period in µs (Stamp).
+// while the period's count is above zero. TokenBucket.Refund gives back to
+// the period's count, never below 0 (httplimit's ChargeIf). Its State is
+// the count (Level) and the end of its period in µs (Stamp).
 //
 // The result may be invalid: [Policy.Validate] says why (an error wrapping
 // [ErrInvalidQuota]), and every Take with it returns that error. Use
-// [NewQuota] to get the error at once. The refund, partial-grant and
-// reservation operations of TokenBucket, and the window algorithms, return
+// [NewQuota] to get the error at once. The partial-grant and reservation
+// operations of TokenBucket, and the window algorithms, return
 // [ErrQuotaUnsupported] for a quota.
 func Quota(n int64, period CalendarPeriod, offset time.Duration) Policy {
 	code, reason := quotaCode(n, period, offset)
@@ -252,42 +254,67 @@ const maxQuotaEnd = MaxTime + 33*86400*1e6
 // while c > 0. A state with count 0 is returned as the zero State (with
 // s.Prev): there is nothing to keep.
 func takeQuota(res *Result, p Policy, s State, now, cost int64) (State, error) {
-	var err error
-	switch {
-	case cost < 0:
-		err = ErrInvalidCost
-	case cost > p.capacity:
-		err = ErrCostExceedsCapacity
-	case now < 0 || now > MaxTime:
-		err = ErrInvalidTime
-	case s.Level < 0 || s.Prev < 0 || s.Stamp < 0 || s.Stamp > maxQuotaEnd:
-		err = ErrInvalidState
-	}
+	c, end, err := rollQuota(p, s, now, cost)
 	if err != nil {
 		*res = Result{}
 		return s, err
 	}
-	n, c, end := p.capacity, min(s.Level, p.capacity), s.Stamp
-	if now >= end {
-		kind, off := p.quota()
-		_, b := periodDays(kind, off, now)
-		c, end = 0, (b*86400-off)*1e6
-	}
-	res.Limit = n
-	res.Allowed = c+cost <= n
+	res.Allowed = c+cost <= p.capacity
 	res.RetryAfter = 0
 	if res.Allowed {
 		c += cost
 	} else {
 		res.RetryAfter = Micros(end - now)
 	}
-	res.Remaining = n - c
-	res.ResetAfter = 0
+	return reportQuota(res, p, s, c, end, now), nil
+}
+
+// refundQuota is TokenBucket.RefundTo for a valid quota p: the count of
+// the period that holds now (the stored one for a clock behind it) less n,
+// never below 0. A period that has ended has nothing to give back.
+func refundQuota(res *Result, p Policy, s State, now, n int64) (State, error) {
+	c, end, err := rollQuota(p, s, now, n)
+	if err != nil {
+		*res = Result{}
+		return s, err
+	}
+	res.Allowed, res.RetryAfter = true, 0
+	return reportQuota(res, p, s, max(0, c-n), end, now), nil
+}
+
+// rollQuota checks a call's arguments (n is its cost) and returns the
+// count of the quota in state s at now, and the end of its period: see
+// takeQuota.
+func rollQuota(p Policy, s State, now, n int64) (c, end int64, err error) {
+	switch {
+	case n < 0:
+		return 0, 0, ErrInvalidCost
+	case n > p.capacity:
+		return 0, 0, ErrCostExceedsCapacity
+	case now < 0 || now > MaxTime:
+		return 0, 0, ErrInvalidTime
+	case s.Level < 0 || s.Prev < 0 || s.Stamp < 0 || s.Stamp > maxQuotaEnd:
+		return 0, 0, ErrInvalidState
+	}
+	if now < s.Stamp {
+		return min(s.Level, p.capacity), s.Stamp, nil
+	}
+	kind, off := p.quota()
+	_, b := periodDays(kind, off, now)
+	return 0, (b*86400 - off) * 1e6, nil
+}
+
+// reportQuota writes the Result's Limit, Remaining and ResetAfter for
+// count c in the period ending at end, and returns the state to keep.
+func reportQuota(res *Result, p Policy, s State, c, end, now int64) State {
+	res.Limit = p.capacity
+	res.Remaining = p.capacity - c
 	if c == 0 {
-		return State{Prev: s.Prev}, nil
+		res.ResetAfter = 0
+		return State{Prev: s.Prev}
 	}
 	res.ResetAfter = Micros(end - now)
-	return State{Level: c, Stamp: end, Prev: s.Prev}, nil
+	return State{Level: c, Stamp: end, Prev: s.Prev}
 }
 
 // unchargedQuota is TokenBucket.Uncharged for a quota: the count had cost not

@@ -126,8 +126,9 @@ func TestPropQuotaPeriodTime(t *testing.T) {
 	})
 }
 
-// TestPropQuotaTake replays random takes against a reference built on
-// package time (a count per period start), and checks every Result: the
+// TestPropQuotaTake replays random takes and refunds against a reference
+// built on package time (a count per period start), and checks every
+// Result: the
 // decision, Remaining, and RetryAfter and ResetAfter to the period's end,
 // exact to the µs. Times only move forward here; stale clocks are in
 // TestQuotaStaleClock.
@@ -145,20 +146,28 @@ func TestPropQuotaTake(t *testing.T) {
 		for i := range rapid.IntRange(1, 40).Draw(t, "steps") {
 			now = min(now+rapid.SampledFrom([]int64{0, 1, 1e6, 3600e6, 86400e6, 9 * 86400e6}).Draw(t, "step"), algo.MaxTime)
 			cost := rapid.Int64Range(0, n).Draw(t, "cost")
+			refund := rapid.IntRange(0, 3).Draw(t, "refund") == 0
 			rs, re := refPeriod(period, offset, now)
 			if rs != refStart {
 				refStart, refCount = rs, 0
 			}
 			var res algo.Result
 			var err error
-			s, res, err = algo.TokenBucket{}.Take(p, s, now, cost)
+			if refund {
+				s, res, err = algo.TokenBucket{}.Refund(p, s, now, cost)
+			} else {
+				s, res, err = algo.TokenBucket{}.Take(p, s, now, cost)
+			}
 			if err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
-			want := algo.Result{Allowed: refCount+cost <= n, Limit: n}
-			if want.Allowed {
+			want := algo.Result{Allowed: refund || refCount+cost <= n, Limit: n}
+			switch {
+			case refund:
+				refCount = max(0, refCount-cost)
+			case want.Allowed:
 				refCount += cost
-			} else {
+			default:
 				want.RetryAfter = time.Duration(re-now) * time.Microsecond
 			}
 			want.Remaining = n - refCount
@@ -166,7 +175,7 @@ func TestPropQuotaTake(t *testing.T) {
 				want.ResetAfter = time.Duration(re-now) * time.Microsecond
 			}
 			if res != want {
-				t.Fatalf("step %d: Take(%v, cost %d) at %v = %+v, want %+v", i, p, cost, time.UnixMicro(now).UTC(), res, want)
+				t.Fatalf("step %d: refund %v of %d to %v at %v = %+v, want %+v", i, refund, cost, p, time.UnixMicro(now).UTC(), res, want)
 			}
 			if idle := (algo.TokenBucket{}).IdleAt(p, s); (refCount > 0) != (idle > now) || (refCount > 0 && idle != re) {
 				t.Fatalf("step %d: IdleAt = %d with count %d, period end %d", i, idle, refCount, re)
@@ -233,8 +242,11 @@ func TestQuotaErrors(t *testing.T) {
 			t.Errorf("Take(%+v, %d, %d) = %v, want %v", c.s, c.now, c.cost, err, c.want)
 		}
 	}
-	if _, _, err := tb.Refund(p, algo.State{}, 0, 1); !errors.Is(err, algo.ErrQuotaUnsupported) || !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Refund of a quota = %v, want ErrQuotaUnsupported", err)
+	if _, _, _, err := tb.TakeAtMost(p, algo.State{}, 0, 1); !errors.Is(err, algo.ErrQuotaUnsupported) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("TakeAtMost of a quota = %v, want ErrQuotaUnsupported", err)
+	}
+	if _, _, err := tb.Refund(p, algo.State{}, 0, 4); !errors.Is(err, algo.ErrCostExceedsCapacity) {
+		t.Errorf("Refund of 4 to a quota of 3 = %v, want ErrCostExceedsCapacity", err)
 	}
 	if _, _, err := (algo.FixedWindow{}).Take(p, algo.State{}, 0, 1); !errors.Is(err, algo.ErrQuotaUnsupported) {
 		t.Errorf("FixedWindow with a quota = %v, want ErrQuotaUnsupported", err)

@@ -357,12 +357,13 @@ local repaired = {} -- index, kind of each repaired key
 -- from UTC (|offset| < 86400). Its state is the count charged in a period
 -- and the period's end t (µs): server clock, the count's digits with
 -- PEXPIREAT t/1000 (t is a whole second); client clock, "<count>:<t>". A
--- quota is only taken (t, m) or inspected (i). The math is algo's
--- takeQuota: from t on the count is 0 in the period of now; else (the
--- stored period, or a clock behind it) a count above capacity reads as
--- capacity; admit when count + cost <= capacity; retry-after is t - now,
--- and so is reset-after while the count is above 0. A count of 0 is no
--- state: the key is deleted. Every number is an integer below 2^53 but the
+-- quota is only taken (t, m), refunded (r) or inspected (i). The math is
+-- algo's takeQuota and refundQuota: from t on the count is 0 in the period
+-- of now; else (the stored period, or a clock behind it) a count above
+-- capacity reads as capacity; admit when count + cost <= capacity, or for
+-- a refund subtract n, never below 0; retry-after is t - now, and so is
+-- reset-after while the count is above 0. A count of 0 is no state: the
+-- key is deleted. Every number is an integer below 2^53 but the
 -- period end near the year 2255 (below 2^54, a multiple of 10^6, so exact),
 -- and t - now is exact.
 local MAXQEND = 9010050454740991 -- algo's maxQuotaEnd: MaxTime + 33 days
@@ -451,7 +452,7 @@ local function quota(i, b, cap)
   if code ~= floor(code) or kind == 0 or off > 86399 then
     error({err = 'RBARG argument ' .. (b + 3) .. ' (' .. tostring(ARGV[b + 3]) .. ') not a quota'})
   end
-  if op ~= 't' and op ~= 'm' and op ~= 'i' then error({err = 'RBARG a quota is only taken or inspected'}) end
+  if op ~= 't' and op ~= 'm' and op ~= 'i' and op ~= 'r' then error({err = 'RBARG a quota is only taken, refunded or inspected'}) end
   local cost = arg(b + 4, 0, cap)
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
   local key = KEYS[i]
@@ -463,7 +464,14 @@ local function quota(i, b, cap)
   local c, t, ok, retry, reset = c0, t0, 1, 0, 0
   if c > cap then c = cap end
   if now >= t then c, t = 0, quotaend(kind, off, now) end
-  if c <= cap - cost then c = c + cost else ok, retry = 0, t - now end
+  if op == 'r' then
+    c = c - cost
+    if c < 0 then c = 0 end
+  elseif c <= cap - cost then
+    c = c + cost
+  else
+    ok, retry = 0, t - now
+  end
   if c > 0 then reset = t - now else t = 0 end
   if ok == 0 then reply[2] = 0 end
   local at = #reply
@@ -473,6 +481,8 @@ local function quota(i, b, cap)
     reply[at + 5], reply[at + 6], reply[at + 7] = c0, t0, call('PTTL', key)
   elseif op == 'm' then
     pend[i] = {d = c, t = t, changed = changed, exists = exists, refill = refill, full = 0, ok = ok, charged = charged, kind = kind2}
+  elseif op == 'r' then -- a refund writes only n > 0 to a key that exists
+    if (exists and cost > 0) or kind2 then store(key, c, t, exists, refill, 0) end
   elseif (clock == 's' and charged) or (clock ~= 's' and changed) or kind2 then
     store(key, c, t, exists, refill, 0)
   end

@@ -15,7 +15,8 @@ import (
 // testQuota checks calendar quotas (algo.Quota): the Results of random
 // takes match algo's on the same sequence across day, week, month and
 // year boundaries, leap days and the 2^53 µs bound; a denial is admitted
-// exactly at the next period's start and not a µs earlier; bad quotas
+// exactly at the next period's start and not a µs earlier; a refund gives
+// back to the period's count (store.Refunder); bad quotas
 // and costs above n are errors that charge nothing; and, when the store
 // implements store.MultiTaker, a quota beside a token bucket in one
 // multi-limit take charges both or neither.
@@ -89,16 +90,32 @@ func genQuotaStep(t *rapid.T, p algo.Policy, now time.Time) time.Time {
 	return time.UnixMicro(min(next, algo.MaxTime)).UTC()
 }
 
-// testQuotaReference: takes on a quota, with the clock moving forward in
-// steps that land on period boundaries, match algo's Results.
+// testQuotaReference: takes on a quota, and refunds when the store
+// implements store.Refunder, with the clock moving forward in steps that
+// land on period boundaries, match algo's Results.
 func testQuotaReference(t *testing.T, e *env) {
+	refunder, _ := e.s.(store.Refunder)
 	rapid.Check(t, func(t *rapid.T) {
 		r := &ref{p: genQuota(t, "")}
 		key := e.key()
 		e.clk.Set(genQuotaStart(t))
 		for range rapid.IntRange(1, 30).Draw(t, "ops") {
 			e.clk.Set(genQuotaStep(t, r.p, e.clk.Now()))
-			e.check(t, key, r, genCost(t, r.p))
+			n := genCost(t, r.p)
+			if refunder == nil || rapid.IntRange(0, 3).Draw(t, "refund") != 0 {
+				e.check(t, key, r, n)
+				continue
+			}
+			now := e.clk.Now()
+			st, want, err := algo.TokenBucket{}.Refund(r.p, r.s, now.UnixMicro(), n)
+			if err != nil {
+				t.Fatalf("reference Refund: %v", err)
+			}
+			r.s = st
+			got, err := refunder.Refund(context.Background(), key, r.p, n)
+			if err != nil || got != want {
+				t.Fatalf("at %v: Refund(%q, %v, %d) = %+v, %v; algo says %+v", now, key, r.p, n, got, err, want)
+			}
 		}
 	})
 }
@@ -227,7 +244,9 @@ func testQuotaMultiReference(t *testing.T, e *env, m store.MultiTaker) {
 		e.clk.Set(genQuotaStart(t))
 		for range rapid.IntRange(1, 20).Draw(t, "ops") {
 			if rapid.Bool().Draw(t, "bucket step") {
-				e.clk.Add(genStep(t, refs[0].p))
+				if e.clk.Add(genStep(t, refs[0].p)).UnixMicro() > algo.MaxTime {
+					e.clk.Set(time.UnixMicro(algo.MaxTime))
+				}
 			} else {
 				e.clk.Set(genQuotaStep(t, refs[rapid.IntRange(1, 2).Draw(t, "step of")].p, e.clk.Now()))
 			}

@@ -58,8 +58,9 @@
 //     nothing) or treated as one request of the combined cost.
 //   - Quota: calendar quotas (algo.Quota) give algo's Results across day,
 //     week, month and year boundaries, leap days and the 2^53 µs bound,
-//     deny until exactly the next period's first µs, and, in a multi-limit
-//     take beside a token bucket, charge both or neither.
+//     deny until exactly the next period's first µs, are refunded as algo
+//     refunds them (store.Refunder), and, in a multi-limit take beside a
+//     token bucket, charge both or neither.
 //   - Leases, when the store implements [store.Leaser]: a rapid state
 //     machine of acquires, crashes (leases never released), releases,
 //     renewals and clock moves over a few keys gives algo's lease
