@@ -89,3 +89,27 @@ type Reserver interface {
 	// Reserve under p could have returned.
 	CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error)
 }
+
+// refundableKey is the context key of WithRefundable's mark.
+type refundableKey struct{}
+
+// WithRefundable returns a copy of ctx marking the calls made with it as
+// charges that may be given back later, perhaps by another process: a
+// take whose tokens a refund may return (httplimit's ChargeIf), a
+// reservation that may be cancelled (httplimit's Delay). The stores of
+// this module decide such calls as any other; a store that answers from
+// what it learnt of earlier answers (hybrid.DenyCache) neither answers
+// them locally nor learns from them, since tokens given back by another
+// process are tokens it cannot see. Mark every call on a key whose tokens
+// any process may give back: the mark is per call, and the cache is exact
+// for a key when no process gives tokens back to it behind the calls it
+// learns from.
+func WithRefundable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, refundableKey{}, true)
+}
+
+// IsRefundable reports whether ctx carries the mark of [WithRefundable].
+func IsRefundable(ctx context.Context) bool {
+	v, _ := ctx.Value(refundableKey{}).(bool)
+	return v
+}

@@ -1,0 +1,36 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// Takes whose tokens may be given back later, perhaps by another
+// instance, carry the mark of WithRefundable: a store that answers from
+// what it learnt (hybrid.DenyCache) then never answers them from a bound
+// that a refund it cannot see would make stale. httplimit marks the takes
+// of its ChargeIf routes itself.
+func ExampleWithRefundable() {
+	s, err := memstore.New(memstore.Config{Clock: clock.NewMock()})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	lim, err := store.NewLimiter(s, algo.PerHour(5).Burst(5), store.LimiterConfig{Prefix: "login:"})
+	if err != nil {
+		panic(err)
+	}
+	ctx := store.WithRefundable(context.Background())
+	res, _ := lim.Take(ctx, "alice", 1)
+	if loginSucceeded := true; loginSucceeded { // only failures count
+		res, _ = lim.Refund(ctx, "alice", 1)
+	}
+	fmt.Println(store.IsRefundable(ctx), res.Remaining)
+	// Output: true 5
+}
