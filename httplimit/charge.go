@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -34,19 +35,64 @@ import (
 // it writes. A connection the handler hijacked keeps its charge too: its
 // outcome is not a status the middleware can read.
 
+//
+// The takes of such a route are marked store.WithRefundable: a store that
+// answers from what it learnt of earlier answers (hybrid.DenyCache) then
+// neither answers them locally nor learns from them, so that a refund
+// made by another instance of the fleet, which that store cannot see,
+// never leaves it denying what the shared store would admit.
+
 // checkChargeIf returns an error wrapping ErrInvalidConfig and
 // store.ErrUnsupported when the route charges by outcome and its store
-// cannot give tokens back.
+// cannot give tokens back. Otherwise the route's takes go through
+// refundableStore.
 func (m *Middleware) checkChargeIf() error {
 	if m.chargeIf == nil {
 		return nil
 	}
+	s := baseStore(m.store)
 	var ok bool
-	if m.refunder, ok = m.store.(store.Refunder); !ok {
+	if m.refunder, ok = s.(store.Refunder); !ok {
 		return fmt.Errorf("%w: ChargeIf needs a store that implements store.Refunder (memstore and redisstore do); the Config's store, a %T, does not: %w",
-			ErrInvalidConfig, m.store, store.ErrUnsupported)
+			ErrInvalidConfig, s, store.ErrUnsupported)
+	}
+	m.store, m.multi = refundableStore{s}, nil
+	if _, ok := s.(store.MultiTaker); ok {
+		m.multi = refundableStore{s}
 	}
 	return nil
+}
+
+// refundableStore is the store of a route whose charges may be given back:
+// it marks every take with store.WithRefundable. A route made With a
+// ChargeIf route's Middleware inherits it, and so marks its takes too
+// (routes whose limits share a Name share their buckets, which the
+// parent's refunds reach). baseStore unwraps it for the interfaces it does
+// not pass on (store.Leaser, store.Reserver).
+type refundableStore struct{ store.Store }
+
+// Take takes with ctx marked refundable.
+func (s refundableStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+	return s.Store.Take(store.WithRefundable(ctx), key, p, cost)
+}
+
+// TakeMulti takes atomically with ctx marked refundable, when the store
+// can; otherwise it answers store.ErrNotTogether, for which take falls
+// back to Takes in order.
+func (s refundableStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	mt, ok := s.Store.(store.MultiTaker)
+	if !ok {
+		return store.MultiResult{}, fmt.Errorf("httplimit: %T takes one key at a time: %w", s.Store, store.ErrNotTogether)
+	}
+	return mt.TakeMulti(store.WithRefundable(ctx), reqs)
+}
+
+// baseStore returns the store a refundableStore wraps, or s.
+func baseStore(s store.Store) store.Store {
+	if r, ok := s.(refundableStore); ok {
+		return r.Store
+	}
+	return s
 }
 
 // serveCharged serves an admitted request whose charge depends on its

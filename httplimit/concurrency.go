@@ -90,9 +90,10 @@ func newConcurrency(c Concurrency, prefix string, key KeyFunc) (*limit, error) {
 // newInFlight returns the ConcurrencyLimiter of the limit l with policy p
 // on s, or an error wrapping ErrInvalidConfig when s keeps no leases.
 func newInFlight(s store.Store, l *limit, p algo.LeasePolicy) (*store.ConcurrencyLimiter, error) {
+	s = baseStore(s) // a ChargeIf route's marks takes only
 	leaser, ok := s.(store.Leaser)
 	if !ok {
-		return nil, fmt.Errorf("%w: Concurrency %q needs a store that implements store.Leaser (memstore and redisstore do); the Config's store, a %T, does not (hybrid's DenyCache and Fallback, for one, keep no leases: give the route the primary store)",
+		return nil, fmt.Errorf("%w: Concurrency %q needs a store that implements store.Leaser (memstore, redisstore and hybrid's wrappers do); the Config's store, a %T, does not",
 			ErrInvalidConfig, l.name, s)
 	}
 	lim, err := store.NewConcurrencyLimiter(leaser, p, store.ConcurrencyConfig{})

@@ -32,6 +32,10 @@ import (
 // deadline is held only if it can proceed before the deadline; otherwise
 // it is refused at once, as one beyond Delay is.
 //
+// A Delay route's reservations are marked store.WithRefundable, as a
+// ChargeIf route's takes are (see charge.go): any of them may be
+// cancelled, by the instance that holds its request.
+//
 // Delay applies to a route with a single Limit: a reservation on several
 // buckets cannot be made atomically (a reservation admitted by one bucket
 // and refused by the next could only be cancelled if it were still the
@@ -53,9 +57,11 @@ func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
 		return fmt.Errorf("%w: Delay holds requests of a route with a single Limit; this one has %d (a reservation on several buckets cannot be made atomically): give the other limits a route of their own",
 			ErrInvalidConfig, len(m.limits))
 	}
-	if _, ok := m.store.(store.Reserver); !ok {
+	s := baseStore(m.store)
+	rs, ok := s.(store.Reserver)
+	if !ok {
 		return fmt.Errorf("%w: Delay needs a store that implements store.Reserver (memstore and redisstore do); the Config's store, a %T, does not: %w",
-			ErrInvalidConfig, m.store, store.ErrUnsupported)
+			ErrInvalidConfig, s, store.ErrUnsupported)
 	}
 	timers, ok := clk.(clock.Clock)
 	if !ok {
@@ -67,13 +73,31 @@ func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
 		if p == (algo.Policy{}) {
 			continue
 		}
-		lim, err := store.NewLimiter(m.store, p, store.LimiterConfig{Clock: timers})
+		lim, err := store.NewLimiter(refundableReserver{s, rs}, p, store.LimiterConfig{Clock: timers})
 		if err != nil {
 			return fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.name, err)
 		}
 		m.reservers[p] = lim
 	}
 	return nil
+}
+
+// refundableReserver is the store of a Delay route's Limiters: it marks
+// every reservation, which a client that disconnects cancels, with
+// store.WithRefundable (see refundableStore).
+type refundableReserver struct {
+	store.Store
+	rs store.Reserver
+}
+
+// Reserve reserves with ctx marked refundable.
+func (s refundableReserver) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
+	return s.rs.Reserve(store.WithRefundable(ctx), key, p, cost, maxWait)
+}
+
+// CancelReservation cancels with ctx marked refundable.
+func (s refundableReserver) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
+	return s.rs.CancelReservation(store.WithRefundable(ctx), key, p, t)
 }
 
 // mapValues returns m's values, in no particular order.
