@@ -59,17 +59,17 @@ type DenyCacheConfig struct {
 	Observer store.Observer
 	Name     string
 	// Refunded, when set, reports the keys whose buckets may be given
-	// tokens back by other instances (refunds, such as httplimit's
-	// ChargeIf; cancelled reservations, such as httplimit's Delay): the
-	// cache keeps no entry for them, so it never denies them locally and
-	// they cost a primary call each. Without it, a refund made elsewhere
-	// than through this cache may leave the cache denying a request that
-	// the primary would now admit, for at most the time the request's
-	// cost takes to refill, plus queued reservations', after the
-	// primary's last answer for the key (see the package doc). Refunds and
-	// cancellations made through this cache are always seen. httplimit's
-	// keys start with its Prefix and the limit's name: for a "login"
-	// limit, strings.HasPrefix(key, "h:login:"). Default: none.
+	// tokens back by other instances (refunds, cancelled reservations)
+	// through calls that are not marked store.WithRefundable: the cache
+	// keeps no entry for them, so it never denies them locally and they
+	// cost a primary call each. httplimit's ChargeIf and Delay routes
+	// mark their calls and need no entry here; name the keys that your
+	// own code refunds, if it does not mark its takes. Without either, a
+	// refund made elsewhere than through this cache may leave the cache
+	// denying a request that the primary would now admit, for at most the
+	// time the request's cost takes to refill, plus queued reservations',
+	// after the primary's last answer for the key (see the package doc).
+	// Default: none.
 	Refunded func(key string) bool
 }
 
@@ -181,14 +181,16 @@ func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cos
 	if err := ctx.Err(); err != nil {
 		return algo.Result{}, false, err
 	}
-	if res, ok := c.deny(key, p, cost); ok {
+	if res, ok := c.deny(ctx, key, p, cost); ok {
 		c.hit(ctx, -1)
 		return res, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()
 	c.calls.Add(1)
 	res, primary, err := takeFrom(ctx, c.primary, key, p, cost)
-	if err == nil && primary {
+	if store.IsRefundable(ctx) {
+		c.unlearn(key) // it may have charged: what the cache knew is stale
+	} else if err == nil && primary {
 		c.learn(key, p, cost, seq, t0, res, res.Allowed, !res.Allowed || res.Remaining < max(cost, 1))
 	}
 	return res, primary, err
@@ -208,10 +210,11 @@ func (c *DenyCache) lookup(key string, p algo.Policy, cost int64) (b bound, e, e
 }
 
 // deny returns the local denial of a request, when the bound proves one
-// and pins its answer (see bound.decide).
-func (c *DenyCache) deny(key string, p algo.Policy, cost int64) (algo.Result, bool) {
+// and pins its answer (see bound.decide). A call marked refundable
+// (store.WithRefundable) is never answered locally.
+func (c *DenyCache) deny(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool) {
 	b, e, eff, ok := c.lookup(key, p, cost)
-	if !ok {
+	if !ok || store.IsRefundable(ctx) { // the mark is read only for a key with an entry
 		return algo.Result{}, false
 	}
 	res, ok := b.Decide(cost, e, eff)
@@ -223,10 +226,11 @@ func (c *DenyCache) deny(key string, p algo.Policy, cost int64) (algo.Result, bo
 
 // denyDown is deny for a Fallback whose primary is failing: a request the
 // bound proves denied stays denied when Redis is down, with the exact answer
-// when there is one and the bound's own otherwise.
-func (c *DenyCache) denyDown(key string, p algo.Policy, cost int64) (algo.Result, bool) {
+// when there is one and the bound's own otherwise. A call marked
+// refundable is never answered locally.
+func (c *DenyCache) denyDown(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool) {
 	b, e, eff, ok := c.lookup(key, p, cost)
-	if !ok || !b.Denies(cost, eff) {
+	if !ok || !b.Denies(cost, eff) || store.IsRefundable(ctx) {
 		return algo.Result{}, false
 	}
 	c.denied.Add(1)
@@ -240,9 +244,10 @@ func (c *DenyCache) denyDown(key string, p algo.Policy, cost int64) (algo.Result
 // while the primary is failing, so that the bound keeps counting what this
 // instance admitted: an abuser then gets no more than Redis's own refill
 // would give it. The charged bound is dropped when the primary is back
-// (forgetLocal), since the primary never saw these admissions.
-func (c *DenyCache) charge(key string, p algo.Policy, cost int64) {
-	if !eligible(key, p, cost) {
+// (forgetLocal), since the primary never saw these admissions. A call
+// marked refundable is not counted: its key keeps no entry.
+func (c *DenyCache) charge(ctx context.Context, key string, p algo.Policy, cost int64) {
+	if !eligible(key, p, cost) || store.IsRefundable(ctx) {
 		return
 	}
 	c.cache.update(key, func(b *bound) {
@@ -272,14 +277,18 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 	if err := ctx.Err(); err != nil {
 		return store.MultiResult{}, false, err
 	}
-	if mr, ok := c.denyMulti(reqs); ok {
+	if mr, ok := c.denyMulti(ctx, reqs); ok {
 		c.hit(ctx, mr.Denied)
 		return mr, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()
 	c.calls.Add(1)
 	mr, primary, err := takeMultiFrom(ctx, c.primary, reqs)
-	if err == nil && primary && len(mr.Results) == len(reqs) {
+	if store.IsRefundable(ctx) {
+		for _, r := range reqs {
+			c.unlearn(r.Key)
+		}
+	} else if err == nil && primary && len(mr.Results) == len(reqs) {
 		// Remember every bucket of a request that one bucket would deny
 		// if made again now: a local denial needs them all.
 		insert := false
@@ -294,8 +303,8 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 }
 
 // denyMulti returns the local answer to reqs, if the cache can prove a
-// denial.
-func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
+// denial. A call marked refundable is never answered locally.
+func (c *DenyCache) denyMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, bool) {
 	// Bad input (a key named twice, say) is the primary's to report.
 	if c.closed.Load() || len(reqs) == 0 || store.CheckRequests(reqs, store.MaxKeyLen(-1)) != nil {
 		return store.MultiResult{}, false
@@ -317,7 +326,7 @@ func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
 		}
 		mr.Results[i] = res
 	}
-	if mr.Denied < 0 {
+	if mr.Denied < 0 || store.IsRefundable(ctx) {
 		return store.MultiResult{}, false
 	}
 	mr.Denied = -1
@@ -371,6 +380,14 @@ func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 
 	b.seq = seq
 	c.cache.put(key, b, c.clock.Now(), c.margin, insert, &c.forgot)
 }
+
+// unlearn drops the entry of a key charged by a call the cache does not
+// learn from (a reservation, or a call marked refundable), so that later
+// answers come from the primary, or from an entry learnt from a later
+// answer. Calls in flight may still put back an entry learnt from a state
+// before the charge: it overstates the bucket's tokens, as an entry does
+// when other instances take, so it never denies what the primary admits.
+func (c *DenyCache) unlearn(key string) { c.cache.drop(key) }
 
 // Forget drops what the cache knows about keys. Call it after resetting
 // keys in the primary (redisstore's Reset): a reset adds tokens the cache

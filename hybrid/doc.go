@@ -50,50 +50,76 @@
 // request made again at once would be denied, so keys under their limit cost
 // nothing. Evicting an entry only costs a primary call.
 //
-// What the bound cannot see: tokens added behind its back. A refund or a
-// cancelled reservation made by another instance (see below), a key reset
-// in Redis (call [DenyCache.Forget] after a reset), a Redis restarted empty,
+// What the bound cannot see: tokens added behind its back. A key reset in
+// Redis (call [DenyCache.Forget] after a reset), a Redis restarted empty,
 // or a store that forgets a bucket before it is full (memstore's overflow
 // bucket when MaxKeys is reached) grant tokens the cache does not know of;
 // until its entry runs out (at most the policy's fill time) the cache is
 // then stricter than the primary, as strict as the primary had it not lost
 // the state. A clock that steps backwards (possible with injected client
 // clocks only) also makes it stricter, never looser: a local denial does not
-// advance the primary's stamp as a denial by the primary does.
+// advance the primary's stamp as a denial by the primary does. Refunds and
+// cancelled reservations are the other way to add tokens; the cache stays
+// exact across them, as follows.
 //
-// # Refunds, grants and reservations
+// # Refunds, grants, reservations and leases
 //
-// Both wrappers are a store.Refunder, a store.AtMostTaker and a
-// store.Reserver, passing each call to the primary (which must have the
+// Both wrappers are a store.Refunder, a store.AtMostTaker, a store.Reserver
+// and a store.Leaser, passing each call to the primary (which must have the
 // operation, or the call returns an error wrapping store.ErrUnsupported).
-// A grant (TakeAtMost) or a reservation only takes tokens, so the DenyCache
-// learns from its answer as from a Take's, and a grant its bound proves
-// empty is answered locally, exactly. A refund or a cancelled reservation
-// adds tokens, which the bound does not allow for:
+// A grant (TakeAtMost) only takes tokens, so the DenyCache learns from its
+// answer as from a Take's, and a grant its bound proves empty is answered
+// locally, exactly. Leases are no bucket: the DenyCache passes them on.
 //
-//   - Made through the cache, it drops the cache's entry for the key, and
-//     keeps the answers of calls then in flight from restoring one, whatever
-//     the refund's own answer (a call that failed may have been applied):
-//     the next request goes to the primary and sees the tokens at once.
-//   - Made by another instance, it is not seen. The cache may then deny a
-//     request that the primary would admit, but never after the instant at
-//     which the primary's last answer for that key (the last this cache
-//     learnt from) said the request could come back: at most the
-//     request's cost's refill time after that answer, plus the refill of
-//     the reservations queued then (at most one fill time). Until then it
-//     is as strict as the primary would be without the refund, never
-//     looser, so the never-exceed law holds. Where that wait matters (a
-//     login route that refunds successes, at a few tokens an hour, served
-//     by a fleet), name those keys in [DenyCacheConfig].Refunded: the cache
-//     keeps no entry for them and always asks the primary.
+// A refund or a cancelled reservation adds tokens, which breaks the fact
+// the bound rests on. No bound can absorb a give-back it does not see: any
+// charge still standing may be given back at any time, so the only bound
+// that holds whatever other instances give back is a full bucket. The
+// cache is kept exact instead by never holding an entry that a give-back
+// it cannot see could make stale:
 //
-// A Fallback sends each through its breaker. When the primary cannot
+//   - A give-back made through the cache drops the cache's entry for the
+//     key, and keeps the answers of calls then in flight from restoring
+//     one, whatever the give-back's own answer (a call that failed may
+//     have been applied): the next request goes to the primary.
+//   - A call marked refundable (store.WithRefundable: its charge may be
+//     given back later, perhaps by another instance) is never answered
+//     locally and never learnt from, and drops the key's entry. httplimit
+//     marks the takes of every ChargeIf route and the reservations of
+//     every Delay route, on every instance alike, so the keys of such
+//     routes never have an entry: a refund or a cancellation made on one
+//     instance is seen by the next request on any other.
+//   - A reservation is never learnt from, marked or not: any reservation
+//     may be cancelled, by whichever instance holds it.
+//   - Keys named by [DenyCacheConfig].Refunded never have an entry: for
+//     callers that give tokens back outside httplimit and cannot mark
+//     their calls.
+//
+// So the cache's local denials are the primary's own, with other
+// instances refunding and cancelling, as long as every call on a key whose
+// tokens any instance gives back is marked (or the key is named in
+// Refunded): TestDenyCacheFleetExact checks it with two instances sharing
+// one primary, and the faultinject module over Redis through Toxiproxy.
+// The price is that such keys cost a primary call per request, as without
+// the cache: an attacker who fails logins on a ChargeIf route is limited
+// by Redis's answers, not the cache's. A take left unmarked on a key that
+// another instance refunds is not covered: the cache may then deny what
+// the primary admits, though never after the instant at which the
+// primary's last answer for that key said the request could come back
+// (TestDenyCacheRefundElsewhere shows both).
+//
+// A Fallback sends each call through its breaker. When the primary cannot
 // answer, a grant or a reservation is answered by the Mode as a Take is
-// (the DenyCache's proved denial first; the local share; admitted; or
-// ErrOpen), and a give-back goes to the local store under LocalFallback,
-// where the requests of the outage were charged, and is an error wrapping
-// ErrOpen in the other modes, which charged nothing locally; a reservation
-// the primary made gives nothing back until the primary is back.
+// (the DenyCache's proved denial first, never for a marked call; the local
+// share; admitted; or ErrOpen), and a give-back goes to the local store
+// under LocalFallback, where the requests of the outage were charged, and
+// is an error wrapping ErrOpen in the other modes, which charged nothing
+// locally; a reservation the primary made gives nothing back until the
+// primary is back. A lease is acquired on the local store under the
+// policy's share (LocalFallback), admitted without a lease (FailOpen) or
+// refused with ErrOpen (FailClosed); a release or renewal that the
+// primary does not hold goes to the local store too, where a lease taken
+// during an outage is.
 //
 // # Fallback: Redis slow or down is not an outage, nor a free-for-all
 //

@@ -313,7 +313,7 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 		return algo.Result{}, fmt.Errorf("hybrid: %w", err)
 	}
 	if d, ok := f.primary.(denier); ok {
-		if res, ok := d.denyDown(key, p, cost); ok {
+		if res, ok := d.denyDown(ctx, key, p, cost); ok {
 			d.hit(ctx, -1)
 			return res, nil // certainly denied by Redis, reachable or not
 		}
@@ -332,7 +332,7 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 	}
 	res, err := f.local.Take(ctx, key, q, cost)
 	if d, ok := f.primary.(denier); ok && err == nil && res.Allowed {
-		d.charge(key, p, cost)
+		d.charge(ctx, key, p, cost)
 	}
 	return res, err
 }
@@ -343,7 +343,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 		return store.MultiResult{}, fmt.Errorf("hybrid: %w", err)
 	}
 	if d, ok := f.primary.(denier); ok {
-		if mr, ok := d.denyMulti(reqs); ok {
+		if mr, ok := d.denyMulti(ctx, reqs); ok {
 			d.hit(ctx, mr.Denied)
 			return mr, nil
 		}

@@ -39,9 +39,9 @@ type sourced interface {
 // It also keeps count of the Fallback's local admissions (charge), and
 // forgets them when the primary is back (forgetLocal).
 type denier interface {
-	denyDown(key string, p algo.Policy, cost int64) (algo.Result, bool)
-	denyMulti(reqs []store.Request) (store.MultiResult, bool)
-	charge(key string, p algo.Policy, cost int64)
+	denyDown(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool)
+	denyMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, bool)
+	charge(ctx context.Context, key string, p algo.Policy, cost int64)
 	forgetLocal()
 	hit(ctx context.Context, i int) // reports a local denial
 }
@@ -71,8 +71,8 @@ func takeMultiFrom(ctx context.Context, s store.Store, reqs []store.Request) (st
 // IsInputError reports whether err is the caller's fault rather than the
 // store's: an empty or too long key, a bad policy or cost, keys in different cluster
 // slots, a key named twice in a multi-limit take, a corrupt key, a closed
-// store, an operation the store does not implement, or a reservation
-// ticket no store made. Such errors are returned as they are and never count
+// store, an operation the store does not implement, a reservation
+// ticket no store made, or a bad lease policy or id. Such errors are returned as they are and never count
 // against a primary's health.
 func IsInputError(err error) bool {
 	for _, e := range inputErrors {
@@ -87,7 +87,7 @@ var inputErrors = []error{
 	store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, store.ErrCorruptState, store.ErrNotTogether, store.ErrDuplicateKey,
 	algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity,
 	algo.ErrInvalidTime, algo.ErrInvalidState, ErrNotMultiTaker,
-	store.ErrUnsupported, algo.ErrInvalidReservation,
+	store.ErrUnsupported, algo.ErrInvalidReservation, algo.ErrInvalidLeasePolicy, algo.ErrInvalidLeaseID,
 }
 
 // systemClock is the default clock: time.Now, whose monotonic reading makes

@@ -97,10 +97,12 @@ func equal(a, b map[int]int) bool {
 
 // TestHTTPLimitRefundsThroughDenyCache: a login route of one failure an
 // hour, charging only 401s, over a DenyCache over a Fallback. Each
-// successful login's take empties the bucket, which the cache learns;
-// its refund, made through the cache, drops that, so the next login is
-// served instead of denied from a stale entry. A failure stays charged,
-// and the cache then denies the next attempt without asking the store.
+// successful login's take empties the bucket and its refund fills it
+// again, so the next login is served. A failure stays charged, and the
+// next attempt is denied by the store: the route's takes are marked
+// refundable, so the cache neither learns from them nor answers them
+// (another instance's refund could make its entry stale), and keeps no
+// entry.
 func TestHTTPLimitRefundsThroughDenyCache(t *testing.T) {
 	clk := storetest.NewClock()
 	primary := newMem(t, clk)
@@ -132,7 +134,70 @@ func TestHTTPLimitRefundsThroughDenyCache(t *testing.T) {
 	if code := login("wrong"); code != http.StatusUnauthorized {
 		t.Fatalf("a wrong password: %d, want 401", code)
 	}
-	if code := login("right"); code != http.StatusTooManyRequests || cache.Stats().Denied != 1 {
-		t.Fatalf("after a failure: %d, cache %+v; want 429 from the cache", code, cache.Stats())
+	if code := login("right"); code != http.StatusTooManyRequests || cache.Stats().Denied != 0 || cache.Stats().Entries != 0 {
+		t.Fatalf("after a failure: %d, cache %+v; want 429 from the store, and no entry", code, cache.Stats())
+	}
+}
+
+// TestHTTPLimitChargeIfFleet: two instances of a login route that counts
+// only failures (ChargeIf 401/403), each with its own DenyCache over one
+// shared store. A success on instance B, admitted before instance A saw
+// the bucket empty, gives its token back when its handler returns: A's
+// next request is admitted at once, not denied from a stale entry,
+// because the route's takes are marked store.WithRefundable and the cache
+// keeps no entry for them.
+func TestHTTPLimitChargeIfFleet(t *testing.T) {
+	clk := storetest.NewClock()
+	shared := newMem(t, clk)
+	p := algo.PerHour(1).Burst(2)
+	hold := make(chan struct{})
+	instance := func() (*hybrid.DenyCache, http.Handler) {
+		c := newCache(t, shared, hybrid.DenyCacheConfig{Clock: clk, ClockMargin: -1})
+		mw, err := httplimit.New(httplimit.Config{Store: c, Clock: clk, Logger: slog.New(slog.DiscardHandler),
+			Limits:   []httplimit.Limit{{Name: "login", Policy: p}},
+			Key:      func(*http.Request) (httplimit.Key, error) { return httplimit.Key{Class: "user", ID: "alice"}, nil },
+			ChargeIf: func(status int) bool { return status == http.StatusUnauthorized || status == http.StatusForbidden },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Query().Get("pw") {
+			case "slow":
+				<-hold // a success that takes its time
+			case "right":
+			default:
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		}))
+	}
+	cacheA, a := instance()
+	_, b := instance()
+	login := func(h http.Handler, pw string) int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", "/login?pw="+pw, nil))
+		return w.Code
+	}
+	done := make(chan int)
+	go func() { done <- login(b, "slow") }() // admitted on B: one token left
+	for shared.Len() == 0 {
+		time.Sleep(time.Millisecond) // until B's take is in the store
+	}
+	for i, want := range []int{http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusTooManyRequests} {
+		if got := login(a, "wrong"); got != want {
+			t.Fatalf("attempt %d on A: %d, want %d", i, got, want)
+		}
+	}
+	close(hold)
+	if got := <-done; got != http.StatusOK {
+		t.Fatalf("success on B: %d", got)
+	}
+	// B's success gave its token back, within the hour A's last answer
+	// said the bucket would stay empty.
+	if got := login(a, "right"); got != http.StatusOK {
+		t.Fatalf("A after B's refund: %d, want 200: the refund made on B is seen on A", got)
+	}
+	if st := cacheA.Stats(); st.Entries != 0 || st.Denied != 0 {
+		t.Fatalf("A's cache %+v: want no entry and no local denial on a ChargeIf route", st)
 	}
 }

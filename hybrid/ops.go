@@ -182,10 +182,12 @@ func (o op) check(maxKeyLen int) error {
 	return store.CheckRequest(store.Request{Key: o.key, Policy: o.p, Cost: o.n}, maxKeyLen)
 }
 
-// opFrom passes o to the primary, and learns from what it answers (a
-// grant, a reservation) or forgets the keys it may have added tokens to (a
-// refund, a cancellation). A grant the bound proves empty is answered
-// locally.
+// opFrom passes o to the primary, and learns from what a grant answers,
+// or forgets the keys o may have added tokens to (a refund, a
+// cancellation). A grant the bound proves empty is answered locally. A
+// reservation is not learnt from: any reservation may be cancelled, by
+// whichever process holds it, and the tokens it would give back are ones
+// the bound could not see. Nor is any call marked refundable.
 func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 	if c.closed.Load() {
 		return opResult{}, false, store.ErrClosed
@@ -194,7 +196,7 @@ func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 		return opResult{}, false, err
 	}
 	if o.kind == opAtMost && o.n > 0 {
-		if res, ok := c.deny(o.key, o.p, 1); ok {
+		if res, ok := c.deny(ctx, o.key, o.p, 1); ok {
 			c.hit(ctx, -1)
 			return opResult{res: res}, false, nil
 		}
@@ -207,8 +209,9 @@ func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 		// Whatever the answer (a failure may still have given back),
 		// the key's bucket may hold more than the cache knows.
 		c.invalidate(o.keys()...)
-	case err != nil || !primary:
-	case o.kind == opAtMost:
+	case o.kind == opReserve || store.IsRefundable(ctx):
+		c.unlearn(o.key)
+	case err == nil && primary && o.kind == opAtMost:
 		// Granting g > 0 is an admitted Take of g; granting nothing, a
 		// denied Take of 1 (or, for n = 0, a peek).
 		cost := r.granted
@@ -216,15 +219,6 @@ func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 			cost = 1
 		}
 		c.learn(o.key, o.p, cost, seq, t0, r.res, r.res.Allowed, !r.res.Allowed || r.res.Remaining < 1)
-	case r.rsv.Allowed:
-		// The same bounds as an admitted Take's, whatever the delay: the
-		// debt shows in ResetAfter.
-		c.learn(o.key, o.p, o.n, seq, t0, r.res, true, r.res.Remaining < max(o.n, 1))
-	default:
-		// A refusal's RetryAfter counts maxWait: learn the rest.
-		res := r.res
-		res.RetryAfter = 0
-		c.learn(o.key, o.p, o.n, seq, t0, res, false, true)
 	}
 	return r, primary, err
 }
@@ -256,7 +250,7 @@ func (f *Fallback) degradeOp(ctx context.Context, o op, cause error) (opResult, 
 	}
 	d, cached := f.primary.(denier)
 	if cached && o.kind == opAtMost && o.n > 0 {
-		if res, ok := d.denyDown(o.key, o.p, 1); ok {
+		if res, ok := d.denyDown(ctx, o.key, o.p, 1); ok {
 			d.hit(ctx, -1)
 			return opResult{res: res}, nil // certainly denied by Redis, reachable or not
 		}
@@ -285,9 +279,9 @@ func (f *Fallback) degradeOp(ctx context.Context, o op, cause error) (opResult, 
 	if cached && err == nil {
 		switch {
 		case o.kind == opAtMost && r.granted > 0:
-			d.charge(o.key, o.p, r.granted)
+			d.charge(ctx, o.key, o.p, r.granted)
 		case o.kind == opReserve && r.rsv.Allowed && o.n > 0:
-			d.charge(o.key, o.p, o.n)
+			d.charge(ctx, o.key, o.p, o.n)
 		}
 	}
 	return r, err

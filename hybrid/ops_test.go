@@ -114,9 +114,13 @@ func TestDenyCacheGiveBackThrough(t *testing.T) {
 		if err != nil || !rsv.Allowed || rsv.Delay != time.Hour {
 			t.Fatalf("Reserve = %+v, %v; want a delay of an hour", rsv, err)
 		}
-		// The cache learnt the debt from the reservation's answer.
-		if res, local := r.take(t, "k", p, 1); res.Allowed || !local {
-			t.Fatalf("behind the reservation: %+v, local %v; want a local denial", res, local)
+		// A reservation is not learnt from (another instance could cancel
+		// it): the primary denies the take behind it, and the cache learns
+		// the debt from that denial.
+		for i, wantLocal := range []bool{false, true} {
+			if res, local := r.take(t, "k", p, 1); res.Allowed || local != wantLocal {
+				t.Fatalf("take %d behind the reservation: %+v, local %v; want a denial, local %v", i, res, local, wantLocal)
+			}
 		}
 		if ok, _, err := r.c.CancelReservation(ctx, "k", p, rsv.Ticket); !ok || err != nil {
 			t.Fatalf("Cancel = %v, %v", ok, err)
@@ -179,6 +183,25 @@ func TestDenyCacheRefundElsewhere(t *testing.T) {
 			t.Fatalf("a token's refill after the answer: %+v, local %v; want the primary's admission", res, local)
 		}
 	})
+	t.Run("marked", func(t *testing.T) {
+		// The takes are marked store.WithRefundable, as httplimit marks a
+		// ChargeIf route's: the cache keeps no entry, and the refund made
+		// elsewhere is seen at once.
+		r := newCacheRig(t, hybrid.DenyCacheConfig{})
+		marked := store.WithRefundable(ctx)
+		for range 3 {
+			r.c.Take(marked, "k", p, 1)
+		}
+		if _, err := r.ms.Refund(ctx, "k", p, 1); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := r.c.Take(marked, "k", p, 1); err != nil || !res.Allowed {
+			t.Fatalf("after a refund elsewhere: %+v, %v; want admitted", res, err)
+		}
+		if st := r.c.Stats(); st.Entries != 0 || st.Denied != 0 || st.Calls != 4 {
+			t.Fatalf("stats %+v: want 4 calls, no entry and no local denial", st)
+		}
+	})
 	t.Run("Refunded", func(t *testing.T) {
 		r := newCacheRig(t, hybrid.DenyCacheConfig{Refunded: func(key string) bool { return key == "k" }})
 		for range 3 {
@@ -205,10 +228,11 @@ func TestDenyCacheRefundElsewhere(t *testing.T) {
 // primary's own. Refunds made by another instance straight to the primary
 // make the cache stale: a local denial of a request the primary would
 // admit comes within the time the request's cost takes to refill after
-// the last primary call on its key, never later. With Refunded, the
-// cache answers nothing locally.
+// the last primary call on its key, never later. With Refunded, or with
+// every take marked store.WithRefundable, the cache answers nothing
+// locally.
 func TestDenyCacheRefundTwin(t *testing.T) {
-	for _, mode := range []string{"through", "elsewhere", "elsewhere, Refunded"} {
+	for _, mode := range []string{"through", "elsewhere", "elsewhere, Refunded", "elsewhere, marked"} {
 		t.Run(mode, func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) { refundTwin(t, rt, mode) })
 		})
@@ -224,6 +248,10 @@ func refundTwin(t *testing.T, rt *rapid.T, mode string) {
 		cfg.Refunded = func(string) bool { return true }
 	}
 	c := newCache(t, primary, cfg)
+	tctx := ctx
+	if mode == "elsewhere, marked" {
+		tctx = store.WithRefundable(ctx)
+	}
 	ps := []algo.Policy{genPolicy(rt, "p0"), genPolicy(rt, "p1")}
 	lastCall := map[string]time.Time{}
 	for i := range rapid.IntRange(1, 100).Draw(rt, "ops") {
@@ -249,7 +277,7 @@ func refundTwin(t *testing.T, rt *rapid.T, mode string) {
 		}
 		truth := shared.peek(key, p, clk.Now(), cost)
 		st := c.Stats()
-		got, err := c.Take(ctx, key, p, cost)
+		got, err := c.Take(tctx, key, p, cost)
 		if err != nil {
 			rt.Fatalf("step %d: %v", i, err)
 		}
@@ -263,7 +291,9 @@ func refundTwin(t *testing.T, rt *rapid.T, mode string) {
 				rt.Fatalf("step %d: Take(%s, %v, %d) cached %+v (local %v), plain %+v %v, primary %+v", i, key, p, cost, got, local, want, err, truth)
 			}
 		case local && mode != "elsewhere":
-			rt.Fatalf("step %d: a local denial with Refunded set", i)
+			rt.Fatalf("step %d: a local denial (%s)", i, mode)
+		case mode != "elsewhere" && got != truth:
+			rt.Fatalf("step %d: Take(%s, %v, %d) = %+v, the primary says %+v", i, key, p, cost, got, truth)
 		case local && truth.Allowed:
 			window := time.Duration((cost*p.Unit()+p.Refill()-1)/p.Refill()) * time.Microsecond
 			if since := clk.Now().Sub(lastCall[key]); since >= window {
