@@ -126,53 +126,61 @@ func TestLeaseServerClockMatchesAlgo(t *testing.T) {
 
 // TestLeaseDifferential drives memstore and redisstore (client clock, one
 // manual clock) with the same random lease calls and clock moves over two
-// keys, and requires identical answers at every step. (storetest's Leases
-// model already compares each backend with algo's functions, which implies
-// this; here the two stores meet directly, on a sequence neither chose.)
+// keys, and requires identical answers at every step, on standalone Redis
+// and on a Cluster, in opsRounds rounds of rapid's cases. (storetest's
+// Leases model already compares each backend with algo's functions, which
+// implies this; here the two stores meet directly, on a sequence neither
+// chose.)
 func TestLeaseDifferential(t *testing.T) {
-	rdb := redistest.Start(t).Client()
+	t.Run("standalone", func(t *testing.T) { leaseDifferential(t, redistest.Start(t).Client()) })
+	t.Run("cluster", func(t *testing.T) { leaseDifferential(t, redistest.StartCluster(t).Client()) })
+}
+
+func leaseDifferential(t *testing.T, rdb redis.UniversalClient) {
 	run := 0
-	rapid.Check(t, func(rt *rapid.T) {
-		run++
-		clk := storetest.NewClock()
-		rs := newStore(t, rdb, redisstore.Config{Clock: clk, Prefix: fmt.Sprintf("%srun%d:", redistest.Prefix(t), run)})
-		ms, err := memstore.New(memstore.Config{Clock: clk})
-		if err != nil {
-			rt.Fatal(err)
-		}
-		defer ms.Close()
-		ctx := context.Background()
-		keys := []string{"a", "b{x}"}
-		pols := make([]algo.LeasePolicy, len(keys))
-		for i := range pols {
-			pols[i] = algo.LeasePolicy{
-				Limit: rapid.Int64Range(1, 3).Draw(rt, "limit"),
-				TTL:   time.Duration(rapid.Int64Range(1, 100).Draw(rt, "ttl µs")) * time.Microsecond,
+	for range opsRounds { // as many cases as storetest's properties of Take
+		rapid.Check(t, func(rt *rapid.T) {
+			run++
+			clk := storetest.NewClock()
+			rs := newStore(t, rdb, redisstore.Config{Clock: clk, Prefix: fmt.Sprintf("%srun%d:", redistest.Prefix(t), run)})
+			ms, err := memstore.New(memstore.Config{Clock: clk})
+			if err != nil {
+				rt.Fatal(err)
 			}
-		}
-		for step := range rapid.IntRange(1, 50).Draw(rt, "ops") {
-			i := rapid.IntRange(0, len(keys)-1).Draw(rt, "key")
-			k, p := keys[i], pols[i]
-			id := rapid.SampledFrom([]string{"a", "b", "c", "d"}).Draw(rt, "id")
-			clk.Add(time.Duration(rapid.Int64Range(0, 2*p.TTL.Microseconds()).Draw(rt, "step µs")) * time.Microsecond)
-			var gotM, gotR any
-			var errM, errR error
-			switch op := rapid.IntRange(0, 3).Draw(rt, "op"); op {
-			case 0, 1:
-				gotM, errM = ms.AcquireLease(ctx, k, p, id)
-				gotR, errR = rs.AcquireLease(ctx, k, p, id)
-			case 2:
-				gotM, errM = ms.ReleaseLease(ctx, k, id)
-				gotR, errR = rs.ReleaseLease(ctx, k, id)
-			default:
-				gotM, errM = ms.RenewLease(ctx, k, p, id)
-				gotR, errR = rs.RenewLease(ctx, k, p, id)
+			defer ms.Close()
+			ctx := context.Background()
+			keys := []string{"a", "b{x}"}
+			pols := make([]algo.LeasePolicy, len(keys))
+			for i := range pols {
+				pols[i] = algo.LeasePolicy{
+					Limit: rapid.Int64Range(1, 3).Draw(rt, "limit"),
+					TTL:   time.Duration(rapid.Int64Range(1, 100).Draw(rt, "ttl µs")) * time.Microsecond,
+				}
 			}
-			if errM != nil || errR != nil || gotM != gotR {
-				rt.Fatalf("step %d on %q (%v), id %q: memstore %+v, %v; redisstore %+v, %v", step, k, p, id, gotM, errM, gotR, errR)
+			for step := range rapid.IntRange(1, 50).Draw(rt, "ops") {
+				i := rapid.IntRange(0, len(keys)-1).Draw(rt, "key")
+				k, p := keys[i], pols[i]
+				id := rapid.SampledFrom([]string{"a", "b", "c", "d"}).Draw(rt, "id")
+				clk.Add(time.Duration(rapid.Int64Range(0, 2*p.TTL.Microseconds()).Draw(rt, "step µs")) * time.Microsecond)
+				var gotM, gotR any
+				var errM, errR error
+				switch op := rapid.IntRange(0, 3).Draw(rt, "op"); op {
+				case 0, 1:
+					gotM, errM = ms.AcquireLease(ctx, k, p, id)
+					gotR, errR = rs.AcquireLease(ctx, k, p, id)
+				case 2:
+					gotM, errM = ms.ReleaseLease(ctx, k, id)
+					gotR, errR = rs.ReleaseLease(ctx, k, id)
+				default:
+					gotM, errM = ms.RenewLease(ctx, k, p, id)
+					gotR, errR = rs.RenewLease(ctx, k, p, id)
+				}
+				if errM != nil || errR != nil || gotM != gotR {
+					rt.Fatalf("step %d on %q (%v), id %q: memstore %+v, %v; redisstore %+v, %v", step, k, p, id, gotM, errM, gotR, errR)
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // leaseCorruptions are values a lease key may hold that no lease call

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
@@ -50,12 +54,16 @@ func TestRefundMultiSlots(t *testing.T) {
 
 // TestOneCallPerOp: each operation is one script call, one round trip:
 // Redis runs exactly one EVALSHA for each Refund, RefundMulti, TakeAtMost,
-// Reserve and CancelReservation, and no other command, on either clock.
+// Reserve, CancelReservation, AcquireLease, RenewLease and ReleaseLease,
+// and no other command, on either clock.
 func TestOneCallPerOp(t *testing.T) {
 	rdb := redistest.Start(t).Client()
-	if err := redisstore.Script().Load(ctxT(t), rdb).Err(); err != nil {
-		t.Fatal(err)
+	for _, sc := range []*redis.Script{redisstore.Script(), redisstore.LeaseScript()} {
+		if err := sc.Load(ctxT(t), rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	lp := algo.LeasePolicy{Limit: 2, TTL: time.Minute}
 	p := algo.PerSecond(2).Burst(10)
 	for _, cfg := range []redisstore.Config{{}, {Clock: clockAt(time.Now())}} {
 		s := newStore(t, rdb, cfg)
@@ -79,14 +87,17 @@ func TestOneCallPerOp(t *testing.T) {
 				_, _, err = s.CancelReservation(ctx, "k", p, r.Ticket)
 				return err
 			},
+			func() error { _, err := s.AcquireLease(ctx, "k", lp, "id"); return err },
+			func() error { _, err := s.RenewLease(ctx, "k", lp, "id"); return err },
+			func() error { _, err := s.ReleaseLease(ctx, "k", "id"); return err },
 		}
 		for _, op := range ops {
 			if err := op(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if got := calls(t, rdb, "evalsha") - before; got != 5 {
-			t.Errorf("%d EVALSHA for five calls, want 5", got)
+		if got := calls(t, rdb, "evalsha") - before; got != 8 {
+			t.Errorf("%d EVALSHA for eight calls, want 8", got)
 		}
 		if n := calls(t, rdb, "eval"); n != 0 {
 			t.Errorf("%d EVAL: the script was not found", n)
@@ -98,3 +109,61 @@ func TestOneCallPerOp(t *testing.T) {
 type clockAt time.Time
 
 func (c clockAt) Now() time.Time { return time.Time(c) }
+
+// TestOpsPipelined: the operations around a take, and lease calls, go
+// through the auto-pipeliner as Take does: while the first call's batch is
+// held at the server, one call of each kind queues, and all go in the next
+// batch, one round trip for the eight.
+func TestOpsPipelined(t *testing.T) {
+	rdb := heldClient(t, redistest.Start(t))
+	obs := &batches{}
+	s := newStore(t, rdb, redisstore.Config{Timeout: patience, Observer: obs, Name: "limits",
+		Pipeline: redisstore.PipelineConfig{Writers: 1, MaxBatch: 64}})
+	p, lp := algo.PerHour(1).Burst(10), algo.LeasePolicy{Limit: 2, TTL: time.Minute}
+	ctx := context.Background()
+	if _, err := s.Take(ctx, "queued", p, 10); err != nil {
+		t.Fatal(err)
+	}
+	rsv, err := s.Reserve(ctx, "queued", p, 1, time.Hour)
+	if err != nil || rsv.Ticket == (algo.Ticket{}) {
+		t.Fatalf("Reserve = %+v, %v; want a ticket", rsv, err)
+	}
+	if _, err := s.AcquireLease(ctx, "l", lp, "held"); err != nil {
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	obs.sizes = nil
+	obs.mu.Unlock()
+	unpause := pause(t, rdb)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Take(ctx, "first", p, 1) })
+	waitState(t, s, 0, 1)
+	calls := []func() error{
+		func() error { _, err := s.Refund(ctx, "a", p, 1); return err },
+		func() error {
+			_, err := s.RefundMulti(ctx, []store.Request{{Key: "{g}a", Policy: p, Cost: 1}, {Key: "{g}b", Policy: p, Cost: 1}})
+			return err
+		},
+		func() error { _, _, err := s.TakeAtMost(ctx, "b", p, 5); return err },
+		func() error { _, err := s.Reserve(ctx, "c", p, 1, time.Minute); return err },
+		func() error { _, _, err := s.CancelReservation(ctx, "queued", p, rsv.Ticket); return err },
+		func() error { _, err := s.AcquireLease(ctx, "l", lp, "new"); return err },
+		func() error { _, err := s.RenewLease(ctx, "l", lp, "held"); return err },
+		func() error { _, err := s.ReleaseLease(ctx, "l", "held"); return err },
+	}
+	for _, call := range calls {
+		wg.Go(func() {
+			if err := call(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitState(t, s, len(calls), 1)
+	unpause()
+	wg.Wait()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if want := []int{1, len(calls)}; !slices.Equal(obs.sizes, want) {
+		t.Fatalf("batch sizes %v, want %v: every call in one batch behind the first", obs.sizes, want)
+	}
+}
