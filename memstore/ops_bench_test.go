@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/ratebucket/ratebucket/memstore"
@@ -10,7 +11,11 @@ import (
 // BenchmarkOps measures each operation on one hot key next to Take, on the
 // real clock, as BenchmarkTake's "hot key": issue 14 asks that a refund and
 // a reservation cost no more than 1.2× a Take. The bucket (benchPolicy, a
-// billion tokens at 1/s) never fills up or runs dry during a run.
+// billion tokens at 1/s) never fills up or runs dry during a run. Besides
+// ns/op it reports cpu-ns/op, the CPU time of the benchmark's own thread
+// per call, which a loaded machine does not inflate with the time the
+// thread waited for a core: compare that one, with benchstat over
+// alternating runs (BENCHMARKS.md says how).
 func BenchmarkOps(b *testing.B) {
 	ctx := context.Background()
 	half := benchPolicy.Capacity() / 2
@@ -20,8 +25,14 @@ func BenchmarkOps(b *testing.B) {
 			key := benchKeys(b, s, name, 1)[0]
 			take(b, s, key, benchPolicy, setup)
 			b.ReportAllocs()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cpu := threadCPU()
 			for b.Loop() {
 				op(s, key)
+			}
+			if cpu >= 0 {
+				b.ReportMetric(float64(threadCPU()-cpu)/float64(b.N), "cpu-ns/op")
 			}
 		})
 	}
