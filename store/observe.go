@@ -2,13 +2,11 @@ package store
 
 import (
 	"context"
-	"io"
-	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/obscache"
 )
 
 // The observer contract: what every entry point (httplimit, grpclimit, the
@@ -119,17 +117,27 @@ type Decision struct {
 	Cost int64
 	// Latency is the time the store call took, when Timed. Observe times
 	// every call of a store whose calls take 10µs or more (a network
-	// store: two clock readings are then below 0.5% of the call) and one
-	// call in 64, at random, of a faster one (an in-process store, where
-	// timing every call would cost as much as the call). So latency
-	// histograms are exact for Redis and a uniform sample for memstore;
-	// count decisions, not timings.
+	// store: two clock readings are then below 0.5% of the call) and about
+	// one call in 64 of a faster one (an in-process store, where timing
+	// every call would cost as much as the call). Which calls are timed is
+	// decided before each call begins, so it does not depend on how long
+	// the call takes: the timed calls are an unbiased sample. (The draw is
+	// at random for an Observer that receives every decision; for a
+	// [DecisionCounter], the call that begins next after every 64th
+	// decision of a label set and outcome.) So latency histograms are
+	// exact for Redis and a sample for memstore; count decisions, not
+	// timings.
 	Latency time.Duration
 	// Timed reports whether Latency was measured.
 	Timed bool
 	// Err is the store's error when Outcome is OutcomeError, else nil.
 	// It may name a key: log it, never use it as a label.
 	Err error
+	// Counted reports that the decision is counted already, in the
+	// [DecisionCounts] Observe gave the [DecisionCounter] receiving it:
+	// count it only when Counted is false. A DecisionCounter receives
+	// only the decisions Observe timed and the errors.
+	Counted bool
 }
 
 // BreakerState is the state of a circuit breaker in front of a store, as
@@ -243,6 +251,87 @@ func (f ObserverFuncs) ObservePipelineBatch(b PipelineBatch) {
 	}
 }
 
+// DecisionCounter is an [Observer] that reads how many decisions each
+// observed store made, when it exports them (a Prometheus scrape, an
+// OpenTelemetry collection), instead of counting each one as it comes:
+// Observe then counts in the store's wrapper, one atomic addition per
+// call, and calls ObserveDecision only for the calls it timed and for
+// errors, with Decision.Counted set. That keeps the cost of an observed
+// memstore Take within a few percent, where an interface call and a
+// metrics library's counter per decision would cost a third of the call.
+type DecisionCounter interface {
+	Observer
+	// CountDecisions is called by Observe, once for each store it
+	// wraps for this Observer, with the counts it keeps for that
+	// store. Keep c and read it whenever the counts are exported: they
+	// only grow.
+	CountDecisions(c *DecisionCounts)
+}
+
+// DecisionCounts counts decisions by store, policy, route and outcome.
+// Observe keeps one for each store it wraps for a [DecisionCounter]; an
+// adapter may keep its own for the decisions it receives uncounted. The
+// zero value is ready to use. It is safe for simultaneous use, and Add
+// allocates nothing once a label set has been counted.
+type DecisionCounts struct {
+	c obscache.Cache[[outcomes]atomic.Uint64] // by Outcome
+}
+
+// outcomes bounds the Outcome values, as an array index.
+const outcomes = int(OutcomeError) + 1
+
+// Tally is the count of one label set of [DecisionCounts].
+type Tally struct {
+	Store, Policy, Route string
+	// N is the number of decisions of each outcome, indexed by Outcome:
+	// N[OutcomeDenied] are the denials. N[0] is always 0.
+	N [outcomes]uint64
+}
+
+// Add counts d under its store, policy, route and outcome.
+func (c *DecisionCounts) Add(d Decision) {
+	if d.Outcome != 0 && int(d.Outcome) < outcomes {
+		c.c.Get(obscache.Key{Policy: d.Policy, Route: d.Route, Store: d.Store})[d.Outcome].Add(1)
+	}
+}
+
+// Each calls f with the tally of each label set counted so far, in no
+// order. A label set is counted from its first decision on, with every
+// outcome, at 0 for those it has not had: so a ratio such as the share
+// of denials reads 0, not nothing, before the first denial.
+func (c *DecisionCounts) Each(f func(t Tally)) {
+	c.c.Range(func(k obscache.Key, n *[outcomes]atomic.Uint64) {
+		t := Tally{Store: k.Store, Policy: k.Policy, Route: k.Route}
+		for i := range n {
+			t.N[i] = n[i].Load()
+		}
+		f(t)
+	})
+}
+
+// SumTallies returns the tallies of every c, summed by label set, in no
+// order: the series of a decisions metric, where stores that share a
+// name share their series.
+func SumTallies(c ...*DecisionCounts) []Tally {
+	at := map[obscache.Key]int{}
+	var sums []Tally
+	for _, dc := range c {
+		dc.Each(func(t Tally) {
+			k := obscache.Key{Policy: t.Policy, Route: t.Route, Store: t.Store}
+			i, ok := at[k]
+			if !ok {
+				i = len(sums)
+				at[k] = i
+				sums = append(sums, Tally{Store: t.Store, Policy: t.Policy, Route: t.Route})
+			}
+			for j, n := range t.N {
+				sums[i].N[j] += n
+			}
+		})
+	}
+	return sums
+}
+
 // Labels name a store call for observers: what only the entry point knows.
 // An entry point puts them in the call's context with [WithLabels]; the
 // store below never sees them, [Observe] and the components copy them into
@@ -307,207 +396,17 @@ func LabelsFrom(ctx context.Context) (Labels, bool) {
 }
 
 func labelsOf(ctx context.Context) *Labels {
+	if c, ok := ctx.(*labelsCtx); ok { // the entry point's context, as it passes it
+		return &c.l
+	}
+	return labelsIn(ctx)
+}
+
+// labelsIn looks for Labels in ctx's values. It is not inlined, so that
+// labelsOf is.
+//
+//go:noinline
+func labelsIn(ctx context.Context) *Labels {
 	l, _ := ctx.Value(labelsKey{}).(*Labels)
 	return l
 }
-
-// observing is set by the first Observe with an Observer.
-var observing atomic.Bool
-
-// Observing reports whether any store of this process has been given an
-// Observer with [Observe]. Entry points check it before they build
-// [Labels], so that a process that observes nothing pays nothing.
-func Observing() bool { return observing.Load() }
-
-// Timing: see Decision.Latency.
-const (
-	slowCall    = 10 * time.Microsecond
-	sampleOneIn = 64 // a power of two
-)
-
-// epoch is the origin of the monotonic readings: time.Since(epoch) reads
-// only the monotonic clock, half the cost of time.Now.
-var epoch = time.Now()
-
-// observed is the wrapper Observe returns, in a struct that shows exactly
-// the optional interfaces of the store it wraps (see wrap).
-type observed struct {
-	s     Store
-	multi MultiTaker
-	rf    Refunder
-	am    AtMostTaker
-	rs    Reserver
-	ls    Leaser
-	cl    io.Closer
-	name  string
-	o     Observer
-	every uint32      // sampleOneIn; 1 in tests that time every call
-	slow  atomic.Bool // the last timed call took slowCall or more
-}
-
-// Observe returns s reporting its calls to o: a [Decision] for every call
-// of an operation that decides (Take, TakeMulti, TakeAtMost, Reserve,
-// AcquireLease) and for every call of the others that fails, under the
-// store label name ("redis", "memory": a name from configuration). Labels
-// in the call's context ([WithLabels]) name the policy and route.
-//
-// The result implements exactly the optional interfaces s implements
-// (MultiTaker, Refunder, AtMostTaker, Reserver, Leaser, io.Closer), so
-// code that checks for one sees what it would see on s, and it changes no
-// answer, no error and no charge: Close closes s. Other methods of s's
-// concrete type (redisstore's Reset, say) are not reachable through it:
-// keep s for those.
-//
-// A nil o returns s itself: without an Observer the hot path is exactly
-// s's. With one, a call costs what o spends, an interface call and, now
-// and then, two readings of the monotonic clock (see Decision.Latency).
-// Observe the outermost store (a hybrid.Fallback rather than what it
-// wraps): the decisions it reports are the ones callers act on.
-func Observe(s Store, name string, o Observer) Store {
-	if s == nil || o == nil {
-		return s
-	}
-	observing.Store(true)
-	w := &observed{s: s, name: name, o: o, every: sampleOneIn}
-	w.slow.Store(true) // the first call is timed, and tells which kind s is
-	return w.wrap(w.optional())
-}
-
-// begin starts timing a call, if this one is timed: the monotonic reading,
-// or -1.
-func (w *observed) begin() time.Duration {
-	if !w.slow.Load() && rand.Uint32()&(w.every-1) != 0 {
-		return -1
-	}
-	return time.Since(epoch)
-}
-
-// report sends the event of a call of request i (-1: a single call),
-// begun at t0 (see begin), that admitted or not, or failed with err. The
-// event is built in place and passed once: it is large enough for copies
-// to show beside a memstore Take.
-func (w *observed) report(ctx context.Context, op Op, t0 time.Duration, i int, cost int64, allowed bool, err error) {
-	var d Decision
-	d.Op, d.Store, d.Cost = op, w.name, cost
-	if t0 >= 0 {
-		d.Latency, d.Timed = time.Since(epoch)-t0, true
-		if slow := d.Latency >= slowCall; slow != w.slow.Load() {
-			w.slow.Store(slow)
-		}
-	}
-	l := labelsOf(ctx)
-	if l != nil {
-		d.Route, d.Policy = l.Route, l.policy(i)
-	}
-	switch {
-	case err != nil:
-		d.Outcome, d.Err = OutcomeError, err
-	case allowed:
-		d.Outcome = OutcomeAllowed
-	case l != nil && l.Shadow:
-		d.Outcome = OutcomeShadowDenied
-	default:
-		d.Outcome = OutcomeDenied
-	}
-	w.o.ObserveDecision(ctx, d)
-}
-
-// failed reports a failed call of an operation that does not decide.
-func (w *observed) failed(ctx context.Context, op Op, t0 time.Duration, cost int64, err error) {
-	if err != nil {
-		w.report(ctx, op, t0, 0, cost, false, err)
-	}
-}
-
-func (w *observed) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
-	t0 := w.begin()
-	res, err := w.s.Take(ctx, key, p, cost)
-	w.report(ctx, OpTake, t0, -1, cost, res.Allowed, err)
-	return res, err
-}
-
-func (w *observed) TakeMulti(ctx context.Context, reqs []Request) (MultiResult, error) {
-	t0 := w.begin()
-	mr, err := w.multi.TakeMulti(ctx, reqs)
-	i := decider(mr)
-	var cost int64
-	if i < len(reqs) {
-		cost = reqs[i].Cost
-	}
-	w.report(ctx, OpTakeMulti, t0, i, cost, mr.Allowed, err)
-	return mr, err
-}
-
-// decider returns the index of the request that decided mr: the one that
-// denied, or the one closest to denying; 0 for an error.
-func decider(mr MultiResult) int {
-	if !mr.Allowed && mr.Denied >= 0 {
-		return mr.Denied
-	}
-	i := 0
-	for j, r := range mr.Results {
-		if r.Remaining < mr.Results[i].Remaining {
-			i = j
-		}
-	}
-	return i
-}
-
-func (w *observed) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (int64, algo.Result, error) {
-	t0 := w.begin()
-	g, res, err := w.am.TakeAtMost(ctx, key, p, n)
-	w.report(ctx, OpTakeAtMost, t0, -1, n, res.Allowed, err)
-	return g, res, err
-}
-
-func (w *observed) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
-	t0 := w.begin()
-	r, err := w.rs.Reserve(ctx, key, p, cost, maxWait)
-	w.report(ctx, OpReserve, t0, -1, cost, r.Allowed, err)
-	return r, err
-}
-
-func (w *observed) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
-	t0 := w.begin()
-	res, err := w.ls.AcquireLease(ctx, key, p, id)
-	w.report(ctx, OpAcquireLease, t0, -1, 1, res.Allowed, err)
-	return res, err
-}
-
-func (w *observed) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
-	t0 := w.begin()
-	res, err := w.rf.Refund(ctx, key, p, n)
-	w.failed(ctx, OpRefund, t0, n, err)
-	return res, err
-}
-
-func (w *observed) RefundMulti(ctx context.Context, reqs []Request) ([]algo.Result, error) {
-	t0 := w.begin()
-	res, err := w.rf.RefundMulti(ctx, reqs)
-	w.failed(ctx, OpRefundMulti, t0, 0, err)
-	return res, err
-}
-
-func (w *observed) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
-	t0 := w.begin()
-	ok, res, err := w.rs.CancelReservation(ctx, key, p, t)
-	w.failed(ctx, OpCancelReservation, t0, 0, err)
-	return ok, res, err
-}
-
-func (w *observed) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
-	t0 := w.begin()
-	ok, err := w.ls.ReleaseLease(ctx, key, id)
-	w.failed(ctx, OpReleaseLease, t0, 1, err)
-	return ok, err
-}
-
-func (w *observed) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
-	t0 := w.begin()
-	ok, err := w.ls.RenewLease(ctx, key, p, id)
-	w.failed(ctx, OpRenewLease, t0, 1, err)
-	return ok, err
-}
-
-// Close closes the wrapped store.
-func (w *observed) Close() error { return w.cl.Close() }

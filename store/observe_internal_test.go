@@ -123,6 +123,7 @@ func TestObserveShowsExactlyTheInterfaces(t *testing.T) {
 		f := &full{}
 		// wrap of an unobserving wrapper: a store of exactly mask.
 		w := &observed{s: f, o: ObserverFuncs{}, every: 1}
+		w.flags.Store(pushBit)
 		w.optional()
 		base := w.wrap(mask)
 		if got := shows(base); got != mask {
@@ -146,6 +147,7 @@ func TestObserveTiming(t *testing.T) {
 	f := &full{spin: 2 * slowCall}
 	var timed, calls int
 	w := &observed{s: f, name: "x", every: sampleOneIn}
+	w.flags.Store(pushBit)
 	w.o = ObserverFuncs{Decision: func(_ context.Context, d Decision) {
 		calls++
 		if d.Timed {
@@ -159,7 +161,7 @@ func TestObserveTiming(t *testing.T) {
 	}}
 	s := w.wrap(w.optional())
 	ctx := context.Background()
-	w.slow.Store(true) // as after a slow call
+	w.flags.Or(slowBit) // as after a slow call
 	for range 10 {
 		s.Take(ctx, "k", algo.Policy{}, 1)
 	}
@@ -175,7 +177,7 @@ func TestObserveTiming(t *testing.T) {
 	if timed < 40 || timed > 200 {
 		t.Fatalf("a fast store: %d of %d calls timed, want about 1 in %d", timed, calls, sampleOneIn)
 	}
-	if w.slow.Load() {
+	if w.slow() {
 		t.Fatal("still slow after fast calls")
 	}
 }
@@ -186,6 +188,7 @@ func TestObserveTiming(t *testing.T) {
 func BenchmarkObserveLayers(b *testing.B) {
 	f := nopStore{}
 	w := &observed{s: f, name: "x", o: ObserverFuncs{}, every: sampleOneIn}
+	w.flags.Store(pushBit)
 	shown := w.wrap(w.optional())
 	ctx := context.Background()
 	for _, bc := range []struct {

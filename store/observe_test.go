@@ -218,3 +218,118 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 }
+
+// counter is a DecisionCounter that keeps the counts it is given and the
+// events it receives.
+type counter struct {
+	recorder
+	counts []*store.DecisionCounts
+}
+
+func (c *counter) CountDecisions(dc *store.DecisionCounts) { c.counts = append(c.counts, dc) }
+
+// tallies sums c's counts by label set.
+func (c *counter) tallies() map[[3]string][5]uint64 {
+	out := map[[3]string][5]uint64{}
+	for _, t := range store.SumTallies(c.counts...) {
+		k := [3]string{t.Store, t.Policy, t.Route}
+		if _, dup := out[k]; dup {
+			panic(fmt.Sprintf("SumTallies: %+v twice", t))
+		}
+		out[k] = t.N
+	}
+	return out
+}
+
+// TestObserveCounts checks the counts Observe keeps for a DecisionCounter:
+// exact under concurrent calls, by label set and outcome (a shadow limit's
+// denials apart), with every outcome present from a label set's first
+// decision; and that the Observer then receives only the timed calls and
+// the errors, marked Counted.
+func TestObserveCounts(t *testing.T) {
+	c := &counter{}
+	s := store.Observe(newMemstore(t, storetest.NewClock()), "memory", c)
+	if len(c.counts) != 1 {
+		t.Fatalf("CountDecisions called %d times, want once", len(c.counts))
+	}
+	p := algo.PerHour(1).Burst(100)
+	bg := context.Background()
+	login := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "login"})
+	shadow := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "login-v2", Shadow: true})
+	// Route and policy built anew for each call: found by value, not by
+	// address.
+	built := func(i int) context.Context {
+		return store.WithLabels(bg, store.Labels{Route: strings.Repeat("GET /feed", 1+i%2)[:9], Policy: string([]byte("feed"))})
+	}
+	const goroutines, each = 8, 150 // per key: 100 admitted, 50 denied
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			key := fmt.Sprint("user-", g)
+			for i := range each {
+				s.Take(login, key, p, 1)
+				s.Take(shadow, key+"-v2", p, 1)
+				s.Take(built(i), key+"-feed", p, 1)
+				s.Take(bg, key+"-bare", p, 1)
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := s.Take(login, "user-0", p, 101); err == nil {
+		t.Fatal("a cost above the burst did not fail")
+	}
+	const allowed, denied = goroutines * 100, goroutines * (each - 100)
+	want := map[[3]string][5]uint64{
+		{"memory", "login", "POST /login"}:    {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied, store.OutcomeError: 1},
+		{"memory", "login-v2", "POST /login"}: {store.OutcomeAllowed: allowed, store.OutcomeShadowDenied: denied},
+		{"memory", "feed", "GET /feed"}:       {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied},
+		{"memory", "", ""}:                    {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied},
+	}
+	got := c.tallies()
+	if len(got) != len(want) {
+		t.Errorf("%d label sets counted, want %d: %v", len(got), len(want), got)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%v: counts %v, want %v", k, got[k], w)
+		}
+	}
+	var timed, errs int
+	for _, d := range c.take() {
+		if !d.Counted {
+			t.Errorf("event %+v not marked Counted", d)
+		}
+		switch {
+		case d.Outcome == store.OutcomeError:
+			errs++
+			if d.Policy != "login" || !errors.Is(d.Err, algo.ErrCostExceedsCapacity) {
+				t.Errorf("error event %+v", d)
+			}
+		case d.Timed:
+			timed++
+		default:
+			t.Errorf("event %+v neither timed nor an error", d)
+		}
+	}
+	// About one call in 64 is timed: the first, then the next after every
+	// 64th decision of a label set and outcome.
+	calls := 4 * goroutines * each
+	if errs != 1 || timed < calls/64/2 || timed > calls/64*2 {
+		t.Errorf("%d errors and %d timed calls of %d, want 1 and about %d", errs, timed, calls, calls/64)
+	}
+}
+
+// TestDecisionCountsAdd checks the counts an adapter keeps for decisions
+// it receives uncounted.
+func TestDecisionCountsAdd(t *testing.T) {
+	var dc store.DecisionCounts
+	for _, out := range []store.Outcome{store.OutcomeAllowed, store.OutcomeAllowed, store.OutcomeShadowDenied, 0, 9} {
+		dc.Add(store.Decision{Outcome: out, Store: "redis", Policy: "p", Route: "r"})
+	}
+	var got []store.Tally
+	dc.Each(func(t store.Tally) { got = append(got, t) })
+	want := store.Tally{Store: "redis", Policy: "p", Route: "r", N: [5]uint64{store.OutcomeAllowed: 2, store.OutcomeShadowDenied: 1}}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("Each saw %+v, want %+v", got, want)
+	}
+}

@@ -2,6 +2,8 @@ package otelobserver_test
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -13,8 +15,10 @@ import (
 )
 
 // BenchmarkTake measures what the OpenTelemetry adapter, on the SDK's
-// MeterProvider, adds to a memstore Take on one hot key. Compare with
-// benchstat -col /observer.
+// MeterProvider with a ManualReader, adds to a memstore Take with a route
+// and a policy in the context: on one hot key and over 100,000 keys in
+// turn, as contrib/prometheus's BenchmarkTake. Compare with benchstat
+// -col /observer, on cpu-ns/op where the machine is loaded.
 func BenchmarkTake(b *testing.B) {
 	ms, err := memstore.New(memstore.Config{})
 	if err != nil {
@@ -28,16 +32,33 @@ func BenchmarkTake(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := algo.PerSecond(1).Burst(1_000_000_000)
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+		ms.Take(context.Background(), keys[i], p, 1)
+	}
 	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /api/feed", Policy: "burst"})
-	for _, bc := range []struct {
+	observers := []struct {
 		name string
 		s    store.Store
-	}{{"observer=none", ms}, {"observer=otel", store.Observe(ms, "memory", obs)}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				bc.s.Take(ctx, "hot", p, 1)
-			}
-		})
+	}{{"none", ms}, {"otel", store.Observe(ms, "memory", obs)}}
+	for _, n := range []int{1, len(keys)} {
+		for _, o := range observers {
+			b.Run("keys="+strconv.Itoa(n)+"/observer="+o.name, func(b *testing.B) {
+				b.ReportAllocs()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				cpu, i := threadCPU(), 0
+				for b.Loop() {
+					o.s.Take(ctx, keys[i], p, 1)
+					if i++; i == n {
+						i = 0
+					}
+				}
+				if cpu >= 0 {
+					b.ReportMetric(float64(threadCPU()-cpu)/float64(b.N), "cpu-ns/op")
+				}
+			})
+		}
 	}
 }

@@ -2,7 +2,7 @@
 // store) with OpenTelemetry metric instruments, from the
 // metric.MeterProvider the caller passes:
 //
-//	ratebucket.decisions           Int64Counter      result, policy, route, store
+//	ratebucket.decisions           Int64ObservableCounter result, policy, route, store
 //	ratebucket.store.latency       Float64Histogram  store          (unit s)
 //	ratebucket.breaker.state       Int64Gauge        store, state   (1 for the current state)
 //	ratebucket.breaker.transitions Int64Counter      store, from, to
@@ -27,13 +27,18 @@
 //	s := store.Observe(rs, "redis", obs)
 //
 // Latency is recorded for the calls store.Observe times: all of them on
-// Redis, a uniform sample of 1 in 64 on memstore (see
-// store.Decision.Latency).
+// Redis, a sample of 1 in 64 on memstore (see store.Decision.Latency).
+//
+// The Observer is a store.DecisionCounter: the stores store.Observe wraps
+// for it count their decisions themselves, and ratebucket.decisions is an
+// observable counter that reads those counts at each collection, so a
+// decision costs an atomic addition, not an SDK Add.
 package otelobserver
 
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -67,29 +72,31 @@ type Options struct {
 
 // Observer is a store.Observer that records OpenTelemetry metrics. It is
 // safe for simultaneous use by multiple goroutines. Each label set's
-// attribute sets are built once and kept, so a decision allocates nothing
-// here (what the SDK does is the SDK's).
+// attribute sets are built once and kept, so an event allocates nothing
+// here (what the SDK does is the SDK's). It counts the decisions it
+// receives uncounted (Decision.Counted false) itself.
 type Observer struct {
-	decisions   metric.Int64Counter
+	decisions   metric.Int64ObservableCounter
 	latency     metric.Float64Histogram
 	state       metric.Int64Gauge
 	transitions metric.Int64Counter
 	hits        metric.Int64Counter
 	batches     metric.Int64Histogram
 
-	series  obscache.Cache[series]
-	hitsBy  obscache.Cache[[]metric.AddOption]
-	batchBy obscache.Cache[[]metric.RecordOption]
+	mu     sync.Mutex
+	counts []*store.DecisionCounts // the observed stores', then own
+	own    store.DecisionCounts
+
+	attrs     obscache.Cache[[len(store.Tally{}.N)]metric.ObserveOption] // by store.Outcome
+	latencyBy obscache.Cache[[]metric.RecordOption]
+	hitsBy    obscache.Cache[[]metric.AddOption]
+	batchBy   obscache.Cache[[]metric.RecordOption]
 }
 
-var _ store.Observer = (*Observer)(nil)
-
-// series are the attribute sets of one label set of decisions, as option
-// slices: passed on with ..., a kept slice is not allocated again.
-type series struct {
-	outcome [5][]metric.AddOption // by store.Outcome
-	latency []metric.RecordOption
-}
+var (
+	_ store.Observer        = (*Observer)(nil)
+	_ store.DecisionCounter = (*Observer)(nil)
+)
 
 // New returns an Observer recording with a Meter of mp named [ScopeName].
 // It returns an error when mp refuses an instrument.
@@ -105,9 +112,11 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 	o := &Observer{}
+	o.counts = []*store.DecisionCounts{&o.own}
 	var errs [6]error
-	o.decisions, errs[0] = m.Int64Counter("ratebucket.decisions", metric.WithUnit("{decision}"),
-		metric.WithDescription("Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store."))
+	o.decisions, errs[0] = m.Int64ObservableCounter("ratebucket.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store."),
+		metric.WithInt64Callback(o.observeDecisions))
 	o.latency, errs[1] = m.Float64Histogram("ratebucket.store.latency", metric.WithUnit("s"),
 		metric.WithDescription("Latency of the store calls timed: every call of a network store, 1 in 64 of an in-process one."),
 		metric.WithExplicitBucketBoundaries(opts.LatencyBuckets...))
@@ -125,13 +134,16 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 			return nil, fmt.Errorf("otelobserver: %w", err)
 		}
 	}
-	o.series.New = func(k obscache.Key) *series {
-		s := &series{latency: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("store", k.Store)))}}
+	o.attrs.New = func(k obscache.Key) *[len(store.Tally{}.N)]metric.ObserveOption {
+		var a [len(store.Tally{}.N)]metric.ObserveOption
 		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
-			s.outcome[out] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", out.String()),
-				attribute.String("policy", k.Policy), attribute.String("route", k.Route), attribute.String("store", k.Store)))}
+			a[out] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", out.String()),
+				attribute.String("policy", k.Policy), attribute.String("route", k.Route), attribute.String("store", k.Store)))
 		}
-		return s
+		return &a
+	}
+	o.latencyBy.New = func(k obscache.Key) *[]metric.RecordOption {
+		return &[]metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("store", k.Store)))}
 	}
 	o.hitsBy.New = func(k obscache.Key) *[]metric.AddOption {
 		return &[]metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("store", k.Store),
@@ -143,14 +155,37 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	return o, nil
 }
 
-// ObserveDecision counts d, and records its latency when it was timed.
+// observeDecisions reports the decision counts, summed over the stores
+// that share a name, at each collection.
+func (o *Observer) observeDecisions(_ context.Context, obs metric.Int64Observer) error {
+	o.mu.Lock()
+	counts := o.counts
+	o.mu.Unlock()
+	for _, t := range store.SumTallies(counts...) {
+		a := o.attrs.Get(obscache.Key{Policy: t.Policy, Route: t.Route, Store: t.Store})
+		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
+			obs.Observe(int64(t.N[out]), a[out])
+		}
+	}
+	return nil
+}
+
+// CountDecisions keeps c, the counts of a store store.Observe wraps, to
+// read them at each collection.
+func (o *Observer) CountDecisions(c *store.DecisionCounts) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts = append(o.counts[:len(o.counts):len(o.counts)], c)
+}
+
+// ObserveDecision records d's latency when it was timed, and counts d
+// unless it was counted already (d.Counted).
 func (o *Observer) ObserveDecision(ctx context.Context, d store.Decision) {
-	s := o.series.Get(obscache.Key{Policy: d.Policy, Route: d.Route, Store: d.Store})
-	if int(d.Outcome) < len(s.outcome) && s.outcome[d.Outcome] != nil {
-		o.decisions.Add(ctx, 1, s.outcome[d.Outcome]...)
+	if !d.Counted {
+		o.own.Add(d)
 	}
 	if d.Timed {
-		o.latency.Record(ctx, d.Latency.Seconds(), s.latency...)
+		o.latency.Record(ctx, d.Latency.Seconds(), *o.latencyBy.Get(obscache.Key{Store: d.Store})...)
 	}
 }
 

@@ -26,7 +26,7 @@
 //	mw, _ := httplimit.New(httplimit.Config{Store: s})
 //
 // Latency is recorded for the calls store.Observe times: all of them on
-// Redis, a uniform sample of 1 in 64 on memstore (see
+// Redis, a sample of 1 in 64, unbiased, on memstore (see
 // store.Decision.Latency). Count decisions with ratebucket_decisions_total,
 // not with the histogram's _count.
 //
@@ -44,6 +44,7 @@ package promobserver
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -72,31 +73,40 @@ type Options struct {
 }
 
 // Observer is a store.Observer that updates Prometheus metrics. It is safe
-// for simultaneous use by multiple goroutines; an event costs a map read
-// and atomic adds, and allocates nothing once its label set was seen. The
-// first decision of a label set creates its series of every result, at 0,
-// so that a ratio such as the denial rate reads 0, not nothing, before the
-// first denial.
+// for simultaneous use by multiple goroutines.
+//
+// It is a store.DecisionCounter: the stores store.Observe wraps for it
+// count their decisions themselves, an atomic addition per call, and the
+// Observer reads the counts when the registry is gathered, so that
+// ratebucket_decisions_total costs a memstore Take a few percent. It
+// receives only the timed calls (for the latency histogram) and the
+// errors; a decision it receives uncounted (Decision.Counted false, from
+// code that calls ObserveDecision itself) it counts on its own. Other
+// events cost a map read and atomic adds, and allocate nothing once their
+// label set was seen. A label set's series of every result exists from
+// its first decision, at 0 for the results not seen, so that a ratio such
+// as the denial rate reads 0, not nothing, before the first denial.
 type Observer struct {
-	decisions   *prometheus.CounterVec
+	decisions   *prometheus.Desc // collected from counts
 	latency     *prometheus.HistogramVec
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	hits        *prometheus.CounterVec
 	batches     *prometheus.HistogramVec
 
-	series  obscache.Cache[series]
-	hitsBy  obscache.Cache[prometheus.Counter]
-	batchBy obscache.Cache[prometheus.Observer]
+	mu     sync.Mutex
+	counts []*store.DecisionCounts // the observed stores', then own
+	own    store.DecisionCounts    // the decisions received uncounted
+
+	latencyBy obscache.Cache[prometheus.Observer]
+	hitsBy    obscache.Cache[prometheus.Counter]
+	batchBy   obscache.Cache[prometheus.Observer]
 }
 
-var _ store.Observer = (*Observer)(nil)
-
-// series are the metrics of one label set of decisions.
-type series struct {
-	outcome [5]prometheus.Counter // by store.Outcome
-	latency prometheus.Observer
-}
+var (
+	_ store.Observer        = (*Observer)(nil)
+	_ store.DecisionCounter = (*Observer)(nil)
+)
 
 // New returns an Observer whose metrics are registered with reg, which may
 // be nil to register nothing (then collect them with the Observer's
@@ -110,10 +120,9 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		opts.BatchBuckets = DefaultBatchBuckets
 	}
 	o := &Observer{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratebucket_decisions_total",
-			Help: "Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store.",
-		}, []string{"result", "policy", "route", "store"}),
+		decisions: prometheus.NewDesc("ratebucket_decisions_total",
+			"Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store.",
+			[]string{"result", "policy", "route", "store"}, nil),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratebucket_store_latency_seconds",
 			Help:    "Latency of the store calls timed: every call of a network store, 1 in 64 of an in-process one.",
@@ -137,12 +146,10 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 			Buckets: opts.BatchBuckets,
 		}, []string{"store"}),
 	}
-	o.series.New = func(k obscache.Key) *series {
-		s := &series{latency: o.latency.WithLabelValues(k.Store)}
-		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
-			s.outcome[out] = o.decisions.WithLabelValues(out.String(), k.Policy, k.Route, k.Store)
-		}
-		return s
+	o.counts = []*store.DecisionCounts{&o.own}
+	o.latencyBy.New = func(k obscache.Key) *prometheus.Observer {
+		h := o.latency.WithLabelValues(k.Store)
+		return &h
 	}
 	o.hitsBy.New = func(k obscache.Key) *prometheus.Counter {
 		c := o.hits.WithLabelValues(k.Store, k.Policy, k.Route)
@@ -164,17 +171,45 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 
 // Collectors returns the Observer's metrics, for registering them by hand.
 func (o *Observer) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.decisions, o.latency, o.state, o.transitions, o.hits, o.batches}
+	return []prometheus.Collector{decisions{o}, o.latency, o.state, o.transitions, o.hits, o.batches}
 }
 
-// ObserveDecision counts d, and records its latency when it was timed.
-func (o *Observer) ObserveDecision(_ context.Context, d store.Decision) {
-	s := o.series.Get(obscache.Key{Policy: d.Policy, Route: d.Route, Store: d.Store})
-	if int(d.Outcome) < len(s.outcome) && s.outcome[d.Outcome] != nil {
-		s.outcome[d.Outcome].Inc()
+// decisions collects ratebucket_decisions_total from the counts.
+type decisions struct{ o *Observer }
+
+func (c decisions) Describe(ch chan<- *prometheus.Desc) { ch <- c.o.decisions }
+
+// Collect sends a series per label set and result, summed over the
+// stores that share a name.
+func (c decisions) Collect(ch chan<- prometheus.Metric) {
+	c.o.mu.Lock()
+	counts := c.o.counts
+	c.o.mu.Unlock()
+	for _, t := range store.SumTallies(counts...) {
+		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
+			ch <- prometheus.MustNewConstMetric(c.o.decisions, prometheus.CounterValue, float64(t.N[out]),
+				out.String(), t.Policy, t.Route, t.Store)
+		}
 	}
+}
+
+// CountDecisions keeps c, the counts of a store store.Observe wraps, to
+// read them when the registry is gathered.
+func (o *Observer) CountDecisions(c *store.DecisionCounts) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts = append(o.counts[:len(o.counts):len(o.counts)], c)
+}
+
+// ObserveDecision records d's latency when it was timed, and counts d
+// unless it was counted already (d.Counted).
+func (o *Observer) ObserveDecision(_ context.Context, d store.Decision) {
+	if !d.Counted {
+		o.own.Add(d)
+	}
+	h := *o.latencyBy.Get(obscache.Key{Store: d.Store}) // the series exists once the store decided
 	if d.Timed {
-		s.latency.Observe(d.Latency.Seconds())
+		h.Observe(d.Latency.Seconds())
 	}
 }
 

@@ -222,3 +222,36 @@ ratebucket_breaker_state{state="open",store="redis"} 1
 		t.Fatal(err)
 	}
 }
+
+// TestCountsAddUp checks ratebucket_decisions_total where stores share a
+// name (one series, their sum) and where decisions also arrive uncounted,
+// from code that calls ObserveDecision itself.
+func TestCountsAddUp(t *testing.T) {
+	reg, obs := newObserver(t, promobserver.Options{})
+	p := algo.PerHour(1).Burst(2)
+	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /feed", Policy: "burst"})
+	for range 2 {
+		ms, err := memstore.New(memstore.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ms.Close()
+		s := store.Observe(ms, "memory", obs)
+		for range 3 {
+			s.Take(ctx, "alice", p, 1) // 2 admitted, 1 denied
+		}
+	}
+	obs.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: store.OutcomeError, Store: "memory", Policy: "burst", Route: "GET /feed"})
+	obs.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: store.OutcomeDenied, Store: "memory", Policy: "burst", Route: "GET /feed", Counted: true})
+	want := `
+# HELP ratebucket_decisions_total Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store.
+# TYPE ratebucket_decisions_total counter
+ratebucket_decisions_total{policy="burst",result="allowed",route="GET /feed",store="memory"} 4
+ratebucket_decisions_total{policy="burst",result="denied",route="GET /feed",store="memory"} 2
+ratebucket_decisions_total{policy="burst",result="error",route="GET /feed",store="memory"} 1
+ratebucket_decisions_total{policy="burst",result="shadow_denied",route="GET /feed",store="memory"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratebucket_decisions_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -19,7 +19,7 @@ type Key struct {
 
 // Cache maps keys to the values New makes, once per key. Reads take no lock:
 // the map is replaced, never changed, when a key is added. The zero value is
-// not usable: set New.
+// ready to use: its values start as V's zero value.
 //
 // In front of the map sits a small table indexed by the strings' addresses:
 // label values come from configuration, so each event of one label set
@@ -28,7 +28,8 @@ type Key struct {
 // whose strings live elsewhere (built anew for each call) is still found,
 // in the map; the table keeps the first keys that claim each of its slots.
 type Cache[V any] struct {
-	// New makes the value of a key the first time it is asked for.
+	// New makes the value of a key the first time it is asked for; nil
+	// makes new(V).
 	New func(Key) *V
 
 	fast [fastSlots]atomic.Pointer[entry[V]]
@@ -99,8 +100,23 @@ func (c *Cache[V]) get(k Key) *V {
 			m[k] = v
 		}
 	}
-	v := c.New(k)
+	var v *V
+	if c.New != nil {
+		v = c.New(k)
+	} else {
+		v = new(V)
+	}
 	m[k] = v
 	c.m.Store(&m)
 	return v
+}
+
+// Range calls f with each key made so far and its value, in no order. It
+// takes no lock: keys added meanwhile may be missed.
+func (c *Cache[V]) Range(f func(Key, *V)) {
+	if m := c.m.Load(); m != nil {
+		for k, v := range *m {
+			f(k, v)
+		}
+	}
 }

@@ -55,3 +55,17 @@ func TestGetEqualStrings(t *testing.T) {
 		t.Fatalf("%d values made, want 26", n)
 	}
 }
+
+// TestRange checks that Range sees every key made, with its value, and
+// that a zero Cache makes zero values.
+func TestRange(t *testing.T) {
+	var c Cache[int]
+	c.Range(func(Key, *int) { t.Fatal("an empty cache ranged over a key") })
+	*c.Get(Key{Policy: "a"}) = 1
+	*c.Get(Key{Policy: "b", Store: "s"}) = 2
+	got := map[Key]int{}
+	c.Range(func(k Key, v *int) { got[k] = *v })
+	if len(got) != 2 || got[Key{Policy: "a"}] != 1 || got[Key{Policy: "b", Store: "s"}] != 2 {
+		t.Fatalf("Range saw %v", got)
+	}
+}
