@@ -308,6 +308,11 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 		return status.Error(codes.Internal, "rate limiter: no key for this call")
 	}
 	key := l.prefix + r.name + ":" + k.Class + "{" + bucketID(k.ID) + "}"
+	if store.Observing() {
+		// For the store's observers (store.Observe): the method as the
+		// route, the rule as the policy.
+		ctx = store.WithLabels(ctx, store.Labels{Route: method, Policy: r.name})
+	}
 	res, err := l.store.Take(ctx, key, r.policy, r.cost)
 	if err != nil {
 		return l.failure(ctx, method, r, err)

@@ -201,6 +201,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		}
 	}
 	var enforce, shadow []store.Request
+	var enforceNames, shadowNames []string // each request's limit, for observers
 	for i := range items {
 		it := &items[i]
 		if it.limit != nil && it.limit.Name != "" && replaced[it.limit.Name] {
@@ -221,11 +222,14 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			if cost > it.policy.Capacity() {
 				it.kind, cost = kindBlocked, 0
 			}
-			group := &enforce
+			group, names := &enforce, &enforceNames
 			if it.limit.soft() {
-				group = &shadow
+				group, names = &shadow, &shadowNames
 			}
 			it.req = addRequest(group, store.Request{Key: it.key, Policy: it.policy, Cost: cost})
+			if it.req == len(*names) {
+				*names = append(*names, it.limit.policyName())
+			}
 		}
 	}
 	// A descriptor sent twice adds up its costs (addRequest); a sum
@@ -257,11 +261,11 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			allowed = false
 		}
 	}
-	enforced, err := s.take(ctx, enforce, allowed)
+	enforced, err := s.take(labelled(ctx, domain, enforceNames, false), enforce, allowed)
 	if err == nil {
 		allowed = allowed && enforced.Allowed
 		var shadowed store.MultiResult
-		shadowed, err = s.take(ctx, shadow, allowed)
+		shadowed, err = s.take(labelled(ctx, domain, shadowNames, true), shadow, allowed)
 		for i := range items {
 			if it := &items[i]; it.grouped && err == nil {
 				if it.limit != nil && it.limit.soft() {
@@ -276,6 +280,28 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		return nil, s.failed(ctx, domain, err)
 	}
 	return s.respond(items, domain), nil
+}
+
+// labelled returns ctx naming, for the store's observers (store.Observe),
+// the domain as the route and each request's limit as its policy; shadow
+// for the group of shadow and quota limits, whose refusals are reported,
+// not enforced. ctx itself when nothing is observed.
+func labelled(ctx context.Context, domain string, names []string, shadow bool) context.Context {
+	if !store.Observing() || len(names) == 0 {
+		return ctx
+	}
+	return store.WithLabels(ctx, store.Labels{Route: domain, Policy: names[0], Policies: names, Shadow: shadow})
+}
+
+// policyName is the limit's name for observers: its configured name, or
+// "override" for a limit Envoy sent with the descriptor (nil here), or
+// empty for an unnamed one. Never a descriptor's value: those come from
+// requests.
+func (l *Limit) policyName() string {
+	if l == nil {
+		return "override"
+	}
+	return l.Name
 }
 
 // soft reports a limit whose refusals are reported, not enforced.
@@ -395,7 +421,7 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 				group[k].Cost = 0
 			}
 		}
-		res, err := s.take(ctx, group, true)
+		res, err := s.take(sublabelled(ctx, idx), group, true)
 		if err != nil {
 			return store.MultiResult{}, err
 		}
@@ -405,6 +431,23 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 		}
 	}
 	return out, nil
+}
+
+// sublabelled returns ctx with its labels' policies those of the
+// requests idx, for a group taken apart.
+func sublabelled(ctx context.Context, idx []int) context.Context {
+	l, ok := store.LabelsFrom(ctx)
+	if !ok {
+		return ctx
+	}
+	names := make([]string, len(idx))
+	for k, j := range idx {
+		if j < len(l.Policies) {
+			names[k] = l.Policies[j]
+		}
+	}
+	l.Policy, l.Policies = names[0], names
+	return store.WithLabels(ctx, l)
 }
 
 func oneSlot(reqs []store.Request) bool {

@@ -1,0 +1,81 @@
+package rls_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/rls"
+	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/store/storetest"
+)
+
+// decisions records the decisions an observed store reports.
+type decisions struct {
+	store.ObserverFuncs
+	mu sync.Mutex
+	ds []store.Decision
+}
+
+func (r *decisions) ObserveDecision(_ context.Context, d store.Decision) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ds = append(r.ds, d)
+}
+
+// TestObserverLabels checks, through a real gRPC server and client, that
+// the server reports through the observer contract: each decision of an
+// observed store carries the domain as its route and the limit's name as
+// its policy, and a shadow limit's refusal is shadow_denied, not denied.
+func TestObserverLabels(t *testing.T) {
+	cfg, err := rls.Parse("shop.yaml", []byte(`domain: shop
+descriptors:
+  - key: client
+    rate_limit:
+      name: per-client
+      unit: minute
+      requests_per_unit: 2
+  - key: path
+    shadow_mode: true
+    rate_limit:
+      name: per-path
+      unit: minute
+      requests_per_unit: 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := memstore.New(memstore.Config{Clock: storetest.NewClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	rec := &decisions{}
+	r := serve(t, cfg, rls.Options{Store: store.Observe(ms, "memory", rec)}, nil)
+	for range 3 {
+		r.ask(t, "shop", 0, desc("client=a"), desc("path=/cart"))
+	}
+	type want struct {
+		policy string
+		out    store.Outcome
+		cost   int64
+	}
+	wants := []want{
+		{"per-client", store.OutcomeAllowed, 1}, {"per-path", store.OutcomeAllowed, 1},
+		{"per-client", store.OutcomeAllowed, 1}, {"per-path", store.OutcomeShadowDenied, 1},
+		// Refused by its enforced limit, the request only peeks at the
+		// shadow one (cost 0).
+		{"per-client", store.OutcomeDenied, 1}, {"per-path", store.OutcomeAllowed, 0},
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.ds) != len(wants) {
+		t.Fatalf("%d decisions %+v, want %d", len(rec.ds), rec.ds, len(wants))
+	}
+	for i, w := range wants {
+		if d := rec.ds[i]; d.Route != "shop" || d.Policy != w.policy || d.Outcome != w.out || d.Cost != w.cost {
+			t.Errorf("decision %d: route %q policy %q %v cost %d, want shop %q %v %d", i, d.Route, d.Policy, d.Outcome, d.Cost, w.policy, w.out, w.cost)
+		}
+	}
+}
