@@ -94,7 +94,8 @@ func NewPolicy(capacity int64, r Rate) (Policy, error) {
 //
 // The zero value is invalid: every Take with it returns [ErrInvalidPolicy].
 // Policies are small comparable values; copy them freely and use them as map
-// keys.
+// keys. A calendar quota ([Quota]: N per day, week or month) is a Policy
+// too, and goes wherever a bucket's does.
 //
 // A Policy is valid when 1 ≤ Capacity ≤ [MaxCapacity]; the rate has
 // Tokens ≥ 1 and a Period of a whole number of microseconds, at most
@@ -124,7 +125,8 @@ func (p Policy) Capacity() int64 { return p.capacity }
 // of tokens, or else in lowest terms. So PerMinute(60) comes back as
 // PerSecond(1), PerSecond(2) as itself, Per(3, 7*time.Millisecond) as
 // itself, and two policies built from one rate in different terms are
-// equal. An invalid policy returns the rate as given.
+// equal. An invalid policy returns the rate as given; a calendar quota
+// ([Quota]) has no rate and returns the zero Rate.
 func (p Policy) Rate() Rate {
 	switch {
 	case p.unit < 0:
@@ -145,7 +147,7 @@ func (p Policy) Rate() Rate {
 // Unit returns how many level units make one token: the rate's period in
 // microseconds divided by gcd(tokens, period). States count deficits in these
 // units, so a token refills in exactly Unit/Refill microseconds. It is 0
-// for an invalid policy.
+// for an invalid policy and for a calendar quota ([Quota]).
 func (p Policy) Unit() int64 { return max(p.unit, 0) }
 
 // Refill returns how many level units refill per microsecond: the rate's

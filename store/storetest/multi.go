@@ -46,19 +46,7 @@ func testMultiReference(t *testing.T, e *env, m store.MultiTaker) {
 			for j, i := range idx {
 				reqs[j] = store.Request{Key: keys[i], Policy: refs[i].p, Cost: genCost(t, refs[i].p)}
 			}
-			want, states := expectMulti(t, e, refs, idx, reqs)
-			got, err := m.TakeMulti(context.Background(), reqs)
-			if err != nil {
-				t.Fatalf("TakeMulti(%+v): %v", reqs, err)
-			}
-			if !sameMulti(got, want) {
-				t.Fatalf("TakeMulti(%+v) =\n%+v\nwant\n%+v", reqs, got, want)
-			}
-			if want.Allowed {
-				for j, i := range idx {
-					refs[i].s = states[j]
-				}
-			}
+			checkMulti(t, e, m, refs, idx, reqs)
 		}
 	})
 }

@@ -188,7 +188,6 @@ func testQuotaBadInput(t *testing.T, e *env) {
 // burst of 3 and 5 a month: a multi-limit take charges both or neither,
 // when the quota denies and when the bucket does.
 func testQuotaMulti(t *testing.T, e *env, m store.MultiTaker) {
-	ctx := context.Background()
 	burst, quota := algo.PerSecond(2).Burst(3), algo.Quota(5, algo.Month, 0)
 	keys := e.tagged(2)
 	refs := []*ref{{p: burst}, {p: quota}}
@@ -196,18 +195,7 @@ func testQuotaMulti(t *testing.T, e *env, m store.MultiTaker) {
 	multi := func(cost int64) store.MultiResult {
 		t.Helper()
 		reqs := []store.Request{{Key: keys[0], Policy: burst, Cost: cost}, {Key: keys[1], Policy: quota, Cost: cost}}
-		want, states := expectMulti(t, e, refs, []int{0, 1}, reqs)
-		got, err := m.TakeMulti(ctx, reqs)
-		if err != nil {
-			t.Fatalf("TakeMulti: %v", err)
-		}
-		if !sameMulti(got, want) {
-			t.Fatalf("at %v: TakeMulti(%+v) =\n%+v\nwant\n%+v", e.clk.Now(), reqs, got, want)
-		}
-		if want.Allowed {
-			refs[0].s, refs[1].s = states[0], states[1]
-		}
-		return got
+		return checkMulti(t, e, m, refs, []int{0, 1}, reqs)
 	}
 	if res := multi(3); !res.Allowed {
 		t.Fatalf("3 of a burst of 3 and of 5 a month: %+v", res)
@@ -255,19 +243,28 @@ func testQuotaMultiReference(t *testing.T, e *env, m store.MultiTaker) {
 			for j, i := range idx {
 				reqs[j] = store.Request{Key: keys[i], Policy: refs[i].p, Cost: genCost(t, refs[i].p)}
 			}
-			want, states := expectMulti(t, e, refs, idx, reqs)
-			got, err := m.TakeMulti(context.Background(), reqs)
-			if err != nil {
-				t.Fatalf("TakeMulti(%+v): %v", reqs, err)
-			}
-			if !sameMulti(got, want) {
-				t.Fatalf("at %v: TakeMulti(%+v) =\n%+v\nwant\n%+v", e.clk.Now(), reqs, got, want)
-			}
-			if want.Allowed {
-				for j, i := range idx {
-					refs[i].s = states[j]
-				}
-			}
+			checkMulti(t, e, m, refs, idx, reqs)
 		}
 	})
+}
+
+// checkMulti makes the multi-limit take reqs (on keys idx of refs) on the
+// store and on the reference, fails the test unless they agree, keeps the
+// reference's states when it admits, and returns the store's answer.
+func checkMulti(t tb, e *env, m store.MultiTaker, refs []*ref, idx []int, reqs []store.Request) store.MultiResult {
+	t.Helper()
+	want, states := expectMulti(t, e, refs, idx, reqs)
+	got, err := m.TakeMulti(context.Background(), reqs)
+	if err != nil {
+		t.Fatalf("TakeMulti(%+v): %v", reqs, err)
+	}
+	if !sameMulti(got, want) {
+		t.Fatalf("at %v: TakeMulti(%+v) =\n%+v\nwant\n%+v", e.clk.Now(), reqs, got, want)
+	}
+	if want.Allowed {
+		for j, i := range idx {
+			refs[i].s = states[j]
+		}
+	}
+	return got
 }
