@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,4 +448,35 @@ func TestShadowLimiterChargesItsOwnBucket(t *testing.T) {
 	if _, _, err := shadow.TakeAtMost(ctx, "alice", 1); !errors.Is(err, store.ErrUnsupported) {
 		t.Errorf("shadow TakeAtMost: %v, want ErrUnsupported", err)
 	}
+}
+
+// BenchmarkResolverCache measures a cache hit, from one goroutine and
+// from all, over 1024 keys:
+//
+//	go test -run '^$' -bench ResolverCache -benchmem ./store/
+func BenchmarkResolverCache(b *testing.B) {
+	src := func(context.Context, string) (store.Resolved, error) { return pro, nil }
+	c, err := store.NewResolverCache(src, store.CacheConfig{}) // the real clock, as in production
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "tenant-" + strconv.Itoa(i)
+		c.Resolve(context.Background(), keys[i])
+	}
+	b.Run("hit", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			c.Resolve(context.Background(), keys[i%len(keys)])
+		}
+	})
+	b.Run("hit-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				c.Resolve(context.Background(), keys[i%len(keys)])
+			}
+		})
+	})
 }
