@@ -38,10 +38,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", play.Handler())
-	mux.Handle(reportPath, reports)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: play.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	baseURL = "http://" + ln.Addr().String()
@@ -250,12 +247,15 @@ type row struct {
 	Total                            string
 }
 
+// summaryJS reads the summary table as drawn, as a []row.
+const summaryJS = `[...document.querySelectorAll("#summary tbody tr")].map(tr => {
+	const c = (k) => tr.querySelector('td[data-k="' + k + '"]').textContent;
+	return {Algo: tr.dataset.algo, Admitted: c("admitted"), Denied: c("denied"), Law: c("law"),
+		Bound: c("bound"), In: c("in-interval"), Total: c("total")};
+})`
+
 // summary reads the summary table as drawn.
 func summary(t *testing.T, ctx context.Context) []row {
 	t.Helper()
-	return eval[[]row](t, ctx, `[...document.querySelectorAll("#summary tbody tr")].map(tr => {
-		const c = (k) => tr.querySelector('td[data-k="' + k + '"]').textContent;
-		return {Algo: tr.dataset.algo, Admitted: c("admitted"), Denied: c("denied"), Law: c("law"),
-			Bound: c("bound"), In: c("in-interval"), Total: c("total")};
-	})`)
+	return eval[[]row](t, ctx, summaryJS)
 }

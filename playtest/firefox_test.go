@@ -1,101 +1,37 @@
 package playtest
 
 import (
-	"context"
-	"encoding/json"
-	"net/http"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// Firefox cannot be driven by chromedp, and its headless mode has no
-// DevTools protocol to poll with. So the page has a test mode (see the end
-// of play.js's drawing code): given ?report=PATH it POSTs what it drew,
-// once, to PATH on its own origin, and holds its load event until then.
-// firefox --headless --screenshot shoots at the load event, so one run of
-// Firefox both reports and leaves a screenshot of the drawn page.
-
-// reportPath is where the test server receives the page's reports, next to
-// the playground on the same origin (the page's CSP allows no other).
-const reportPath = "/playtest/report/"
-
-// reports receives them.
-var reports = &reportBox{byID: map[string]*report{}}
-
-// drawn is what the page posts: its summary table and, per chart, the
+// drawnJS reads what the page drew: its summary table and, per chart, the
 // marks, worst-interval highlights and level lines in it, measured by the
 // browser's own layout (getBBox, getTotalLength).
+const drawnJS = `({
+	rows: ` + summaryJS + `,
+	charts: [...document.querySelectorAll("#charts .chart")].map((c) => ({
+		algo: c.dataset.algo,
+		admittedMarks: c.querySelectorAll(".mark.admitted").length,
+		deniedMarks: c.querySelectorAll(".mark.denied").length,
+		worst: [...c.querySelectorAll("rect.worst")].map((r) => r.getBBox().width),
+		levels: [...c.querySelectorAll("svg[role=img] path.level")].map((p) => p.getTotalLength()),
+	})),
+	from: +document.querySelector("#from").value, to: +document.querySelector("#to").value,
+})`
+
+// drawn is what drawnJS reads.
 type drawn struct {
-	Error     string
-	UserAgent string
-	Rows      []map[string]string
-	Charts    []struct {
+	Rows   []row
+	Charts []struct {
 		Algo                       string
 		AdmittedMarks, DeniedMarks int
 		Worst                      []float64 // each highlight's width in px
 		Levels                     []float64 // each level line's length in px
-		Label                      string
 	}
 	From, To float64
-}
-
-// report is one expected post.
-type report struct {
-	posted chan struct{} // closed when got is set
-	got    drawn
-}
-
-// reportBox serves reportPath: POST ID stores a report, GET ID?hold
-// answers once it has been stored (the page's load event waits for it).
-type reportBox struct {
-	mu   sync.Mutex
-	byID map[string]*report
-}
-
-func (b *reportBox) expect(id string) *report {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r := &report{posted: make(chan struct{})}
-	b.byID[id] = r
-	return r
-}
-
-func (b *reportBox) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	b.mu.Lock()
-	r := b.byID[strings.TrimPrefix(req.URL.Path, reportPath)]
-	b.mu.Unlock()
-	if r == nil {
-		http.NotFound(w, req)
-		return
-	}
-	switch req.Method {
-	case http.MethodPost:
-		select {
-		case <-r.posted:
-			http.Error(w, "posted twice", http.StatusConflict)
-			return
-		default:
-		}
-		if err := json.NewDecoder(req.Body).Decode(&r.got); err != nil {
-			r.got.Error = "the test could not decode the report: " + err.Error()
-		}
-		close(r.posted)
-		w.WriteHeader(http.StatusNoContent)
-	case http.MethodGet:
-		select {
-		case <-r.posted:
-		case <-req.Context().Done():
-		}
-		w.WriteHeader(http.StatusNoContent) // an image that fails to load ends the wait as well
-	default:
-		http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
-	}
 }
 
 // firefoxes are the names Firefox goes by, Debian's first.
@@ -124,64 +60,15 @@ user_pref("toolkit.telemetry.enabled", false);
 user_pref("extensions.update.enabled", false);
 `
 
-// inFirefox loads the page at query in a new headless Firefox, keeps its
-// screenshot as testdata/artifacts/firefox-NAME.png and returns what the
-// page drew. It skips the test when no Firefox is installed.
-func inFirefox(t *testing.T, name, query string) drawn {
-	t.Helper()
-	bin := lookPath(firefoxes)
-	if bin == "" {
-		t.Skip("no Firefox on PATH (tried " + strings.Join(firefoxes, ", ") + "): apt-get install firefox-esr, as .ci/run does")
-	}
-	profile := t.TempDir()
-	if err := os.WriteFile(filepath.Join(profile, "user.js"), []byte(noNetwork), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := reports.expect(name)
-	q, err := url.ParseQuery(strings.TrimPrefix(query, "?"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Set("report", reportPath+name)
-	png := artifact(t, "firefox-"+name+".png")
-	_ = os.Remove(png)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-remote", "--profile", profile,
-		"--window-size=1400,1700", "--screenshot", png, baseURL+"/?"+q.Encode())
-	cmd.Env = append(os.Environ(), "MOZ_HEADLESS=1", "HOME="+profile)
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	select {
-	case <-r.posted:
-	default:
-		t.Fatalf("%s exited (%v) and the page posted nothing:\n%s", bin, err, out)
-	}
-	if err != nil {
-		t.Errorf("%s: %v\n%s", bin, err, out)
-	}
-	if r.got.Error != "" {
-		t.Fatalf("the page in Firefox: %s", r.got.Error)
-	}
-	if !strings.Contains(r.got.UserAgent, "Firefox/") {
-		t.Errorf("the page ran in %q, not Firefox", r.got.UserAgent)
-	}
-	if _, err := os.Stat(png); err != nil {
-		t.Errorf("no screenshot: %v", err)
-	} else {
-		t.Logf("screenshot: %s", png)
-	}
-	return r.got
-}
-
-// TestFirefox: the page works in Firefox as in Chromium. Loaded by a real
-// headless Firefox from the real server, it draws the simulator's numbers
-// in its table and, zoomed on the boundary spike, one mark per request in
-// view; a level line per store; and the worst-interval highlight exactly
-// when the law breaks, in both directions (the fixed window breaks it and
+// TestFirefox: the page draws in Firefox as in Chromium. Loaded by a real
+// headless Firefox (see startFirefox) from the real server, it draws the
+// simulator's numbers in its table and, zoomed on the boundary spike, one
+// mark per request in view; a level line per store; and the worst-interval
+// highlight exactly when the law breaks, in both directions (the fixed window breaks it and
 // the token bucket does not on the same traffic; the token bucket breaks it
 // when each instance keeps its own store, and not on a shared one).
 func TestFirefox(t *testing.T) {
+	f := startFirefox(t)
 	for _, tc := range []struct {
 		name, query string
 		zoomed      bool
@@ -193,17 +80,16 @@ func TestFirefox(t *testing.T) {
 		{"abuser-per-instance", "?scenario=abuser&topology=per-instance&algos=token", false, map[string]bool{"token": false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := inFirefox(t, tc.name, tc.query)
+			f.open(tc.query)
+			d := ffEval[drawn](f, drawnJS)
+			f.shot(tc.name)
 			api := apiRun(t, tc.query)
 			if len(d.Rows) != len(api.Runs) || len(d.Charts) != len(api.Runs) || len(api.Runs) != len(tc.holds) {
 				t.Fatalf("Firefox drew %d rows and %d charts; the simulator made %d runs", len(d.Rows), len(d.Charts), len(api.Runs))
 			}
 			for i, run := range api.Runs {
-				m := d.Rows[i]
-				got := row{Algo: m["algo"], Admitted: m["admitted"], Denied: m["denied"], Law: m["law"],
-					Bound: m["bound"], In: m["in-interval"], Total: m["total"]}
-				if want := wantRow(api, i); got != want {
-					t.Errorf("summary row %d in Firefox: %+v, simulator %+v", i, got, want)
+				if want := wantRow(api, i); d.Rows[i] != want {
+					t.Errorf("summary row %d in Firefox: %+v, simulator %+v", i, d.Rows[i], want)
 				}
 				c := d.Charts[i]
 				if c.Algo != run.Short || run.Timeline.Law.Holds != tc.holds[run.Short] {
@@ -232,4 +118,74 @@ func TestFirefox(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFirefoxControls: in a real Firefox, a learner's keys and clicks work
+// as in Chromium. A typed capacity, a clicked radio button, a click on
+// "Zoom on worst interval" and a click on a chart in custom traffic each
+// rerun the simulator (or redraw), put the view in the URL, and leave the
+// simulator's numbers in the table.
+//
+// A headless Firefox window is never the active one, and Firefox then
+// fires no blur, so no change event, when Tab leaves a field
+// (mozilla/geckodriver#1131), and does not activate a focused button on
+// Enter or Space (the key events reach it; no click follows). So the
+// capacity is committed with Enter, which fires change and submits the
+// form as it does for a person, and the zoom button is clicked; keyboard
+// use is tested in Chromium (TestKeyboardOnly).
+func TestFirefoxControls(t *testing.T) {
+	f := startFirefox(t)
+	f.open("")
+	if ua := ffEval[string](f, "navigator.userAgent"); !strings.Contains(ua, "Firefox/") {
+		t.Fatalf("the page runs in %q", ua)
+	}
+	// step does act, waits for the drawing it causes, and compares the
+	// table with the simulator's answer for the URL the page then shows.
+	step := func(name string, act func()) apiResult {
+		t.Helper()
+		n := ffEval[int](f, "+document.body.dataset.renders")
+		act()
+		f.ready(n + 1)
+		loc := f.location()
+		api := apiRun(t, "?"+strings.SplitN(loc, "?", 2)[1])
+		rows := ffEval[[]row](f, summaryJS)
+		if len(rows) != len(api.Runs) {
+			t.Fatalf("%s: %d rows in Firefox, %d runs", name, len(rows), len(api.Runs))
+		}
+		for i := range rows {
+			if want := wantRow(api, i); rows[i] != want {
+				t.Errorf("%s: row %d in Firefox %+v, simulator %+v", name, i, rows[i], want)
+			}
+		}
+		return api
+	}
+	step("capacity typed", func() { f.click("#capacity"); f.keys("50" + ffEnter) })
+	api := step("per-instance clicked", func() { f.click(`input[name=topology][value="per-instance"]`) })
+	if loc := f.location(); !strings.Contains(loc, "capacity=50") || !strings.Contains(loc, "topology=per-instance") {
+		t.Errorf("URL after typing and clicking: %s", loc)
+	}
+	step("zoom-worst clicked", func() { f.click("#zoom-worst") })
+	for _, r := range api.Runs {
+		if !r.Timeline.Law.Holds {
+			want := fmt.Sprintf("from=%g&to=%g", float64(r.Timeline.Zoom.From)/1e9, float64(r.Timeline.Zoom.To)/1e9)
+			if loc := f.location(); !strings.Contains(loc, want) {
+				t.Errorf("the zoom button in Firefox: %s, want %s (the %s's worst interval)", loc, want, r.Short)
+			}
+			break
+		}
+	}
+	f.shot("controls")
+
+	f.open("?scenario=custom&client=every+2s&from=0&to=120")
+	xy := ffEval[[]float64](f, `(() => { const s = document.querySelector('.chart[data-algo="token"] svg[role=img]');
+		s.scrollIntoView({block: "center"});
+		const r = s.getBoundingClientRect(), W = +s.getAttribute("width");
+		return [r.left + (48 + (W - 48 - 28) / 2) * r.width / W, r.top + 60]; })()`)
+	step("burst clicked", func() { f.clickXY(xy[0], xy[1]) })
+	var at float64
+	clients := ffEval[string](f, `document.querySelector("#clients").value`)
+	if _, err := fmt.Sscanf(clients, "every 2s, 50 at %gs over 200ms", &at); err != nil || at < 59.5 || at > 60.5 {
+		t.Errorf("after a click at 60 s in Firefox the traffic is %q", clients)
+	}
+	f.shot("burst-clicked")
 }

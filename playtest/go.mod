@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/ratebucket/ratebucket v0.0.0
+	golang.org/x/net v0.60.0
 )
 
 require (

@@ -30,8 +30,6 @@
 //	seed       the traffic's seed (default 1)
 //	duration   virtual time covered (default the scenario's; at most 1h)
 //	from, to   the page's zoom, in seconds; the API ignores them
-//	report     tests only: a path on the page's origin to which the page
-//	           POSTs what it drew, once (playtest's Firefox test)
 //
 // Use [Handler] with any http.Server; cmd/ratebucket's play subcommand
 // serves it on 127.0.0.1.

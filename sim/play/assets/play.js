@@ -141,7 +141,6 @@ async function run() {
   } catch (err) {
     if (err.name === "AbortError") return;
     showError(err.message);
-    report(err.message);
     document.body.dataset.state = "error";
   }
 }
@@ -188,40 +187,8 @@ function render() {
   renders++;
   document.body.dataset.renders = String(renders);
   document.body.dataset.state = "ready";
-  report(null);
 }
 
-// ---- test mode ----
-// With ?report=/PATH the page POSTs what it drew, once, to PATH on its own
-// origin (the CSP allows no other), and holds its load event until then by
-// loading PATH?hold as an image: playtest's Firefox test reads the POST and
-// screenshots the page with firefox --headless --screenshot, which shoots
-// at the load event. Without the parameter none of this runs.
-const reportTo = (() => {
-  const p = new URLSearchParams(location.search).get("report");
-  return p && /^\/[\w\/-]*$/.test(p) ? p : null;
-})();
-if (reportTo) html("img", { src: reportTo + "?hold", alt: "", width: 1, height: 1 }, document.body);
-
-function report(error) {
-  if (!reportTo || report.sent) return;
-  report.sent = true;
-  const drawn = error ? { error } : {
-    userAgent: navigator.userAgent,
-    rows: [...document.querySelectorAll("#summary tbody tr")].map((tr) =>
-      Object.fromEntries([["algo", tr.dataset.algo], ...[...tr.querySelectorAll("td")].map((td) => [td.dataset.k, td.textContent])])),
-    charts: [...document.querySelectorAll("#charts .chart")].map((c) => ({
-      algo: c.dataset.algo,
-      admittedMarks: c.querySelectorAll(".mark.admitted").length,
-      deniedMarks: c.querySelectorAll(".mark.denied").length,
-      worst: [...c.querySelectorAll("rect.worst")].map((r) => r.getBBox().width),
-      levels: [...c.querySelectorAll("svg[role=img] path.level")].map((p) => p.getTotalLength()),
-      label: c.querySelector("svg").getAttribute("aria-label"),
-    })),
-    from: +$("#from").value, to: +$("#to").value,
-  };
-  fetch(reportTo, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(drawn) });
-}
 
 function lawWords(tl) {
   const l = tl.law;
@@ -563,7 +530,6 @@ async function init() {
     o.dataset.summary = "Your own requests, all on one key: write one client per line.";
   } catch (err) {
     showError("Could not list the scenarios: " + err.message);
-    report(err.message);
     return;
   }
   if (!location.search) history.replaceState(null, "", LANDING);
