@@ -2,30 +2,17 @@ package grpclimit_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/grpclimit"
+	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
-
-// decisions records the decisions an observed store reports.
-type decisions struct {
-	store.ObserverFuncs
-	mu sync.Mutex
-	ds []store.Decision
-}
-
-func (r *decisions) ObserveDecision(_ context.Context, d store.Decision) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ds = append(r.ds, d)
-}
 
 // TestObserverLabels checks, through a real gRPC server and client, that
 // the interceptors report through the observer contract: each decision of
@@ -37,7 +24,7 @@ func TestObserverLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	rec := &decisions{}
+	rec := &obstest.Recorder{}
 	e := start(t, grpclimit.Config{
 		Store:  store.Observe(ms, "memory", rec),
 		Policy: algo.PerMinute(1).Burst(1),
@@ -67,13 +54,12 @@ func TestObserverLabels(t *testing.T) {
 		{checkMethod, "default", store.OutcomeDenied},
 		{"/grpc.health.v1.Health/Watch", "watch", store.OutcomeAllowed},
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.ds) != len(wants) {
-		t.Fatalf("%d decisions %+v, want %d", len(rec.ds), rec.ds, len(wants))
+	ds := rec.Take()
+	if len(ds) != len(wants) {
+		t.Fatalf("%d decisions %+v, want %d", len(ds), ds, len(wants))
 	}
 	for i, w := range wants {
-		if d := rec.ds[i]; d.Route != w.route || d.Policy != w.policy || d.Outcome != w.out || d.Store != "memory" {
+		if d := ds[i]; d.Route != w.route || d.Policy != w.policy || d.Outcome != w.out || d.Store != "memory" {
 			t.Errorf("decision %d: route %q policy %q %v store %q, want %q %q %v memory", i, d.Route, d.Policy, d.Outcome, d.Store, w.route, w.policy, w.out)
 		}
 	}

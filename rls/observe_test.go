@@ -1,28 +1,14 @@
 package rls_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 
+	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/rls"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
-
-// decisions records the decisions an observed store reports.
-type decisions struct {
-	store.ObserverFuncs
-	mu sync.Mutex
-	ds []store.Decision
-}
-
-func (r *decisions) ObserveDecision(_ context.Context, d store.Decision) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ds = append(r.ds, d)
-}
 
 // TestObserverLabels checks, through a real gRPC server and client, that
 // the server reports through the observer contract: each decision of an
@@ -51,7 +37,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	rec := &decisions{}
+	rec := &obstest.Recorder{}
 	r := serve(t, cfg, rls.Options{Store: store.Observe(ms, "memory", rec)}, nil)
 	for range 3 {
 		r.ask(t, "shop", 0, desc("client=a"), desc("path=/cart"))
@@ -68,13 +54,12 @@ descriptors:
 		// shadow one (cost 0).
 		{"per-client", store.OutcomeDenied, 1}, {"per-path", store.OutcomeAllowed, 0},
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.ds) != len(wants) {
-		t.Fatalf("%d decisions %+v, want %d", len(rec.ds), rec.ds, len(wants))
+	ds := rec.Take()
+	if len(ds) != len(wants) {
+		t.Fatalf("%d decisions %+v, want %d", len(ds), ds, len(wants))
 	}
 	for i, w := range wants {
-		if d := rec.ds[i]; d.Route != "shop" || d.Policy != w.policy || d.Outcome != w.out || d.Cost != w.cost {
+		if d := ds[i]; d.Route != "shop" || d.Policy != w.policy || d.Outcome != w.out || d.Cost != w.cost {
 			t.Errorf("decision %d: route %q policy %q %v cost %d, want shop %q %v %d", i, d.Route, d.Policy, d.Outcome, d.Cost, w.policy, w.out, w.cost)
 		}
 	}

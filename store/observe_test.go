@@ -10,32 +10,17 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
 // recorder keeps the decisions it observes.
-type recorder struct {
-	store.ObserverFuncs
-	mu sync.Mutex
-	ds []store.Decision
-}
-
-func (r *recorder) ObserveDecision(_ context.Context, d store.Decision) {
-	r.mu.Lock()
-	r.ds = append(r.ds, d)
-	r.mu.Unlock()
-}
+type recorder struct{ obstest.Recorder }
 
 // take returns the decisions observed since the last take.
-func (r *recorder) take() []store.Decision {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ds := r.ds
-	r.ds = nil
-	return ds
-}
+func (r *recorder) take() []store.Decision { return r.Take() }
 
 func newMemstore(t testing.TB, clk store.Clock) *memstore.Store {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	otelobserver "github.com/ratebucket/ratebucket/contrib/otel"
+	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -48,7 +49,7 @@ func BenchmarkTake(b *testing.B) {
 				b.ReportAllocs()
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
-				cpu, i := threadCPU(), 0
+				cpu, i := obstest.ThreadCPU(), 0
 				for b.Loop() {
 					o.s.Take(ctx, keys[i], p, 1)
 					if i++; i == n {
@@ -56,7 +57,7 @@ func BenchmarkTake(b *testing.B) {
 					}
 				}
 				if cpu >= 0 {
-					b.ReportMetric(float64(threadCPU()-cpu)/float64(b.N), "cpu-ns/op")
+					b.ReportMetric(float64(obstest.ThreadCPU()-cpu)/float64(b.N), "cpu-ns/op")
 				}
 			})
 		}
