@@ -63,7 +63,8 @@ type Limit struct {
 	// name the policy: when a client's plan changes, its bucket stays and
 	// the store applies the new policy to it. A resolver that fails, or
 	// answers an invalid policy or name, is a store failure: the route's
-	// FailMode decides (serve, or 503), never a default policy. A Limit
+	// FailMode decides (serve, or 503), never a default policy. A cost
+	// above the resolved capacity is a 500, as a CostFunc's is. A Limit
 	// with Resolve has neither Policy nor Tiers, and a route with Delay
 	// cannot have one. Default: none.
 	Resolve ResolveFunc

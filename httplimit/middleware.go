@@ -21,7 +21,9 @@ import (
 // simultaneous use by multiple goroutines.
 //
 // For each request it: skips it if the skip predicate says so; finds each
-// limit's key, tier and policy, and the cost; with a [Concurrency] limit,
+// limit's key, tier and policy (or asks the limit's Resolve for it), and
+// the cost; takes each shadow limit's bucket on its own (see
+// Limit.Shadow); with a [Concurrency] limit,
 // takes a lease first (refused: 429 at once, no bucket charged; admitted:
 // the lease is given back when the request is done); takes the cost from
 // every limit's bucket (atomically where the store allows); then either
@@ -29,8 +31,9 @@ import (
 // Requests with the headers, Retry-After (whole seconds, rounded up, never
 // 0) and the Denied handler's body. A store error is never a 429: the
 // route's FailMode decides (serve, or 503 with Retry-After), and the error
-// is logged at most once per Config.LogEvery. A request without a key gets
-// 400, one that does not fit the configuration 500 (see [ErrorHandler]).
+// is logged at most once per Config.LogEvery; so does a Resolve that
+// fails. A request without a key gets 400, one that does not fit the
+// configuration 500 (see [ErrorHandler]).
 type Middleware struct {
 	cfg       Config // as configured, defaults not filled in: With starts from it
 	store     store.Store

@@ -231,3 +231,17 @@ func TestResolvePlanChangeKeepsTheBucket(t *testing.T) {
 		t.Errorf("half a second later: %v, want pro's 5 refilled", got)
 	}
 }
+
+// TestResolvedCapacityBelowCost: a cost the resolved policy could never
+// admit is a 500 (Invalid), not a FailMode answer nor a 429.
+func TestResolvedCapacityBelowCost(t *testing.T) {
+	clk := newClock()
+	var ev events
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User, Observer: &ev, Cost: 3,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Limits: []Limit{{Name: "api", Resolve: ResolveByID(newTenants().resolve)}}})
+	w := do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")) // free: burst 2
+	if e := ev.last(t); w.Code != 500 || e.Outcome != Invalid || !errors.Is(e.Err, algo.ErrCostExceedsCapacity) {
+		t.Errorf("%d, %+v; want 500 Invalid with ErrCostExceedsCapacity", w.Code, e)
+	}
+}
