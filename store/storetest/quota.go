@@ -92,7 +92,8 @@ func genQuotaStep(t *rapid.T, p algo.Policy, now time.Time) time.Time {
 
 // testQuotaReference: takes on a quota, and refunds when the store
 // implements store.Refunder, with the clock moving forward in steps that
-// land on period boundaries, match algo's Results.
+// land on period boundaries, match algo's Results, and a take's waits end
+// where package time says the period does.
 func testQuotaReference(t *testing.T, e *env) {
 	refunder, _ := e.s.(store.Refunder)
 	rapid.Check(t, func(t *rapid.T) {
@@ -103,7 +104,8 @@ func testQuotaReference(t *testing.T, e *env) {
 			e.clk.Set(genQuotaStep(t, r.p, e.clk.Now()))
 			n := genCost(t, r.p)
 			if refunder == nil || rapid.IntRange(0, 3).Draw(t, "refund") != 0 {
-				e.check(t, key, r, n)
+				res := e.check(t, key, r, n)
+				checkTimeEnd(t, r.p, e.clk.Now(), res)
 				continue
 			}
 			now := e.clk.Now()
@@ -153,6 +155,30 @@ func testQuotaBoundary(t *testing.T, e *env) {
 		if res := e.take(t, key, c.p, 1); res != want {
 			t.Fatalf("%v: at %v = %+v, want %+v", c.p, c.next, res, want)
 		}
+	}
+}
+
+// checkTimeEnd fails the test unless a take's Result at now, with the
+// clock moving only forward, waits for the end of the period that package
+// time gives: the first instant of the next day, Monday or 1st in the
+// quota's zone.
+func checkTimeEnd(t tb, p algo.Policy, now time.Time, res algo.Result) {
+	t.Helper()
+	period, off, _ := p.Calendar()
+	zone := time.FixedZone("quota", int(off/time.Second))
+	at := now.In(zone)
+	var end time.Time
+	switch period {
+	case algo.Day:
+		end = time.Date(at.Year(), at.Month(), at.Day()+1, 0, 0, 0, 0, zone)
+	case algo.Week:
+		end = time.Date(at.Year(), at.Month(), at.Day()+7-(int(at.Weekday())+6)%7, 0, 0, 0, 0, zone)
+	default:
+		end = time.Date(at.Year(), at.Month()+1, 1, 0, 0, 0, 0, zone)
+	}
+	wait := end.Sub(now)
+	if (!res.Allowed && res.RetryAfter != wait) || (res.Remaining < res.Limit && res.ResetAfter != wait) {
+		t.Fatalf("%v at %v: %+v, but package time says the period ends at %v, in %v", p, at, res, end, wait)
 	}
 }
 
