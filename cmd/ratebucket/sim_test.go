@@ -103,6 +103,31 @@ func TestSimSVG(t *testing.T) {
 	}
 }
 
+// TestDocsChartsAreCurrent: the README's charts are what `ratebucket sim
+// --scenario boundary-spike --algo fixed,token --topology shared --svg docs`
+// draws today, byte for byte, so a change to the simulator or to its
+// charts cannot leave stale pictures. After a deliberate change,
+// regenerate them with that command.
+func TestDocsChartsAreCurrent(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := runCLI(t, "sim", "--scenario", "boundary-spike", "--algo", "fixed,token", "--topology", "shared", "--svg", dir); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"boundary-spike-fixed-shared.svg", "boundary-spike-token-shared.svg"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("docs/%s is stale: regenerate it with go run ./cmd/ratebucket sim --scenario boundary-spike --algo fixed,token --topology shared --svg docs", name)
+		}
+	}
+}
+
 func TestSimList(t *testing.T) {
 	stdout, _, code := runCLI(t, "sim", "--list")
 	if code != exitOK {
