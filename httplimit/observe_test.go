@@ -3,8 +3,6 @@ package httplimit
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -93,17 +91,5 @@ func BenchmarkObservedMiddleware(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	reqs := make([]*http.Request, 1024)
-	for i := range reqs {
-		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil)
-		reqs[i].RemoteAddr = "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ":1"
-	}
-	w := httptest.NewRecorder()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		clear(w.Header())
-		h.ServeHTTP(w, reqs[i%len(reqs)])
-	}
+	serveBench(b, m)
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,28 +14,15 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// decisionLog keeps the store decisions it observes.
-type decisionLog struct {
-	store.ObserverFuncs
-	mu sync.Mutex
-	d  []store.Decision
-}
-
-func (l *decisionLog) ObserveDecision(_ context.Context, d store.Decision) {
-	l.mu.Lock()
-	l.d = append(l.d, d)
-	l.mu.Unlock()
-}
-
 // outcomes returns "policy:outcome" of each decision since the last call.
-func (l *decisionLog) outcomes() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (d *decisions) outcomes() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var out []string
-	for _, d := range l.d {
-		out = append(out, d.Policy+":"+d.Outcome.String())
+	for _, e := range d.ds {
+		out = append(out, e.Policy+":"+e.Outcome.String())
 	}
-	l.d = nil
+	d.ds = nil
 	return out
 }
 
@@ -89,7 +75,7 @@ func TestShadowChargesItsOwnBucket(t *testing.T) {
 // enforced limit, and list the shadow one only with ShadowHeaders.
 func TestShadowReported(t *testing.T) {
 	clk := newClock()
-	var log decisionLog
+	var log decisions
 	s := store.Observe(newStore(t, clk), "memory", &log)
 	limits := []Limit{
 		{Name: "burst", Policy: algo.PerMinute(1).Burst(5)},
