@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,5 +221,63 @@ func TestQuotaWireExamples(t *testing.T) {
 	}
 	if want := []int64{now.UnixMicro(), 1, 1, 0, 0, time.Second.Microseconds()}; fmt.Sprint(v) != fmt.Sprint(want) {
 		t.Errorf("reply %v, want %v: admitted, none left, the day ends in 1s", v, want)
+	}
+}
+
+// TestQuotaCorrupt: a quota's key that holds something else is repaired
+// as the period of now, spent (denied until its end), and reported with
+// its kind; under "k" the call fails with RBCORRUPT and the key is kept.
+// A count above the quota (a quota that shrank) reads as the quota, as
+// algo reads it.
+func TestQuotaCorrupt(t *testing.T) {
+	rdb, script, prefix := redistest.Start(t).Client(), quotaScript(t), redistest.Prefix(t)
+	ctx := context.Background()
+	p := algo.Quota(10, algo.Day, 0)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC).UnixMicro()
+	_, end := p.QuotaPeriod(now)
+	for i, c := range []struct {
+		name  string
+		clock string // "s" or "c"
+		write func(key string)
+		kind  int64
+	}{
+		{"a hash", "c", func(k string) { rdb.HSet(ctx, k, "tokens", 1) }, 1},
+		{"server-clock digits read by a client clock", "c", func(k string) { rdb.Set(ctx, k, "3", 0) }, 2},
+		{"garbage, client clock", "c", func(k string) { rdb.Set(ctx, k, "3:x", 0) }, 3},
+		{"a client-clock value read by the server clock", "s", func(k string) { rdb.Set(ctx, k, "3:99", time.Hour) }, 2},
+		{"garbage, server clock", "s", func(k string) { rdb.Set(ctx, k, "-3", time.Hour) }, 3},
+		{"digits with no expiry", "s", func(k string) { rdb.Set(ctx, k, "3", 0) }, 4},
+	} {
+		key := fmt.Sprintf("%s%d", prefix, i)
+		args := func(call string) []any {
+			if c.clock == "s" {
+				return []any{call, p.Capacity(), p.Unit(), p.Refill(), 1}
+			}
+			return []any{call, now, -1, p.Capacity(), p.Unit(), p.Refill(), 1}
+		}
+		c.write(key)
+		if err := script.Run(ctx, rdb, []string{key}, args(c.clock+"tk")...).Err(); err == nil || !strings.HasPrefix(err.Error(), "RBCORRUPT") {
+			t.Errorf("%s, kept: %v, want RBCORRUPT", c.name, err)
+		}
+		v, err := script.Run(ctx, rdb, []string{key}, args(c.clock+"t")...).Int64Slice()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		at := now
+		if c.clock == "s" {
+			at = v[0]
+			_, end = p.QuotaPeriod(at)
+		}
+		if want := []int64{at, 0, 0, 0, end - at, end - at, 1, c.kind}; fmt.Sprint(v) != fmt.Sprint(want) {
+			t.Errorf("%s: reply %v, want %v: spent until the period ends, key 1 repaired (kind %d)", c.name, v, want, c.kind)
+		}
+	}
+	// A count of 50 under a quota of 10 reads as 10.
+	key := prefix + "shrunk"
+	rdb.Set(ctx, key, fmt.Sprintf("50:%d", end), 0)
+	v, err := script.Run(ctx, rdb, []string{key}, "ct", now, -1, p.Capacity(), p.Unit(), p.Refill(), 0).Int64Slice()
+	_, want, _ := algo.TokenBucket{}.Take(p, algo.State{Level: 50, Stamp: end}, now, 0)
+	if err != nil || v[3] != want.Remaining || v[5] != want.ResetAfter.Microseconds() {
+		t.Errorf("a count of 50 under 10: reply %v, %v; algo says %+v", v, err, want)
 	}
 }
