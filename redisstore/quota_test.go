@@ -29,17 +29,29 @@ func quotaScript(t *testing.T) *redis.Script {
 
 // quotaReply is one key's answer: the script's now and the Result.
 func quotaReply(t *rapid.T, v any) (int64, algo.Result) {
+	now, _, res := multiReply(t, v, 1)
+	return now, res[0]
+}
+
+// multiReply reads the reply of a call on n keys: the script's now,
+// whether all admitted, and each key's Result (without Limit).
+func multiReply(t *rapid.T, v any, n int) (int64, bool, []algo.Result) {
 	r, ok := v.([]any)
-	if !ok || len(r) < 6 {
+	if !ok || len(r) < 2+4*n {
 		t.Fatalf("reply %v", v)
 	}
-	n := make([]int64, 6)
-	for i := range n {
-		if n[i], ok = r[i].(int64); !ok {
+	x := make([]int64, 2+4*n)
+	for i := range x {
+		if x[i], ok = r[i].(int64); !ok {
 			t.Fatalf("reply %v: element %d is %T", v, i, r[i])
 		}
 	}
-	return n[0], algo.Result{Allowed: n[2] == 1, Remaining: n[3], RetryAfter: algo.Micros(n[4]), ResetAfter: algo.Micros(n[5])}
+	res := make([]algo.Result, n)
+	for k := range res {
+		f := x[2+4*k:]
+		res[k] = algo.Result{Allowed: f[0] == 1, Remaining: f[1], RetryAfter: algo.Micros(f[2]), ResetAfter: algo.Micros(f[3])}
+	}
+	return x[0], x[1] == 1, res
 }
 
 // drawQuota draws a valid quota of at most 10 per period.
@@ -54,10 +66,11 @@ func drawQuota(t *rapid.T) algo.Policy {
 }
 
 // TestQuotaServerClock checks the server-clock path of quotas on
-// standalone Redis and on a Cluster: random takes on the script's own
-// clock (TIME) give algo's Results at the now the script reports, that now
-// lies between two readings of Redis's TIME, and the key's PEXPIRETIME is
-// the end of the period algo computes, in ms.
+// standalone Redis and on a Cluster: random takes, alone and in
+// multi-takes beside a token bucket, on the script's own clock (TIME)
+// give algo's Results at the now the script reports (all or nothing
+// charged), that now lies between two readings of Redis's TIME, and the
+// key's PEXPIRETIME is the end of the period algo computes, in ms.
 func TestQuotaServerClock(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -89,10 +102,35 @@ func TestQuotaServerClock(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				p := drawQuota(t)
 				i++
-				key := fmt.Sprintf("%squota:%d", prefix, i)
+				key := fmt.Sprintf("%s{%d}quota", prefix, i)
 				var s algo.State
+				bucket := fmt.Sprintf("%s{%d}burst", prefix, i)
+				bp := algo.PerSecond(rapid.Int64Range(1, 1000).Draw(t, "rate")).Burst(rapid.Int64Range(1, 10).Draw(t, "burst"))
+				var bs algo.State
 				for range rapid.IntRange(1, 8).Draw(t, "takes") {
 					cost := rapid.Int64Range(0, p.Capacity()).Draw(t, "cost")
+					if rapid.Bool().Draw(t, "multi") {
+						bcost := rapid.Int64Range(0, bp.Capacity()).Draw(t, "bucket cost")
+						v, err := script.Run(ctx, rdb, []string{bucket, key}, "sm",
+							bp.Capacity(), bp.Unit(), bp.Refill(), bcost, p.Capacity(), p.Unit(), p.Refill(), cost).Result()
+						if err != nil {
+							t.Fatalf("script: %v", err)
+						}
+						now, all, got := multiReply(t, v, 2)
+						bs2, bwant, err1 := algo.TokenBucket{}.Take(bp, bs, now, bcost)
+						s2, qwant, err2 := algo.TokenBucket{}.Take(p, s, now, cost)
+						if err1 != nil || err2 != nil {
+							t.Fatal(err1, err2)
+						}
+						bwant.Limit, qwant.Limit = 0, 0
+						if all != (bwant.Allowed && qwant.Allowed) || got[0] != bwant || got[1] != qwant {
+							t.Fatalf("multi %v cost %d, %v cost %d at %d: script %v %+v, algo %+v %+v", bp, bcost, p, cost, now, all, got, bwant, qwant)
+						}
+						if all {
+							bs, s = bs2, s2
+						}
+						continue
+					}
 					before := serverNow(t, key)
 					v, err := script.Run(ctx, rdb, []string{key}, "st", p.Capacity(), p.Unit(), p.Refill(), cost).Result()
 					if err != nil {
