@@ -14,12 +14,18 @@ import (
 // per request, with the outcomes that are the middleware's own (skipped,
 // invalid, failed open or closed).
 
-// limitLabels returns the labels of a store call over ls: each limit's
-// name, in order; the route is the request's.
+// limitLabels returns the labels of the enforced limits' store call over
+// ls: each enforced limit's name, in order (a shadow limit's take is a
+// call of its own); the route is the request's.
 func limitLabels(ls []limit) store.Labels {
-	names := make([]string, len(ls))
-	for i, l := range ls {
-		names[i] = l.name
+	names := make([]string, 0, len(ls))
+	for _, l := range ls {
+		if !l.shadow {
+			names = append(names, l.name)
+		}
+	}
+	if len(names) == 0 {
+		return store.Labels{}
 	}
 	return store.Labels{Policy: names[0], Policies: names}
 }

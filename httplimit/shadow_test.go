@@ -89,6 +89,21 @@ func TestShadowReported(t *testing.T) {
 	if got := log.outcomes(); !slices.Equal(got, want) {
 		t.Errorf("decisions %v, want %v", got, want)
 	}
+	// A shadow limit listed first leaves the enforced ones their names
+	// (regression: the enforced take was labelled with the first limit's).
+	first := newMW(t, Config{Store: s, Clock: clk, Prefix: "first:", Limits: []Limit{limits[1], limits[0],
+		{Name: "daily", Policy: algo.Quota(10, algo.Day, 0)}}})
+	do(first.Handler(ok), "192.0.2.1:1")
+	want = []string{"new:allowed", "burst:allowed"} // the atomic take, named by its fewest tokens left: burst's 4
+	if got := log.outcomes(); !slices.Equal(got, want) {
+		t.Errorf("shadow first: decisions %v, want %v", got, want)
+	}
+	all := newMW(t, Config{Store: s, Clock: clk, Prefix: "all:", Shadow: true, Limits: limits})
+	do(all.Handler(ok), "192.0.2.1:1")
+	want = []string{"burst:allowed", "new:allowed"}
+	if got := log.outcomes(); !slices.Equal(got, want) {
+		t.Errorf("shadow route: decisions %v, want %v", got, want)
+	}
 	hd := w.Header()
 	if hd.Get("X-RateLimit-Limit") != "5" || hd.Get("X-RateLimit-Remaining") != "3" {
 		t.Errorf("X-RateLimit %q/%q, want the enforced limit's 5/3", hd.Get("X-RateLimit-Limit"), hd.Get("X-RateLimit-Remaining"))
