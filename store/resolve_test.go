@@ -480,3 +480,30 @@ func BenchmarkResolverCache(b *testing.B) {
 		})
 	})
 }
+
+// TestResolverCachePanic: a resolver that panics leaves no call in
+// flight behind: the panic reaches its caller, and the next call asks
+// again.
+func TestResolverCachePanic(t *testing.T) {
+	calls := 0
+	c, err := store.NewResolverCache(func(context.Context, string) (store.Resolved, error) {
+		if calls++; calls == 1 {
+			panic("plan database driver bug")
+		}
+		return free, nil
+	}, store.CacheConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the resolver's panic did not reach its caller")
+			}
+		}()
+		c.Resolve(context.Background(), "acme")
+	}()
+	if r, err := c.Resolve(context.Background(), "acme"); err != nil || r.Name != "free" {
+		t.Errorf("after a panic: %+v, %v; want the plan", r, err)
+	}
+}
