@@ -68,7 +68,9 @@ var ErrQuotaUnsupported = fmt.Errorf("algo: not an operation of a calendar quota
 // exactly the time until the next period starts; ResetAfter is the same
 // while the period's count is above zero. TokenBucket.Refund gives back to
 // the period's count, never below 0 (httplimit's ChargeIf). Its State is
-// the count (Level) and the end of its period in µs (Stamp).
+// the count (Level) and the end of its period in µs (Stamp). A quota
+// whose n, period or offset changes keeps its stored period until that
+// period's end, its count read as at most the new n.
 //
 // The result may be invalid: [Policy.Validate] says why (an error wrapping
 // [ErrInvalidQuota]), and every Take with it returns that error. Use

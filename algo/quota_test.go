@@ -289,3 +289,30 @@ func TestQuotaPolicy(t *testing.T) {
 		t.Errorf("Uncharged = %+v", u)
 	}
 }
+
+// TestQuotaChange: a quota whose n, period or offset changes keeps its
+// stored period until that period's end, its count read as at most the
+// new n; then the new calendar applies.
+func TestQuotaChange(t *testing.T) {
+	tb := algo.TokenBucket{}
+	now := utc(2026, 12, 3, 12, 0, 0)
+	dayEnd := utc(2026, 12, 4, 0, 0, 0)
+	s, _, _ := tb.Take(algo.Quota(5, algo.Day, 0), algo.State{}, now, 4)
+	for _, c := range []struct {
+		p    algo.Policy
+		want algo.Result
+	}{
+		{algo.Quota(2, algo.Day, 0), algo.Result{Allowed: false, Limit: 2, RetryAfter: 12 * time.Hour, ResetAfter: 12 * time.Hour}},
+		{algo.Quota(10, algo.Month, 0), algo.Result{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: 12 * time.Hour}},
+		{algo.Quota(10, algo.Week, 3*time.Hour), algo.Result{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: 12 * time.Hour}},
+	} {
+		if _, res, err := tb.Take(c.p, s, now, 1); err != nil || res != c.want {
+			t.Errorf("after a change to %v: %+v, %v; want %+v", c.p, res, err, c.want)
+		}
+	}
+	// At the day's end the month's calendar applies.
+	p := algo.Quota(10, algo.Month, 0)
+	if _, res, _ := tb.Take(p, s, dayEnd, 1); res.Remaining != 9 || res.ResetAfter != time.Duration(utc(2027, 1, 1, 0, 0, 0)-dayEnd)*time.Microsecond {
+		t.Errorf("at the old period's end under %v: %+v", p, res)
+	}
+}
