@@ -1,0 +1,87 @@
+package promobserver_test
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	promobserver "github.com/ratebucket/ratebucket/contrib/prometheus"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// TestREADMEQueries checks the operator's queries in the repository's
+// README against what this Observer exports: every metric they name is a
+// family gathered, every label they group or match by is one of its
+// labels, and every value they match is one it takes.
+func TestREADMEQueries(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "## Metrics\n")
+	if !ok {
+		t.Fatal("README has no Metrics section")
+	}
+	_, block, ok := strings.Cut(after, "```promql\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README's Metrics section has no promql block")
+	}
+	reg, obs := newObserver(t, promobserver.Options{})
+	ctx := context.Background()
+	for _, out := range []store.Outcome{store.OutcomeAllowed, store.OutcomeDenied, store.OutcomeShadowDenied, store.OutcomeError} {
+		obs.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: out, Store: "redis", Policy: "p", Route: "r", Timed: true})
+	}
+	obs.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerClosed, To: store.BreakerOpen})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]map[string]map[string]bool{} // family, label, values
+	for _, f := range fams {
+		values[f.GetName()] = map[string]map[string]bool{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if values[f.GetName()][l.GetName()] == nil {
+					values[f.GetName()][l.GetName()] = map[string]bool{}
+				}
+				values[f.GetName()][l.GetName()][l.GetValue()] = true
+			}
+		}
+	}
+	queries := 0
+	for _, line := range strings.Split(block, "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		queries++
+		var named []string
+		for _, sel := range regexp.MustCompile(`(ratebucket_\w+)(\{([^}]*)\})?`).FindAllStringSubmatch(line, -1) {
+			labels, ok := values[sel[1]]
+			named = append(named, sel[1])
+			if !ok {
+				t.Errorf("%q: no family %s is exported", line, sel[1])
+				continue
+			}
+			for _, m := range regexp.MustCompile(`(\w+)(=|!=)"([^"]*)"`).FindAllStringSubmatch(sel[3], -1) {
+				if !labels[m[1]][m[3]] {
+					t.Errorf("%q: %s has no series with %s=%q", line, sel[1], m[1], m[3])
+				}
+			}
+		}
+		for _, by := range regexp.MustCompile(`by \(([^)]*)\)`).FindAllStringSubmatch(line, -1) {
+			for _, l := range strings.Split(by[1], ",") {
+				for _, f := range named {
+					if _, ok := values[f][strings.TrimSpace(l)]; !ok {
+						t.Errorf("%q: grouped by %s, not a label of %s", line, l, f)
+					}
+				}
+			}
+		}
+	}
+	if queries < 3 {
+		t.Fatalf("%d query lines in README's promql block, want the three queries", queries)
+	}
+}
