@@ -11,10 +11,12 @@ import (
 // store may forget any state for which the algorithm's IdleAt has passed.
 type State struct {
 	// Level is the token bucket's deficit below a full bucket, in
-	// 1/Policy.Unit() tokens, or a window's count of admitted cost.
+	// 1/Policy.Unit() tokens, or a window's (or a calendar quota's)
+	// count of admitted cost.
 	Level int64
 	// Stamp is a time in µs since the Unix epoch: the token bucket's last
-	// update, or the start of the current window.
+	// update, the start of the current window, or the end of a calendar
+	// quota's period ([Quota]).
 	Stamp int64
 	// Prev is the sliding window's count in the previous window. The
 	// token bucket does not read it and returns it unchanged from every
