@@ -86,4 +86,16 @@
 // with a smaller MaxKeyLen, say), so the server logs it and the client,
 // which can do nothing about it, is told it is internal. A failure is
 // logged at most once per second.
+//
+// # Metrics
+//
+// When some store of the process is observed (store.Observe, with
+// contrib/prometheus or contrib/otel), each call's decision carries the
+// gRPC full method as its route and the rule's Name as its policy, so
+// ratebucket_decisions_total counts by method and rule. The methods are
+// those of the server's registered services, a bounded set: grpc-go
+// answers Unimplemented to any other before interceptors run, unless the
+// server has an UnknownServiceHandler, whose calls name methods of the
+// client's choosing. Do not observe the store of a limiter in front of
+// one.
 package grpclimit
