@@ -49,14 +49,27 @@
 // bytes by MEMORY USAGE and about 134 bytes per key of used_memory over
 // 100k keys, against 120 and 182 for a hash {tokens, ts} with EXPIRE
 // (go test -run TestMemoryPerKey -v). With a client clock the value is
-// "deficit:stamp" (104 and 166 bytes) and the expiry carries
-// [Config.TTLMargin], since Redis expires keys on its own clock.
+// "deficit:stamp:capacity:unit:refill" (136 and 194 bytes) and the expiry
+// carries [Config.TTLMargin], since Redis expires keys on its own clock.
 //
-// As the store.Store contract says, use each key with one policy (a
-// Limiter's prefix keeps policies apart). The server-clock encoding
-// rebuilds the stamp with the policy's refill rate, so a key whose policy
-// changed behaves approximately until it expires, as a key with a shrunk
-// capacity does in every store.
+// # Changing a policy
+//
+// A call may name another policy than the one a bucket was written under
+// (a limit raised or lowered at runtime): the script then converts the
+// bucket exactly as algo.TokenBucket.Rebase does, under
+// [Config.OnPolicyChange] (keep its tokens, capped at the new capacity,
+// by default; or keep the fraction of a full bucket), and the call stores
+// it converted, so the change happens at that call, as in memstore. For
+// that each value says which policy wrote it: a server-clock value ends
+// with its policy's number (two digits) in a registry of policies, one
+// small hash per cluster slot ("pol:" + prefix, with a hash tag for the
+// slot on a cluster: 440 bytes by MEMORY USAGE with 10 policies), so a
+// bucket stays one integer of 72 bytes; past 100 policies in a slot, or
+// for a deficit above about 4.3e12 level units, the value names its
+// policy in full (104 bytes). WIRE.md ("Policy changes", wire version 3)
+// has the details. On a *redis.Ring no registry can share a shard with
+// every key, so there a changed policy is read as it was before version
+// 3: approximately, until the key expires.
 //
 // Keys are only ever deleted by expiry or Reset. Under a maxmemory eviction
 // policy Redis may evict a key early, which refills its bucket: give the
@@ -311,6 +324,12 @@ type Config struct {
 	// "redis"). Observe the decisions with store.Observe around the store.
 	Observer store.Observer
 	Name     string
+	// OnPolicyChange is what a bucket keeps when a call names another
+	// policy than the one it was written under (see "Changing a
+	// policy"): the default, algo.KeepTokens, keeps its tokens, capped at
+	// the new capacity; algo.Proportional keeps the fraction of a full
+	// bucket. Every Store sharing buckets should be configured alike.
+	OnPolicyChange algo.ChangeRule
 }
 
 // CorruptMode is what a Store does with a key that holds no bucket.
@@ -354,6 +373,8 @@ type Store struct {
 	pipe        *pipeliner // nil: pipelining disabled
 	fo          *failover  // nil: not a cluster client
 	fn          *functions // nil: EVALSHA (Config.Functions unset)
+	change      string     // the call's last letter: "p" or "q" (Config.OnPolicyChange), "" without a registry
+	regs        *registries
 	closed      atomic.Bool
 }
 
@@ -386,6 +407,14 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("%w: Corrupt %d", ErrInvalidConfig, cfg.Corrupt)
 	}
+	switch cfg.OnPolicyChange {
+	case algo.KeepTokens:
+		s.change = "p"
+	case algo.Proportional:
+		s.change = "q"
+	default:
+		return nil, fmt.Errorf("%w: OnPolicyChange %v", ErrInvalidConfig, cfg.OnPolicyChange)
+	}
 	s.onRepair = cfg.OnRepair
 	if s.onRepair == nil {
 		s.onRepair = func(key string, err error) {
@@ -400,6 +429,11 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.leasePrefix = lp
+	regs := newRegistries(s.route, s.prefix)
+	s.regs = &regs
+	if s.route == ring {
+		s.change = "" // no registry can share a Ring shard with every key
+	}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
 	}

@@ -187,9 +187,11 @@ var (
 func init() {
 	for _, clock := range []string{"s", "c"} {
 		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost, opReserve, opCancel} {
-			argCall[clock+op] = clock + op
-			if op != opInspect {
-				argCall[clock+op+"k"] = clock + op + "k"
+			for _, change := range []string{"", "p", "q"} { // Config.OnPolicyChange
+				argCall[clock+op+change] = clock + op + change
+				if op != opInspect {
+					argCall[clock+op+"k"+change] = clock + op + "k" + change
+				}
 			}
 		}
 	}
@@ -201,17 +203,24 @@ func init() {
 // opCancel the ticket (At, Units, Mark) instead of the cost (see
 // tokenbucket.lua). in carries those two; it may be nil for other ops.
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request, in *inspected) []any {
-	args := make([]any, 0, 3+5*len(reqs)+5)
+	args := make([]any, 0, 4+5*len(reqs)+5)
 	verb, target := s.fn.head() // EVALSHA or FCALL
-	args = append(args, verb, target, len(reqs))
+	nkeys := len(reqs)
+	if s.change != "" {
+		nkeys++ // the policy registry, last
+	}
+	args = append(args, verb, target, nkeys)
 	for _, r := range reqs {
 		args = append(args, s.prefix+r.Key)
+	}
+	if s.change != "" {
+		args = append(args, s.regs.key(s.prefix+reqs[0].Key))
 	}
 	keep := s.keep
 	if op == opInspect {
 		keep = "" // inspect never repairs
 	}
-	args = append(args, argCall[clock+op+keep])
+	args = append(args, argCall[clock+op+keep+s.change])
 	if clock != "s" {
 		args = append(args, now, s.marginArg)
 	}

@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -81,3 +83,50 @@ func crc16(s string) uint16 {
 	}
 	return crc
 }
+
+// registries names the policy registry (WIRE.md, "Policy changes") of
+// each bucket: a hash that a script call may touch with the bucket, so on
+// Redis Cluster one per hash slot, in that slot. Its name is "pol:",
+// the prefix, then on a cluster a hash tag chosen for the slot.
+type registries struct {
+	one   string   // a single server's registry
+	slots []string // a cluster's, by slot; made on first use
+	once  *sync.Once
+	base  string
+}
+
+func newRegistries(r router, prefix string) registries {
+	base := "pol:" + prefix
+	if r == cluster {
+		return registries{base: base, once: new(sync.Once), slots: make([]string, 16384)}
+	}
+	return registries{one: base}
+}
+
+// key returns the registry of the bucket at Redis key bucket.
+func (rg *registries) key(bucket string) string {
+	if rg.once == nil {
+		return rg.one
+	}
+	rg.once.Do(func() {
+		for sl, tag := range slotTags() {
+			rg.slots[sl] = rg.base + "{" + tag + "}"
+		}
+	})
+	return rg.slots[Slot(bucket)]
+}
+
+// slotTags returns, for each cluster slot, the shortest base-36 number
+// (the first found, counting up) whose CRC16 lands in it: a hash tag that
+// puts a key in that slot. About 170,000 checksums, computed once.
+var slotTags = sync.OnceValue(func() []string {
+	tags := make([]string, 16384)
+	for i, left := int64(0), 16384; left > 0; i++ {
+		tag := strconv.FormatInt(i, 36)
+		if sl := crc16(tag) % 16384; tags[sl] == "" {
+			tags[sl] = tag
+			left--
+		}
+	}
+	return tags
+})

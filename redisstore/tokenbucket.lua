@@ -3,7 +3,7 @@
 -- atomically to one or more buckets. Keep the two in step: the tests in this
 -- package require identical Results, bit for bit.
 --
--- Wire contract: version 2 (WIRE.md beside this file). Other runtimes (js/)
+-- Wire contract: version 3 (WIRE.md beside this file). Other runtimes (js/)
 -- load this file by path and must agree with it: the keys, arguments,
 -- replies and stored values below are the contract's, and changing their
 -- meaning bumps the version (WIRE.md says how).
@@ -161,6 +161,81 @@ if A[1] == 'st' and #A == 5 and #K == 1 then
   end
 end
 
+-- The same common call with a policy registry (wire v3, call "stp" or
+-- "stq", the registry the second key): the policy must already have its
+-- number (one HGET), and the key be absent or hold a version 3 integer of
+-- that number in its positive half (see V3 below); a charge writes that
+-- form. Anything else (a new policy, another policy's bucket: a
+-- conversion, the long form, the negative half) is the general path's,
+-- nothing written.
+if (A[1] == 'stp' or A[1] == 'stq') and #A == 5 and #K == 2 then
+  local cap, unit, refill, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5])
+  if cap and unit and refill and cost and cap >= 1 and cap <= 1000000000000 and unit >= 1 and
+    refill >= 1 and refill <= 4503599627370496 and cost >= 0 and cost <= cap and cap % 1 == 0 and
+    unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496 then
+    local call, key, full, format = redis.call, K[1], cap * unit, string.format
+    local f = redis.pcall('HGET', K[2], format('%d:%d:%d', cap, unit, refill))
+    local v = f and type(f) == 'string' and redis.pcall('GET', key) -- an error reply (a table) falls through
+    local d, t, u, r, q, ok = 0, 0, 0, 0, 0, type(f) == 'string' and type(v) ~= 'table'
+    if ok and v then
+      ok = #v == 19 and v >= '9007199254740993000' and v <= '9223372036854775807' and not string.find(v, '%D')
+      if ok then -- OFFSET + d*10^5 + u*100 + number, in parts
+        local a, b = tonumber(string.sub(v, 1, 10)) - 9007199254, tonumber(string.sub(v, 11)) - 740993000
+        if b < 0 then a, b = a - 1, b + 1000000000 end
+        local g = b % 100
+        b = (b - g) / 100
+        u = b % 1000
+        d = a * 10000 + (b - u) / 1000
+        local e = call('PEXPIRETIME', key)
+        r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
+        t = e * 1000 - (q + u)
+        ok = g == tonumber(f) and e >= 0 and t >= 0 and t <= 9007199254740991 and d <= full
+      end
+    end
+    if ok then
+      local tm = call('TIME')
+      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      if t <= now then
+        local need = cost * unit
+        if now > t and d > 0 then
+          r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
+          if now - t >= q then d = 0 else d = d - (now - t) * refill end
+        end
+        local admit, retry, reset = 0, 0, 0
+        if d <= full - need then
+          admit, d = 1, d + need
+        else
+          local a = d - full + need
+          r = a % refill; q = (a - r) / refill; if r > 0 then q = q + 1 end
+          retry = q
+        end
+        local idle = now
+        if d > 0 then
+          r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
+          idle = now + q
+          reset = q
+        end
+        local rem = full - d
+        rem = (rem - rem % unit) / unit
+        if admit == 0 or cost == 0 then return {now, admit, admit, rem, retry, reset} end
+        -- the positive half: d < 216172782113.78 * 10^4 / 10^4, so a < RH
+        if idle <= 9007199254740991 and d < 2161727821130000 / 1000 then
+          if idle <= now then
+            if v then call('DEL', key) end
+          else
+            r = math.fmod(idle, 1000); local e = (idle - r) / 1000; if r > 0 then e = e + 1 end
+            local dl = d % 10000
+            local hi, lo = 9007199254 + (d - dl) / 10000, 740993000 + dl * 100000 + (e * 1000 - idle) * 100 + tonumber(f)
+            if lo >= 1000000000 then hi, lo = hi + 1, lo - 1000000000 end
+            call('SET', key, format('%d%09d', hi, lo), 'PXAT', format('%d', e))
+          end
+          return {now, 1, 1, rem, retry, reset}
+        end
+      end
+    end
+  end
+end
+
 -- The general path.
 local MAXLEVEL = 4503599627370496 -- 2^52
 local MAXDEBT = 9007199254740992 -- 2^53
@@ -209,6 +284,11 @@ end
 
 local call1, n = tostring(ARGV[1]), #KEYS
 local clock, op, keep = string.sub(call1, 1, 1), string.sub(call1, 2, 2), string.sub(call1, 3)
+-- A last letter "p" (keep tokens) or "q" (proportional) asks for a bucket
+-- written under another policy to be converted (see rebase below); the
+-- policy registry is then the last key.
+local change = string.sub(keep, -1)
+if change == 'p' or change == 'q' then keep, n = string.sub(keep, 1, -2), n - 1 else change = nil end
 if keep ~= '' and keep ~= 'k' then error({err = 'RBARG bad call'}) end
 keep = keep == 'k' or op == 'i'
 
@@ -247,12 +327,32 @@ local function remaining(d, full, unit)
   return floordiv(full - d, unit)
 end
 
+-- The policy registry (wire v3): a hash, one per cluster slot in the
+-- buckets' slot, that numbers the policies written there: field
+-- "capacity:unit:refill" holds the policy's number (0-99, the first free,
+-- counted by field "#"), and the number's field holds the policy. A
+-- server-clock bucket stores its policy's number in its last two digits,
+-- or, past 100 policies in a slot, its policy in full (the long form): so
+-- a value always says which policy wrote it. Numbers are never reused.
+local REG = change and KEYS[n + 1]
+
+-- V3: a version 3 integer value is +-(OFFSET + x), OFFSET =
+-- 9007199254740993000, for P = d*10^5 + u*100 + number: x = P when P <=
+-- R = 2^63 - 1 - OFFSET, else "-" and x = P - R - 1. So it has 19 digits
+-- whose first 16 pass 2^53, which a version 2 script finds corrupt (its
+-- deficit digits above 2^53), and is below 2^63, which Redis keeps as an
+-- integer. It is formed and read in two parts (10 and 9 digits, x as
+-- a*10^9 + b), never whole; d stays at most V3MAXD, else the long form.
+local V3HI, V3LO, V3MIN = 9007199254, 740993000, '9007199254740993000'
+local RH, RL = 216172782, 113782808 -- R + 1 = RH*10^9 + RL
+local V3MAXD = 4323455642275 -- floor((2R + 1)/10^5)
+
 -- store writes the bucket's new state (d, t) at time now (t >= now), with
 -- the sign that marks debt (d > full) to older scripts. It
 -- is full again at idle = t + ceil(d/refill), which may pass 2^53 (a
 -- stamp near 2^53, or two buckets of 2^52 at one unit a µs), so idle is
 -- never formed: its parts below and above 1000 are added apart.
-local function store(key, d, t, exists, refill, full)
+local function store(key, d, t, exists, refill, full, pol)
   local q = ceildiv(d, refill)
   if q <= now - t then -- idle <= now: full
     if exists then call('DEL', key) end
@@ -263,12 +363,35 @@ local function store(key, d, t, exists, refill, full)
   if clock == 's' then
     -- E = ceil(idle/1000) ms, u = E*1000 - idle
     local e, u = (t - tl) / 1000 + (q - ql) / 1000 + c, c * 1000 - (tl + ql)
+    -- Version 3 (with a registry): the integer OFFSET + d*10^6 + u*1000 +
+    -- fingerprint (19 digits: see V3 below), or the long form
+    -- "=<d>:<u>:<capacity>:<unit>:<refill>" when the policy does not own
+    -- its fingerprint or d is too large. Without a registry, version 2.
     local v
-    if d > full then v = format('-%.0f%03d', d, u) elseif d > 0 then v = format('%.0f%03d', d, u) else v = format('%d', u) end
+    if not REG then
+      if d > full then v = format('-%.0f%03d', d, u) elseif d > 0 then v = format('%.0f%03d', d, u) else v = format('%d', u) end
+    elseif pol.fp and d <= V3MAXD then
+      local dl = fmod(d, 10000)
+      local a, b, sign = (d - dl) / 10000, dl * 100000 + u * 100 + pol.fp, ''
+      if a > RH or (a == RH and b >= RL) then -- P > R: the negative half
+        a, b, sign = a - RH, b - RL, '-'
+        if b < 0 then a, b = a - 1, b + 1000000000 end
+      end
+      local hi, lo = V3HI + a, V3LO + b
+      if lo >= 1000000000 then hi, lo = hi + 1, lo - 1000000000 end
+      v = format('%s%d%09d', sign, hi, lo)
+    else
+      v = format('=%.0f:%d:%.0f:%.0f:%.0f', d, u, pol.cap, pol.unit, refill)
+    end
     call('SET', key, v, 'PXAT', format('%.0f', e))
   else
-    local v = format('%.0f:%.0f', d, t)
-    if d > full then v = '-' .. v end
+    local v
+    if REG then
+      v = format('%.0f:%.0f:%.0f:%.0f:%.0f', d, t, pol.cap, pol.unit, refill)
+    else
+      v = format('%.0f:%.0f', d, t)
+      if d > full then v = '-' .. v end
+    end
     if margin < 0 then
       call('SET', key, v)
     else
@@ -301,49 +424,177 @@ if clock ~= 's' then
   margin = arg(3, -1, MAXTIME)
 end
 
--- decode returns the stored deficit and stamp of key (0, 0 when absent)
--- and whether it exists; for a key that holds no bucket of this clock it
--- returns nil, nil, true and the kind (or fails the call: see corrupt).
--- A deficit may be up to 2^53 (two buckets of 2^52: one in debt); a value
--- marked as in debt must be (its deficit above full), else it is corrupt.
-local function decode(key, refill, full)
+-- owner returns the policy registered under number f: capacity, unit
+-- and refill, or nil (none registered, or no registry).
+local function owner(f)
+  if not REG then return nil end
+  local v = call('HGET', REG, f)
+  if not v then return nil end
+  local c, u, r = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if not c then return nil end
+  return tonumber(c), tonumber(u), tonumber(r)
+end
+
+-- policy returns the call's policy for key i's store and decode, with its
+-- number in the registry (fp), numbering it if it has none and fewer
+-- than 100 are taken (inspect numbers nothing); fp is nil without one.
+local function policy(cap, unit, refill)
+  local pol = {cap = cap, unit = unit, refill = refill}
+  if REG then
+    local ps = format('%.0f:%.0f:%.0f', cap, unit, refill)
+    local f = call('HGET', REG, ps)
+    if not f and op ~= 'i' then
+      local k = call('HINCRBY', REG, '#', 1) - 1
+      if k < 100 then
+        call('HSET', REG, ps, k, k, ps)
+        f = k
+      end
+    end
+    pol.fp = tonumber(f)
+  end
+  return pol
+end
+
+-- muldiv returns floor(a*b/c) (capped at 2^53) and whether it is exact,
+-- for 0 <= a, b <= 2^52 and 1 <= c <= 2^52: the product, up to 2^104, in
+-- four limbs of 26 bits, then divided a bit at a time (the remainder
+-- stays below c, so 2r + 1 < 2^53).
+local function muldiv(a, b, c)
+  local T = 67108864 -- 2^26
+  local a0, b0 = fmod(a, T), fmod(b, T)
+  local a1, b1 = (a - a0) / T, (b - b0) / T
+  local p0, p1, p2 = a0 * b0, a1 * b0 + a0 * b1, a1 * b1 -- each below 2^53
+  local l0 = fmod(p0, T)
+  p1 = p1 + (p0 - l0) / T
+  local l1 = fmod(p1, T)
+  p2 = p2 + (p1 - l1) / T
+  local l2 = fmod(p2, T)
+  local limbs = {(p2 - l2) / T, l2, l1, l0}
+  local q, r = 0, 0
+  for j = 1, 4 do
+    local x, top = limbs[j], 25
+    if j == 1 then top = 27 end -- the top limb is below 2^27
+    for k = top, 0, -1 do
+      local pk = 2 ^ k
+      local bit = 0
+      if x >= pk then bit, x = 1, x - pk end
+      r = r + r + bit
+      q = q + q
+      if r >= c then q, r = q + 1, r - c end
+      if q > MAXDEBT then return MAXDEBT, false end
+    end
+  end
+  return q, r == 0
+end
+
+-- rebase is algo.TokenBucket.Rebase after its refill: the deficit d of a
+-- bucket of from's full and unit, at now, as a deficit of the call's
+-- bucket (full, unit) under the call's rule. A full bucket stays full;
+-- held tokens (keep) or the fraction of a full bucket (proportional)
+-- round down to the new unit, capped at full; debt rounds up, capped at
+-- one bucket.
+local function rebase(d, ffull, funit, full, unit)
+  if d == 0 then return 0 end
+  local num, den = unit, funit
+  if change == 'q' then num, den = full, ffull end
+  if d <= ffull then
+    local h = muldiv(ffull - d, num, den)
+    if h > full then h = full end
+    return full - h
+  end
+  local x, exact = muldiv(d - ffull, num, den)
+  if not exact then x = x + 1 end
+  if x > full then x = full end
+  return full + x
+end
+
+-- decode returns the stored deficit and stamp of key (0, 0 when absent),
+-- whether it exists, and the policy it was written under when that is
+-- known and not pol (capacity, unit, refill: the call then converts it);
+-- for a key that holds no bucket of this clock it returns nil, nil, true
+-- and the kind (or fails the call: see corrupt). A deficit may be up to
+-- 2^53 (two buckets of 2^52: one in debt). Values of wire version 2
+-- (server clock: digits, or "-" and digits in debt; client clock
+-- "<deficit>:<stamp>", "-" in debt) carry no policy: they are read as
+-- pol's, as version 2 read them.
+local function decode(key, pol)
+  local refill, full = pol.refill, pol.cap * pol.unit
   local v = redis.pcall('GET', key)
   if type(v) == 'table' then
     return nil, nil, true, corrupt(key, 1, 'holds a ' .. redis.call('TYPE', key)['ok'])
   end
   if not v then return 0, 0, false end
-  local w, debt = v, string.byte(v, 1) == 45 -- the value without the sign that marks debt
-  if debt then w = string.sub(v, 2) end
-  if string.find(w, ':', 1, true) then
+  local fc, fu, fr -- the policy that wrote it, when known
+  if string.find(v, ':', 1, true) and string.byte(v, 1) ~= 61 then
     if clock ~= 'c' then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
-    local d, t = string.match(w, '^(%d+):(%d+)$')
+    local d, t, c, u, r = string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+    local debt = false
+    if d then
+      fc, fu, fr = tonumber(c), tonumber(u), tonumber(r)
+    else
+      local sign
+      sign, d, t = string.match(v, '^(%-?)(%d+):(%d+)$')
+      debt = sign == '-'
+    end
     d, t = d and level(d), tonumber(t)
-    if d == nil or t == nil or t > MAXTIME or (debt and d <= full) then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
-    return d, t, true
+    if d == nil or t == nil or t > MAXTIME or (debt and d <= full) or
+      (fc and (fu < 1 or fr < 1 or fc < 1 or fc * fu > MAXLEVEL or fr > MAXLEVEL)) then
+      return nil, nil, true, corrupt(key, 3, 'holds ' .. v)
+    end
+    if fc and fc == pol.cap and fu == pol.unit and fr == refill then fc = nil end
+    return d, t, true, nil, fc, fu, fr
   end
   if clock ~= 's' then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
   local d, u
-  local x = tonumber(w)
-  if x and x >= 0 and x < 1e14 and x == floor(x) and tostring(x) == w then -- canonical digits
-    u = fmod(x, 1000)
-    d = (x - u) / 1000
-  else
-    if not string.match(w, '^%d+$') or #w > 19 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
-    d, u = 0, tonumber(w)
-    if #w > 3 then
-      d, u = level(string.sub(w, 1, -4)), tonumber(string.sub(w, -3))
+  local head = string.byte(v, 1)
+  if head == 61 then -- "=": the long form
+    local c, un, r
+    d, u, c, un, r = string.match(v, '^=(%d+):(%d+):(%d+):(%d+):(%d+)$')
+    if not d or #u > 3 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    d, u, fc, fu, fr = level(d), tonumber(u), tonumber(c), tonumber(un), tonumber(r)
+  elseif (#v == 19 or (#v == 20 and head == 45)) and string.sub(v, -19) >= V3MIN and
+    string.sub(v, -19) <= '9223372036854775807' and not string.find(v, '%D', 2) then
+    -- version 3's integer (see V3)
+    local w = string.sub(v, -19)
+    local a, b = tonumber(string.sub(w, 1, 10)) - V3HI, tonumber(string.sub(w, 11)) - V3LO
+    if b < 0 then a, b = a - 1, b + 1000000000 end
+    if head == 45 then
+      a, b = a + RH, b + RL
+      if b >= 1000000000 then a, b = a + 1, b - 1000000000 end
     end
+    local f = fmod(b, 100)
+    b = (b - f) / 100
+    u = fmod(b, 1000)
+    d = a * 10000 + (b - u) / 1000
+    if f ~= pol.fp then fc, fu, fr = owner(f) end
+  else -- version 2: digits, or "-" and digits in debt; the policy unknown
+    local w, debt = v, head == 45
+    if debt then w = string.sub(v, 2) end
+    local x = tonumber(w)
+    if x and x >= 0 and x < 1e14 and x == floor(x) and tostring(x) == w then -- canonical digits
+      u = fmod(x, 1000)
+      d = (x - u) / 1000
+    else
+      if not string.match(w, '^%d+$') or #w > 19 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+      d, u = 0, tonumber(w)
+      if #w > 3 then d, u = level(string.sub(w, 1, -4)), tonumber(string.sub(w, -3)) end
+    end
+    if d and debt and d <= full then d = nil end
   end
-  if d == nil or (debt and d <= full) then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+  if d == nil or (fc and (fu < 1 or fr < 1 or fc < 1 or fc * fu > MAXLEVEL or fr > MAXLEVEL)) then
+    return nil, nil, true, corrupt(key, 3, 'holds ' .. v)
+  end
+  if fc and fc == pol.cap and fu == pol.unit and fr == refill then fc = nil end
   local e = call('PEXPIRETIME', key)
   if e < 0 then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
-  -- t = E*1000 - ceil(d/refill) - u, in parts: ceil(d/refill) may be near
-  -- 2^53, and E*1000, a multiple of 8, is exact below 2^56.
-  local q = ceildiv(d, refill)
+  -- t = E*1000 - ceil(d/refill) - u, in parts, with the refill of the
+  -- policy that wrote it: ceil(d/refill) may be near 2^53, and E*1000, a
+  -- multiple of 8, is exact below 2^56.
+  local q = ceildiv(d, fr or refill)
   local ql = fmod(q, 1000)
   local t = (e - (q - ql) / 1000) * 1000 - (ql + u)
   if t < 0 or t > MAXTIME then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
-  return d, t, true
+  return d, t, true, nil, fc, fu, fr
 end
 
 local reply = {now, 1}
@@ -427,8 +678,8 @@ end
 -- store, for a policy with refill < 0, writes a quota's count d and period
 -- end t (> now when d > 0); a count of 0 deletes the key.
 local bstore = store
-store = function(key, d, t, exists, refill, full)
-  if refill > 0 then return bstore(key, d, t, exists, refill, full) end
+store = function(key, d, t, exists, refill, full, pol)
+  if refill > 0 then return bstore(key, d, t, exists, refill, full, pol) end
   if d == 0 then
     if exists then call('DEL', key) end
   elseif clock == 's' then
@@ -512,10 +763,24 @@ for i = 1, n do
   end
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
 
-  local d0, t0, exists, kind = decode(KEYS[i], refill, full)
+  local pol = policy(cap, unit, refill)
+  local d0, t0, exists, kind, fc, fu, fr = decode(KEYS[i], pol)
   if kind then -- repair: an empty bucket stamped now
     d0, t0 = full, now
     repaired[#repaired + 1], repaired[#repaired + 2] = i, kind
+  end
+  -- A bucket written under another policy (fc, fu, fr) is refilled under
+  -- it and converted (algo.TokenBucket.Rebase), when the call asks for
+  -- conversions; the call then writes it, whatever its op.
+  local conv = false
+  if fc and change then
+    if fu == 0 then -- a calendar quota (no common measure): afresh
+      d0, t0 = 0, now
+    else
+      local dd, tt = refilled(d0, t0, fc * fu, fr)
+      d0, t0 = rebase(dd, fc * fu, fu, full, unit), tt
+    end
+    conv = true
   end
   -- Steps 1 and 2 (refill), then the op's own, as algo's functions.
   -- charged: what the server clock writes (a charge, or what a refund or
@@ -607,7 +872,8 @@ for i = 1, n do
   if op == 'i' then
     reply[at + 5], reply[at + 6], reply[at + 7] = d0, t0, call('PTTL', KEYS[i])
   elseif op == 'm' then
-    pend[i] = {d = d, t = t, changed = changed, exists = exists, refill = refill, full = full, ok = ok, charged = charged, kind = kind}
+    pend[i] = {d = d, t = t, changed = changed, exists = exists, refill = refill, full = full, ok = ok, charged = charged, kind = kind,
+      pol = pol, conv = conv, d0 = d0, t0 = t0}
   else
     -- Each bucket alone. With the server clock only a charge writes: a
     -- denial or peek that merely refilled changes nothing a later call on
@@ -618,7 +884,7 @@ for i = 1, n do
     -- memstore, which keeps no bucket for them otherwise).
     local write = charged
     if clock ~= 's' and op ~= 'r' and op ~= 'x' then write = changed end
-    if write or kind then store(KEYS[i], d, t, exists, refill, full) end
+    if write or kind or conv then store(KEYS[i], d, t, exists, refill, full, pol) end
   end
   end -- not a quota
 end
@@ -638,6 +904,10 @@ for i = 1, n do
   -- charges write, as for a take.
   local write = p.changed and not (reply[2] == 0 and p.ok == 1)
   if clock == 's' then write = p.charged and reply[2] == 1 end
-  if write or p.kind then store(KEYS[i], p.d, p.t, p.exists, p.refill, p.full) end
+  if write or p.kind then
+    store(KEYS[i], p.d, p.t, p.exists, p.refill, p.full, p.pol)
+  elseif p.conv then -- converted, not charged: kept converted
+    store(KEYS[i], p.d0, p.t0, p.exists, p.refill, p.full, p.pol)
+  end
 end
 return append()

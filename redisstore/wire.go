@@ -8,5 +8,8 @@ package redisstore
 // it; WIRE.md says what a new version must do with values an older one
 // wrote. Version 2 added refunds, partial grants and reservations, and
 // marks a bucket in debt so that a version 1 script reports it as corrupt
-// instead of reading it as an empty bucket.
-const WireVersion = 2
+// instead of reading it as an empty bucket. Version 3 records which policy
+// wrote each bucket (a policy registry per slot, and the policy's number
+// in the value), so a bucket whose policy changes is converted exactly
+// (algo.TokenBucket.Rebase), in values a version 2 script finds corrupt.
+const WireVersion = 3

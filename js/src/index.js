@@ -11,7 +11,7 @@ import { Policy } from './policy.js';
 export { Policy, Rate, per, perSecond, perMinute, perHour, perDay } from './policy.js';
 
 /** The wire contract version this package implements (redisstore/WIRE.md). */
-export const WIRE_VERSION = 2;
+export const WIRE_VERSION = 3;
 /** The key prefix when none is given, as in Go. */
 export const DEFAULT_PREFIX = 'rb:';
 /** How long a call may take, in ms, when no timeout is given. */
@@ -93,17 +93,25 @@ export class RateBucket {
    * @param {(key: string, err: RateBucketError) => void} [options.onRepair]
    *   told of each repaired key; default console.warn
    * @param {number} [options.maxKeyLen] longest key in bytes; default 256
+   * @param {'keep-tokens'|'proportional'} [options.onPolicyChange] what a
+   *   bucket written under another policy keeps at the first call under a
+   *   new one (the wire contract's policy registry): its tokens, capped at
+   *   the new capacity (default), or its fraction of a full bucket; as Go's
+   *   redisstore.Config.OnPolicyChange, which every caller should share
    * @param {string | URL} [options.scriptPath] the script; default the Go
    *   package's file
    */
   constructor(client, options = {}) {
-    const { prefix = DEFAULT_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, corrupt = 'repair', onRepair, maxKeyLen = DEFAULT_MAX_KEY_LEN } = options;
+    const { prefix = DEFAULT_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, corrupt = 'repair', onRepair, maxKeyLen = DEFAULT_MAX_KEY_LEN, onPolicyChange = 'keep-tokens' } = options;
     checkClient(client);
     // As Go's ErrHashTagPrefix: a hash tag in the prefix would put every
     // bucket in one Cluster slot, and a lone brace would take the keys' own
     // hash tags apart.
     if (/[{}]/.test(prefix)) throw new TypeError(`ratebucket: prefix ${JSON.stringify(prefix)} contains a brace`);
     if (corrupt !== 'repair' && corrupt !== 'keep') throw new TypeError(`ratebucket: corrupt must be 'repair' or 'keep', not ${corrupt}`);
+    const change = { 'keep-tokens': 'p', proportional: 'q' }[onPolicyChange];
+    if (!change) throw new TypeError(`ratebucket: onPolicyChange must be 'keep-tokens' or 'proportional', not ${onPolicyChange}`);
+    this.change = change;
     const { lua, sha } = loadScript(options.scriptPath);
     this.client = client;
     this.prefix = prefix;
@@ -122,6 +130,16 @@ export class RateBucket {
   /** The Redis key of the bucket at key. @param {string} key */
   key(key) {
     return this.prefix + key;
+  }
+
+  /**
+   * The policy registry (WIRE.md, "Policy changes") of the bucket at Redis
+   * key bucket: "pol:" and the prefix, on a Cluster with a hash tag that
+   * puts it in the bucket's slot. @param {string} bucket
+   */
+  registry(bucket) {
+    const base = 'pol:' + this.prefix;
+    return this.isCluster ? `${base}{${slotTags()[slot(bucket)]}}` : base;
   }
 
   /**
@@ -188,8 +206,9 @@ export class RateBucket {
         if (slots.size > 1) throw new RateBucketError('RB_CROSSSLOT', 'ratebucket: keys in several Cluster slots; put a hash tag such as {user:42} in them');
       }
     }
-    const call = 's' + op + (op === 'i' ? '' : this.keep);
-    const args = [reqs.length, ...reqs.map((r) => this.key(r.key)), call];
+    const call = 's' + op + (op === 'i' ? '' : this.keep) + this.change;
+    const first = this.key(reqs[0].key);
+    const args = [reqs.length + 1, ...reqs.map((r) => this.key(r.key)), this.registry(first), call];
     for (const { policy: p, cost } of reqs) args.push(p.capacity, p.unit, p.refill, cost);
     let vals;
     try {
@@ -300,6 +319,27 @@ export function hashTag(key) {
  * whole key) modulo 16384.
  * @param {string} key
  */
+let tags = null;
+
+/**
+ * For each Cluster slot, the first base-36 number counting up whose CRC16
+ * lands in it (Go's redisstore does the same): a hash tag for that slot.
+ * @returns {string[]}
+ */
+export function slotTags() {
+  if (tags) return tags;
+  tags = new Array(16384);
+  for (let i = 0, left = 16384; left > 0; i++) {
+    const tag = i.toString(36);
+    const s = slot(tag);
+    if (tags[s] === undefined) {
+      tags[s] = tag;
+      left--;
+    }
+  }
+  return tags;
+}
+
 export function slot(key) {
   let crc = 0;
   for (const b of Buffer.from(hashTag(key))) {

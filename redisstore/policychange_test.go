@@ -1,0 +1,222 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/store/storetest"
+)
+
+var rules = []algo.ChangeRule{algo.KeepTokens, algo.Proportional}
+
+// TestPolicyChangeConformance: storetest's policy-change state machine
+// (client clock: the long form, which names its policy) on a single
+// server and on a cluster (multi-takes in one slot, each slot with its
+// own registry), under each rule.
+func TestPolicyChangeConformance(t *testing.T) {
+	for _, srv := range []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
+	}{
+		{"standalone", func(t *testing.T) redis.UniversalClient { return redistest.Start(t).Client() }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.StartCluster(t).Client() }},
+	} {
+		t.Run(srv.name, func(t *testing.T) {
+			rdb := srv.rdb(t)
+			for _, rule := range rules {
+				t.Run(rule.String(), func(t *testing.T) {
+					storetest.RunPolicyChange(t, rule, func(t *testing.T, clk *storetest.Clock) store.Store {
+						return newStore(t, rdb, redisstore.Config{Clock: clk, Timeout: patience, OnPolicyChange: rule})
+					})
+				})
+			}
+		})
+	}
+}
+
+// TestPolicyChangeServerClock: on the server clock (the integer value
+// with the policy's number, read back through the registry) a key used
+// under two or three edge policies in turn answers every take, refund,
+// partial grant and reservation as algo does with Rebase at each change,
+// at the time the script decided at. "numbered" registers the policies as
+// they come; "long form" first fills the registry's 100 numbers, so every
+// bucket names its policy in full; "cluster" runs on a cluster, where
+// each slot has its registry.
+func TestPolicyChangeServerClock(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cluster bool
+		flood   bool
+	}{{"numbered", false, false}, {"long form", false, true}, {"cluster", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rdb redis.UniversalClient
+			if tc.cluster {
+				rdb = redistest.StartCluster(t).Client()
+			} else {
+				rdb = redistest.Start(t).Client()
+			}
+			for _, rule := range rules {
+				t.Run(rule.String(), func(t *testing.T) { serverClockChanges(t, rdb, rule, tc.flood) })
+			}
+		})
+	}
+}
+
+func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.ChangeRule, flood bool) {
+	ctx := context.Background()
+	s := newStore(t, rdb, redisstore.Config{Timeout: patience, OnPolicyChange: rule})
+	if flood { // 100 policies take every number of the (single) registry
+		for i := range 100 {
+			if _, err := s.Take(ctx, fmt.Sprint("flood", i), algo.PerHour(1).Burst(int64(1+i)), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run, changes, calls := 0, 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		key := fmt.Sprintf("k%d", run)
+		pols := []algo.Policy{genEdgePolicy(rt, "a "), genEdgePolicy(rt, "b ")}
+		if rapid.Bool().Draw(rt, "third") {
+			pols = append(pols, genPolicy(rt))
+		}
+		var cur algo.Policy
+		var st algo.State
+		for step := range rapid.IntRange(1, 25).Draw(rt, "ops") {
+			p := rapid.SampledFrom(pols).Draw(rt, "policy")
+			// convert is the reference's view at the script's now.
+			convert := func(now int64) algo.State {
+				calls++
+				if cur == (algo.Policy{}) || cur == p {
+					return st
+				}
+				changes++
+				next, err := algo.TokenBucket{}.Rebase(cur, p, st, now, rule)
+				if err != nil {
+					rt.Fatalf("Rebase: %v", err)
+				}
+				return next
+			}
+			var call string
+			var got, want any
+			var now int64
+			var err error
+			switch op := rapid.SampledFrom([]string{"take", "take", "refund", "at most", "reserve"}).Draw(rt, "op"); op {
+			case "take":
+				cost := genEdgeCost(rt, p)
+				var res algo.Result
+				res, now, err = redisstore.TakeNow(ctx, s, key, p, cost)
+				call, got = fmt.Sprintf("Take(%d)", cost), res
+				if err == nil {
+					st, want, err = algo.TokenBucket{}.Take(p, convert(now), now, cost)
+				}
+			case "refund":
+				n := genEdgeCost(rt, p)
+				var res algo.Result
+				res, now, err = redisstore.RefundNow(ctx, s, key, p, n)
+				call, got = fmt.Sprintf("Refund(%d)", n), res
+				if err == nil {
+					st, want, err = algo.TokenBucket{}.Refund(p, convert(now), now, n)
+				}
+			case "at most":
+				n := genAtMost(rt, p)
+				var g int64
+				var res algo.Result
+				g, res, now, err = redisstore.TakeAtMostNow(ctx, s, key, p, n)
+				call, got = fmt.Sprintf("TakeAtMost(%d)", n), []any{g, res}
+				if err == nil {
+					var wg int64
+					var w algo.Result
+					st, wg, w, err = algo.TokenBucket{}.TakeAtMost(p, convert(now), now, n)
+					want = []any{wg, w}
+				}
+			case "reserve":
+				cost, wait := genEdgeCost(rt, p), genEdgeWait(rt, p)
+				var res algo.Reservation
+				res, now, err = redisstore.ReserveNow(ctx, s, key, p, cost, wait)
+				call, got = fmt.Sprintf("Reserve(%d, %v)", cost, wait), res
+				if err == nil {
+					var w algo.Reservation
+					st, w, err = algo.TokenBucket{}.Reserve(p, convert(now), now, cost, wait.Microseconds())
+					want = w
+				}
+			}
+			if err != nil {
+				rt.Fatalf("step %d: %s under %v: %v", step, call, p, err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				rt.Fatalf("step %d: %s under %v (last call under %v) at %d µs = %+v; algo says %+v", step, call, p, cur, now, got, want)
+			}
+			cur, st = p, forget(p, st, now)
+		}
+	})
+	t.Logf("rule %v: %d cases, %d calls, %d policy changes", rule, run, calls, changes)
+}
+
+// genPolicy draws a plain policy of a few tokens a second to an hour.
+func genPolicy(t *rapid.T) algo.Policy {
+	periods := []time.Duration{time.Second, 7*time.Second + 3*time.Microsecond, time.Minute, time.Hour}
+	r := algo.Per(rapid.Int64Range(1, 10).Draw(t, "tokens"), rapid.SampledFrom(periods).Draw(t, "period"))
+	return r.Burst(rapid.Int64Range(1, 50).Draw(t, "capacity"))
+}
+
+// TestPolicyChangeMemory measures, on the server clock with a 20-byte
+// key, MEMORY USAGE of a bucket written under one policy and then under
+// another (a converted bucket is stored as any other: 72 B, as before
+// version 3), of one in the long form (past 100 policies), and of the
+// registry with 1, 10 and 100 policies:
+//
+//	go test -run TestPolicyChangeMemory -v ./redisstore/
+func TestPolicyChangeMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	if srv.External() {
+		t.Skip("measures MEMORY USAGE on a server of its own")
+	}
+	rdb := srv.Client()
+	ctx := context.Background()
+	s := newStore(t, rdb, redisstore.Config{Prefix: "rl:"})
+	key := "user:000000000042" // "rl:" + 17 bytes: 20 bytes
+	a, b := algo.PerSecond(2).Burst(100), algo.PerSecond(20).Burst(1000)
+	usage := func(k string) int64 { return rdb.MemoryUsage(ctx, k).Val() }
+	reg := "pol:rl:"
+	for _, step := range []struct {
+		name string
+		p    algo.Policy
+	}{{"written under A", a}, {"converted to B", b}, {"converted back to A", a}} {
+		if _, err := s.Take(ctx, key, step.p, 1); err != nil {
+			t.Fatal(err)
+		}
+		v := rdb.Get(ctx, s.Key(key)).Val()
+		t.Logf("%-22s %q: MEMORY USAGE %d B; registry %d B", step.name, v, usage(s.Key(key)), usage(reg))
+		if u := usage(s.Key(key)); u > 72 {
+			t.Errorf("%s: %d B, want 72 (an integer value)", step.name, u)
+		}
+	}
+	for i := 3; i <= 100; i++ {
+		if _, err := s.Take(ctx, fmt.Sprint("other", i), algo.PerHour(1).Burst(int64(i)), 1); err != nil {
+			t.Fatal(err)
+		}
+		if i == 10 || i == 100 {
+			t.Logf("registry with %d policies: MEMORY USAGE %d B (%s)", i, usage(reg), rdb.ObjectEncoding(ctx, reg).Val())
+		}
+	}
+	long := algo.PerSecond(3).Burst(100) // the 101st: no number left
+	if _, err := s.Take(ctx, key, long, 1); err != nil {
+		t.Fatal(err)
+	}
+	v := rdb.Get(ctx, s.Key(key)).Val()
+	t.Logf("long form %q: MEMORY USAGE %d B", v, usage(s.Key(key)))
+	if !strings.HasPrefix(v, "=") {
+		t.Errorf("the 101st policy's bucket holds %q, want the long form", v)
+	}
+}
