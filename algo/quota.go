@@ -63,8 +63,8 @@ var ErrQuotaUnsupported = fmt.Errorf("algo: not an operation of a calendar quota
 // store.Request, a store.Limiter, a multi-limit take beside a burst limit
 // ("bursts of 100 at 2/s AND 10,000 a month", all charged or none) and
 // every store's TokenBucket.Take, where it is decided by the quota's own
-// math ([Policy.QuotaPeriod]): a request of cost n is admitted when the
-// period's count plus n is at most the quota's n; a denial's RetryAfter is
+// math ([Policy.QuotaPeriod]): a request of cost c is admitted when the
+// period's count plus c is at most n; a denial's RetryAfter is
 // exactly the time until the next period starts; ResetAfter is the same
 // while the period's count is above zero. TokenBucket.Refund gives back to
 // the period's count, never below 0 (httplimit's ChargeIf). Its State is
