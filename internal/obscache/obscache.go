@@ -1,8 +1,10 @@
-// Package obscache keeps the instruments of each label set for the
-// observer adapters (contrib/prometheus, contrib/otel, the demo's /metrics),
-// so that an event costs a map read and no allocation: resolving labels in
-// the metrics library at every event (CounterVec.WithLabelValues, a new
-// attribute set) would cost several times a memstore Take.
+// Package obscache keeps a value for each label set of the observer
+// contract: the decision tallies of store.DecisionCounts, and the
+// instruments of the observer adapters (contrib/prometheus, contrib/otel)
+// for their other events, so that an event costs a map read and no
+// allocation: resolving labels in the metrics library at every event
+// (CounterVec.WithLabelValues, a new attribute set) would cost several
+// times a memstore Take.
 package obscache
 
 import (
