@@ -25,7 +25,10 @@
 --         denies until it refills: never more tokens than it could have
 --         had), written so, and reported in the reply; a third letter "k"
 --         keeps it instead and fails the call with RBCORRUPT (inspect
---         always does).
+--         always does). A last letter "p" (keep tokens) or "q"
+--         (proportional) converts a bucket written under another policy
+--         (algo.TokenBucket.Rebase) and names the policy registry as the
+--         last key: see "Policy changes" in WIRE.md, and rebase below.
 -- Client clock only: ARGV[2] now, µs since the Unix epoch; ARGV[3] TTL
 --         margin in ms beyond the fill time (-1 = no expiry).
 -- Then per key: capacity, unit, refill (see algo.Policy) and the op's own:
@@ -73,6 +76,12 @@
 --   "-", which version 1 of this script finds corrupt (it read a deficit
 --   above full as full: it would admit reserved tokens early); the reader
 --   drops it. Every other state keeps version 1's form.
+--   Version 3, with a registry (call letter "p" or "q"): the value names
+--   the policy that wrote it. Server clock: 19 digits, +-(OFFSET + d*10^5 +
+--   u*100 + the policy's number), or "=<d>:<u>:<capacity>:<unit>:<refill>"
+--   (see V3 and store below); client clock "<d>:<t>:<capacity>:<unit>:
+--   <refill>". Version 2's values are read as written under the call's
+--   policy; a call without a registry writes version 2's forms.
 
 -- Speed: every call pays for the script's own work besides the Redis
 -- commands it runs (TIME, GET, PEXPIRETIME, SET for a charge on the server
@@ -94,6 +103,8 @@
 -- path, which checks and reports everything. Measured with callgrind on
 -- redis-server 7.0 (100k random keys, -P 16): 70k instructions per call,
 -- against 93k when the common call went through the general functions.
+-- The version 3 call ("stp", below) costs 85k: its HGET of the policy's
+-- number and the 19-digit value (BENCHMARKS.md, "Policy changes").
 local A, K = ARGV, KEYS
 if A[1] == 'st' and #A == 5 and #K == 1 then
   local cap, unit, refill, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5])
