@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,5 +219,43 @@ func TestPolicyChangeMemory(t *testing.T) {
 	t.Logf("long form %q: MEMORY USAGE %d B", v, usage(s.Key(key)))
 	if !strings.HasPrefix(v, "=") {
 		t.Errorf("the 101st policy's bucket holds %q, want the long form", v)
+	}
+}
+
+// TestResetPolicies: Reset then ResetPolicies leave nothing of a store's
+// buckets in Redis, registries included, on a single server and a
+// cluster.
+func TestResetPolicies(t *testing.T) {
+	for _, rdb := range []redis.UniversalClient{redistest.Start(t).Client(), redistest.StartCluster(t).Client()} {
+		s := newStore(t, rdb, redisstore.Config{})
+		keys := []string{"a", "b", "{x}c", "d"}
+		for _, k := range keys {
+			if _, err := s.Take(ctxT(t), k, algo.PerHour(1).Burst(5), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Reset(ctxT(t), keys...); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ResetPolicies(ctxT(t), keys...); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var left []string
+		scan := func(ctx context.Context, c *redis.Client) error {
+			ks, err := c.Keys(ctx, "*"+s.Key("")+"*").Result()
+			mu.Lock()
+			defer mu.Unlock()
+			left = append(left, ks...)
+			return err
+		}
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			_ = cc.ForEachMaster(ctxT(t), scan) // concurrently, one call per master
+		} else {
+			_ = scan(ctxT(t), rdb.(*redis.Client))
+		}
+		if len(left) != 0 {
+			t.Errorf("left in Redis: %q", left)
+		}
 	}
 }

@@ -174,8 +174,10 @@ func benchLevel(ctx context.Context, s store.Store, cfg benchConfig, keys []stri
 	return total
 }
 
-// deleteKeys resets the benchmark's keys in batches.
+// deleteKeys resets the benchmark's keys in batches, then the policy
+// registries it made (redisstore.Store.ResetPolicies).
 func deleteKeys(ctx context.Context, be *backend, keys []string) error {
+	all := keys
 	for len(keys) > 0 {
 		n := min(len(keys), 500)
 		if err := be.rs.Reset(ctx, keys[:n]...); err != nil {
@@ -183,7 +185,7 @@ func deleteKeys(ctx context.Context, be *backend, keys []string) error {
 		}
 		keys = keys[n:]
 	}
-	return nil
+	return be.rs.ResetPolicies(ctx, all...)
 }
 
 // fmtRate formats a rate per second with a k or M suffix.
