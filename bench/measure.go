@@ -161,12 +161,20 @@ func MeasureMemory(ctx context.Context, c *redis.Client, l Limiter, keys []strin
 	if m.Keys, err = c.DBSize(ctx).Result(); err != nil {
 		return m, err
 	}
-	if m.Keys != int64(len(keys)) {
-		return m, fmt.Errorf("bench: %d keys in Redis after taking from %d buckets", m.Keys, len(keys))
-	}
-	key, err := c.RandomKey(ctx).Result()
+	// redisstore's policy registries (wire v3: "pol:" + prefix, one per
+	// cluster slot) are not buckets.
+	regs, err := c.Keys(ctx, "pol:*").Result()
 	if err != nil {
 		return m, err
+	}
+	if m.Keys -= int64(len(regs)); m.Keys != int64(len(keys)) {
+		return m, fmt.Errorf("bench: %d keys in Redis after taking from %d buckets", m.Keys, len(keys))
+	}
+	var key string
+	for key == "" || strings.HasPrefix(key, "pol:") { // a bucket, not a registry
+		if key, err = c.RandomKey(ctx).Result(); err != nil {
+			return m, err
+		}
 	}
 	m.KeyLen = len(key)
 	if m.Usage, err = c.MemoryUsage(ctx, key, 0).Result(); err != nil {
