@@ -86,40 +86,45 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 	run, changes, calls := 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
-		key := fmt.Sprintf("k%d", run)
+		keys := []string{fmt.Sprintf("{k%d}a", run), fmt.Sprintf("{k%d}b", run)} // one slot, for multi
 		pols := []algo.Policy{genEdgePolicy(rt, "a "), genEdgePolicy(rt, "b ")}
 		if rapid.Bool().Draw(rt, "third") {
 			pols = append(pols, genPolicy(rt))
 		}
-		var cur algo.Policy
-		var st algo.State
-		for step := range rapid.IntRange(1, 25).Draw(rt, "ops") {
-			p := rapid.SampledFrom(pols).Draw(rt, "policy")
-			// convert is the reference's view at the script's now.
-			convert := func(now int64) algo.State {
-				calls++
-				if cur == (algo.Policy{}) || cur == p {
-					return st
-				}
-				changes++
-				next, err := algo.TokenBucket{}.Rebase(cur, p, st, now, rule)
-				if err != nil {
-					rt.Fatalf("Rebase: %v", err)
-				}
-				return next
+		cur := make([]algo.Policy, 2) // the policy of each key's last call
+		st := make([]algo.State, 2)
+		var tickets []algo.Ticket // of key 0, with the policy each was made under
+		var tpols []algo.Policy
+		// convert is key i's reference state for a call under p at the
+		// script's now.
+		convert := func(i int, p algo.Policy, now int64) algo.State {
+			calls++
+			if cur[i] == (algo.Policy{}) || cur[i] == p {
+				return st[i]
 			}
+			changes++
+			next, err := algo.TokenBucket{}.Rebase(cur[i], p, st[i], now, rule)
+			if err != nil {
+				rt.Fatalf("Rebase: %v", err)
+			}
+			return next
+		}
+		for step := range rapid.IntRange(1, 25).Draw(rt, "ops") {
+			i := rapid.IntRange(0, 1).Draw(rt, "key")
+			key := keys[i]
+			p := rapid.SampledFrom(pols).Draw(rt, "policy")
 			var call string
 			var got, want any
 			var now int64
 			var err error
-			switch op := rapid.SampledFrom([]string{"take", "take", "refund", "at most", "reserve"}).Draw(rt, "op"); op {
+			switch op := rapid.SampledFrom([]string{"take", "take", "refund", "at most", "reserve", "cancel", "multi"}).Draw(rt, "op"); op {
 			case "take":
 				cost := genEdgeCost(rt, p)
 				var res algo.Result
 				res, now, err = redisstore.TakeNow(ctx, s, key, p, cost)
 				call, got = fmt.Sprintf("Take(%d)", cost), res
 				if err == nil {
-					st, want, err = algo.TokenBucket{}.Take(p, convert(now), now, cost)
+					st[i], want, err = algo.TokenBucket{}.Take(p, convert(i, p, now), now, cost)
 				}
 			case "refund":
 				n := genEdgeCost(rt, p)
@@ -127,7 +132,7 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 				res, now, err = redisstore.RefundNow(ctx, s, key, p, n)
 				call, got = fmt.Sprintf("Refund(%d)", n), res
 				if err == nil {
-					st, want, err = algo.TokenBucket{}.Refund(p, convert(now), now, n)
+					st[i], want, err = algo.TokenBucket{}.Refund(p, convert(i, p, now), now, n)
 				}
 			case "at most":
 				n := genAtMost(rt, p)
@@ -138,7 +143,7 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 				if err == nil {
 					var wg int64
 					var w algo.Result
-					st, wg, w, err = algo.TokenBucket{}.TakeAtMost(p, convert(now), now, n)
+					st[i], wg, w, err = algo.TokenBucket{}.TakeAtMost(p, convert(i, p, now), now, n)
 					want = []any{wg, w}
 				}
 			case "reserve":
@@ -148,17 +153,67 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 				call, got = fmt.Sprintf("Reserve(%d, %v)", cost, wait), res
 				if err == nil {
 					var w algo.Reservation
-					st, w, err = algo.TokenBucket{}.Reserve(p, convert(now), now, cost, wait.Microseconds())
+					st[i], w, err = algo.TokenBucket{}.Reserve(p, convert(i, p, now), now, cost, wait.Microseconds())
 					want = w
+					if i == 0 && w.Ticket != (algo.Ticket{}) {
+						tickets, tpols = append(tickets, w.Ticket), append(tpols, p)
+					}
+				}
+			case "cancel": // a ticket of key 0, under the policy it was made with
+				if len(tickets) == 0 {
+					continue
+				}
+				j := rapid.IntRange(0, len(tickets)-1).Draw(rt, "ticket")
+				i, key, p = 0, keys[0], tpols[j]
+				var ok bool
+				var res algo.Result
+				ok, res, now, err = redisstore.CancelNow(ctx, s, key, p, tickets[j])
+				call, got = fmt.Sprintf("CancelReservation(%+v)", tickets[j]), []any{ok, res}
+				if err == nil {
+					var wok bool
+					var w algo.Result
+					st[i], wok, w, err = algo.TokenBucket{}.Cancel(p, convert(i, p, now), now, tickets[j])
+					want = []any{wok, w}
+				}
+			case "multi": // both keys, each under a drawn policy
+				q := rapid.SampledFrom(pols).Draw(rt, "policy 2")
+				reqs := []store.Request{{Key: keys[0], Policy: p, Cost: genEdgeCost(rt, p)}, {Key: keys[1], Policy: q, Cost: genEdgeCost(rt, q)}}
+				var res []algo.Result
+				res, now, err = redisstore.TakeMultiNow(ctx, s, reqs)
+				call, got = fmt.Sprintf("TakeMulti(%v %d, %v %d)", p, reqs[0].Cost, q, reqs[1].Cost), res
+				if err != nil {
+					break
+				}
+				conv := []algo.State{convert(0, p, now), convert(1, q, now)}
+				next := make([]algo.State, 2)
+				w := make([]algo.Result, 2)
+				all := true
+				for k := range reqs {
+					if next[k], w[k], err = (algo.TokenBucket{}).Take(reqs[k].Policy, conv[k], now, reqs[k].Cost); err != nil {
+						break
+					}
+					all = all && w[k].Allowed
+				}
+				want = w
+				for k := range reqs { // all charged, or none: a would-admit bucket keeps its converted state
+					if all || !w[k].Allowed {
+						st[k] = next[k]
+					} else {
+						st[k] = conv[k]
+					}
+					cur[k] = reqs[k].Policy
+					st[k] = forget(reqs[k].Policy, st[k], now)
 				}
 			}
 			if err != nil {
 				rt.Fatalf("step %d: %s under %v: %v", step, call, p, err)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
-				rt.Fatalf("step %d: %s under %v (last call under %v) at %d µs = %+v; algo says %+v", step, call, p, cur, now, got, want)
+				rt.Fatalf("step %d: %s on %s under %v (last call under %v) at %d µs = %+v; algo says %+v", step, call, key, p, cur[i], now, got, want)
 			}
-			cur, st = p, forget(p, st, now)
+			if !strings.HasPrefix(call, "TakeMulti") {
+				cur[i], st[i] = p, forget(p, st[i], now)
+			}
 		}
 	})
 	t.Logf("rule %v: %d cases, %d calls, %d policy changes", rule, run, calls, changes)
