@@ -103,23 +103,52 @@
 -- path, which checks and reports everything. Measured with callgrind on
 -- redis-server 7.0 (100k random keys, -P 16): 70k instructions per call,
 -- against 93k when the common call went through the general functions.
--- The version 3 call ("stp", below) costs 85k: its HGET of the policy's
--- number and the 19-digit value (BENCHMARKS.md, "Policy changes").
+-- The version 3 call ("stp") costs 85k: its HGET of the policy's number
+-- and the 19-digit value (BENCHMARKS.md, "Policy changes").
 local A, K = ARGV, KEYS
-if A[1] == 'st' and #A == 5 and #K == 1 then
+-- The same call with a policy registry (wire v3: "stp" or "stq", the
+-- registry the second key) runs here too when its policy already has its
+-- number (one HGET) and the key is absent or holds a version 3 integer of
+-- that number in its positive half (see V3 below); a charge writes that
+-- form. Anything else (a new policy, another policy's bucket: a
+-- conversion, the long form, the negative half) is the general path's.
+local reg = (A[1] == 'stp' or A[1] == 'stq') and #K == 2
+if (reg or (A[1] == 'st' and #K == 1)) and #A == 5 then
   local cap, unit, refill, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5])
   if cap and unit and refill and cost and cap >= 1 and cap <= 1000000000000 and unit >= 1 and
     refill >= 1 and refill <= 4503599627370496 and cost >= 0 and cost <= cap and cap % 1 == 0 and
     unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496 then
-    local call, key, full = redis.call, K[1], cap * unit
-    local v = redis.pcall('GET', key) -- an error reply (a table) falls through
-    local d, t, u, r, q, ok = 0, 0, 0, 0, 0, true
+    local call, key, full, format = redis.call, K[1], cap * unit, string.format
+    local f, v, ok = 0, false, true -- f: the policy's number (v3)
+    if reg then
+      f = redis.pcall('HGET', K[2], format('%d:%d:%d', cap, unit, refill))
+      ok = type(f) == 'string'
+      if ok then f = tonumber(f) end
+    end
+    if ok then v = redis.pcall('GET', key) end -- an error reply (a table) falls through
+    local d, t, u, r, q = 0, 0, 0, 0, 0
     if v then
-      local x = tonumber(v)
-      ok = type(v) == 'string' and x and x < 1e14 and not string.find(v, '%D')
+      if reg then -- OFFSET + d*10^5 + u*100 + number, read in parts
+        ok = type(v) == 'string' and #v == 19 and v >= '9007199254740993000' and v <= '9223372036854775807' and
+          not string.find(v, '%D')
+        if ok then
+          local a, b = tonumber(string.sub(v, 1, 10)) - 9007199254, tonumber(string.sub(v, 11)) - 740993000
+          if b < 0 then a, b = a - 1, b + 1000000000 end
+          local g = b % 100
+          b = (b - g) / 100
+          u = b % 1000
+          d = a * 10000 + (b - u) / 1000
+          ok = g == f
+        end
+      else -- version 2: d*1000 + u
+        local x = tonumber(v)
+        ok = type(v) == 'string' and x and x < 1e14 and not string.find(v, '%D')
+        if ok then
+          u = x % 1000
+          d = (x - u) / 1000
+        end
+      end
       if ok then
-        u = x % 1000
-        d = (x - u) / 1000
         local e = call('PEXPIRETIME', key)
         r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
         t = e * 1000 - (q + u) -- e*1000 is a multiple of 8: exact below 2^56
@@ -154,91 +183,26 @@ if A[1] == 'st' and #A == 5 and #K == 1 then
         rem = (rem - rem % unit) / unit
         -- store (a charge only, as on the general path); a bucket full
         -- again only past 2^53 µs (a fill time of a century, after the
-        -- year 2112) is the general path's, having written nothing
+        -- year 2112) is the general path's, having written nothing, and
+        -- so is a v3 value in the negative half (d above 2.16e12)
         if admit == 0 or cost == 0 then return {now, admit, admit, rem, retry, reset} end
-        if idle <= 9007199254740991 then
+        if idle <= 9007199254740991 and (not reg or d < 2161727821130) then
           if idle <= now then
             if v then call('DEL', key) end
           else
             r = math.fmod(idle, 1000); local e = (idle - r) / 1000; if r > 0 then e = e + 1 end
-            local format, val = string.format, d * 1000 + (e * 1000 - idle)
-            if d < 9000000000000 then val = format('%d', val) else val = format('%.0f%03d', d, e * 1000 - idle) end
+            local val
+            if reg then
+              local dl = d % 10000
+              local hi, lo = 9007199254 + (d - dl) / 10000, 740993000 + dl * 100000 + (e * 1000 - idle) * 100 + f
+              if lo >= 1000000000 then hi, lo = hi + 1, lo - 1000000000 end
+              val = format('%d%09d', hi, lo)
+            elseif d < 9000000000000 then
+              val = format('%d', d * 1000 + (e * 1000 - idle))
+            else
+              val = format('%.0f%03d', d, e * 1000 - idle)
+            end
             call('SET', key, val, 'PXAT', format('%d', e))
-          end
-          return {now, 1, 1, rem, retry, reset}
-        end
-      end
-    end
-  end
-end
-
--- The same common call with a policy registry (wire v3, call "stp" or
--- "stq", the registry the second key): the policy must already have its
--- number (one HGET), and the key be absent or hold a version 3 integer of
--- that number in its positive half (see V3 below); a charge writes that
--- form. Anything else (a new policy, another policy's bucket: a
--- conversion, the long form, the negative half) is the general path's,
--- nothing written.
-if (A[1] == 'stp' or A[1] == 'stq') and #A == 5 and #K == 2 then
-  local cap, unit, refill, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5])
-  if cap and unit and refill and cost and cap >= 1 and cap <= 1000000000000 and unit >= 1 and
-    refill >= 1 and refill <= 4503599627370496 and cost >= 0 and cost <= cap and cap % 1 == 0 and
-    unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496 then
-    local call, key, full, format = redis.call, K[1], cap * unit, string.format
-    local f = redis.pcall('HGET', K[2], format('%d:%d:%d', cap, unit, refill))
-    local v = f and type(f) == 'string' and redis.pcall('GET', key) -- an error reply (a table) falls through
-    local d, t, u, r, q, ok = 0, 0, 0, 0, 0, type(f) == 'string' and type(v) ~= 'table'
-    if ok and v then
-      ok = #v == 19 and v >= '9007199254740993000' and v <= '9223372036854775807' and not string.find(v, '%D')
-      if ok then -- OFFSET + d*10^5 + u*100 + number, in parts
-        local a, b = tonumber(string.sub(v, 1, 10)) - 9007199254, tonumber(string.sub(v, 11)) - 740993000
-        if b < 0 then a, b = a - 1, b + 1000000000 end
-        local g = b % 100
-        b = (b - g) / 100
-        u = b % 1000
-        d = a * 10000 + (b - u) / 1000
-        local e = call('PEXPIRETIME', key)
-        r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
-        t = e * 1000 - (q + u)
-        ok = g == tonumber(f) and e >= 0 and t >= 0 and t <= 9007199254740991 and d <= full
-      end
-    end
-    if ok then
-      local tm = call('TIME')
-      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      if t <= now then
-        local need = cost * unit
-        if now > t and d > 0 then
-          r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
-          if now - t >= q then d = 0 else d = d - (now - t) * refill end
-        end
-        local admit, retry, reset = 0, 0, 0
-        if d <= full - need then
-          admit, d = 1, d + need
-        else
-          local a = d - full + need
-          r = a % refill; q = (a - r) / refill; if r > 0 then q = q + 1 end
-          retry = q
-        end
-        local idle = now
-        if d > 0 then
-          r = d % refill; q = (d - r) / refill; if r > 0 then q = q + 1 end
-          idle = now + q
-          reset = q
-        end
-        local rem = full - d
-        rem = (rem - rem % unit) / unit
-        if admit == 0 or cost == 0 then return {now, admit, admit, rem, retry, reset} end
-        -- the positive half: d < 216172782113.78 * 10^4 / 10^4, so a < RH
-        if idle <= 9007199254740991 and d < 2161727821130000 / 1000 then
-          if idle <= now then
-            if v then call('DEL', key) end
-          else
-            r = math.fmod(idle, 1000); local e = (idle - r) / 1000; if r > 0 then e = e + 1 end
-            local dl = d % 10000
-            local hi, lo = 9007199254 + (d - dl) / 10000, 740993000 + dl * 100000 + (e * 1000 - idle) * 100 + tonumber(f)
-            if lo >= 1000000000 then hi, lo = hi + 1, lo - 1000000000 end
-            call('SET', key, format('%d%09d', hi, lo), 'PXAT', format('%d', e))
           end
           return {now, 1, 1, rem, retry, reset}
         end
