@@ -83,8 +83,14 @@ type Store interface {
 	// context that ended, or a backend failure (wrapping the backend's
 	// error). A denial is not an error: it is a Result with Allowed false.
 	//
-	// A key must always be used with the same policy; a Limiter's prefix
-	// is the usual way to keep policies apart.
+	// A key's policy may change between calls (a tenant's plan changes):
+	// the first call under the new policy converts the bucket exactly, by
+	// algo.TokenBucket.Rebase under the store's rule (keep the tokens, by
+	// default, or keep the fraction of a full bucket); memstore and
+	// redisstore do, and say what their Config.OnPolicyChange chooses.
+	// Keys that are different limits (a burst limit and a quota of one
+	// client) must still be different keys: a Limiter's prefix is the
+	// usual way to keep them apart.
 	Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error)
 }
 
