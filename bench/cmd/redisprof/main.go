@@ -89,6 +89,7 @@ func main() {
 	dur := flag.Duration("dur", 5*time.Second, "duration")
 	hot := flag.Bool("hot", false, "one hot key")
 	prof := flag.String("cpuprofile", "", "client CPU profile")
+	memprof := flag.String("memprofile", "", "client allocation profile of the measured loop (go tool pprof -sample_index=alloc_space)")
 	addr := flag.String("addr", "", "redis address (default: start one)")
 	delay := flag.Duration("maxdelay", 0, "PipelineConfig.MaxDelay (0 default)")
 	writers := flag.Int("writers", 0, "PipelineConfig.Writers (0 default)")
@@ -164,6 +165,10 @@ func main() {
 		runtime.SetCPUProfileRate(1000)
 		pprof.StartCPUProfile(pf)
 	}
+	if *memprof != "" {
+		runtime.MemProfileRate = 512
+		runtime.GC()
+	}
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	cc0 := cpuNow()
@@ -198,6 +203,16 @@ func main() {
 	runtime.ReadMemStats(&ms1)
 	if *prof != "" {
 		pprof.StopCPUProfile()
+	}
+	if *memprof != "" {
+		mf, err := os.Create(*memprof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(mf, 0); err != nil {
+			log.Fatal(err)
+		}
+		mf.Close()
 	}
 	cpu1 := info(ctx, c, "cpu")
 	st1 := info(ctx, c, "stats")
