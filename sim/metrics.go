@@ -21,6 +21,7 @@ type recorder struct {
 	keys     map[string]*bucketLog
 	focus    string // the key the timeline follows
 	instant  bool   // the scenario is about an instant
+	cost     int64  // Config.Cost: every request's cost, or 0 for its own
 	trace    *tracer
 }
 
@@ -60,6 +61,21 @@ func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int,
 		r.trace = newTracer(l, base)
 	}
 	return r
+}
+
+// setCost makes every request cost c when c > 0 (Config.Cost), and tells
+// the clients whose traffic reads its answers in tokens (the boundary
+// spike's attacker sizes its bursts by the capacity).
+func (r *recorder) setCost(c int64) {
+	if c <= 0 {
+		return
+	}
+	r.cost = c
+	for _, cl := range r.clients {
+		if g, ok := cl.gen.(interface{ setCost(int64) }); ok {
+			g.setCost(c)
+		}
+	}
 }
 
 // streamID gives each client its own random stream, independent of how

@@ -31,6 +31,9 @@ type Report struct {
 	Duration time.Duration `json:"duration"`
 	// Policy is the scenario's main policy, as "burst 100, 2/1s".
 	Policy string `json:"policy"`
+	// Cost is Config.Cost: every request's cost, or 0 when each request
+	// kept its own.
+	Cost int64 `json:"cost,omitempty"`
 	// Total sums the classes.
 	Total   Stats   `json:"total"`
 	Classes []Stats `json:"classes"`
@@ -125,7 +128,11 @@ func (r *Report) Setup() string {
 
 // Title names the run in one line.
 func (r *Report) Title() string {
-	return fmt.Sprintf("%s · %s · %s · %s · %v · seed %d", r.Scenario, r.Algorithm, r.Setup(), r.Policy, r.Duration, r.Seed)
+	policy := r.Policy
+	if r.Cost > 0 {
+		policy += fmt.Sprintf(" · cost %d", r.Cost)
+	}
+	return fmt.Sprintf("%s · %s · %s · %s · %v · seed %d", r.Scenario, r.Algorithm, r.Setup(), policy, r.Duration, r.Seed)
 }
 
 // JSON returns the report as indented JSON.

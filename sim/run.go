@@ -66,6 +66,12 @@ type Config struct {
 	// Policy replaces the scenario's main policy (see [Scenario.Policy]).
 	// The zero Policy keeps it.
 	Policy algo.Policy
+	// Cost, when positive, is the cost of every request of the run,
+	// whatever the scenario or the Traffic says: a learner's "what if each
+	// request took 2 tokens". It may not exceed the policy's capacity
+	// ([algo.ErrCostExceedsCapacity]). The default, zero, keeps each
+	// request's own cost.
+	Cost int64
 	// Scale multiplies the number of clients in every class: Scale 50 on
 	// "mobile" simulates 5,000 clients. The default is 1.
 	Scale int
@@ -101,6 +107,8 @@ func (c *Config) check() error {
 		return bad("instances %d outside [1, %d]", c.Instances, MaxInstances)
 	case len(c.Skew) > c.instances():
 		return bad("%d skews for %d instances", len(c.Skew), c.instances())
+	case c.Cost < 0:
+		return bad("cost %d below zero", c.Cost)
 	case c.Scale < 0 || c.Scale > MaxScale:
 		return bad("scale %d outside [1, %d]", c.Scale, MaxScale)
 	case c.Duration < 0 || c.Duration > MaxDuration || c.Duration%time.Microsecond != 0:
@@ -135,6 +143,7 @@ type runPlan struct {
 	scenario Scenario
 	base     algo.Policy   // the scenario's main policy, or Config.Policy
 	length   time.Duration // the virtual time covered
+	cost     int64         // every request's cost, or 0 for its own
 	scale    int
 	seed     uint64
 	head     Report        // the run's description, with nothing measured yet
@@ -151,9 +160,12 @@ func (c *Config) resolve() (runPlan, error) {
 		return runPlan{}, err
 	}
 	p := runPlan{layout: c.layout(), scenario: sc, base: sc.Policy, length: sc.Duration,
-		scale: max(c.Scale, 1), seed: c.Seed}
+		cost: c.Cost, scale: max(c.Scale, 1), seed: c.Seed}
 	if c.Policy != (algo.Policy{}) {
 		p.base = c.Policy
+	}
+	if c.Cost > p.base.Capacity() {
+		return runPlan{}, fmt.Errorf("sim: cost %d above the capacity of %v: %w", c.Cost, p.base, algo.ErrCostExceedsCapacity)
 	}
 	if c.Duration > 0 {
 		p.length = c.Duration
@@ -171,7 +183,7 @@ func (c *Config) resolve() (runPlan, error) {
 	p.head = Report{
 		Scenario: sc.Name, Algorithm: p.layout.alg.Name(), Topology: c.Topology,
 		Instances: len(p.layout.skews), Skew: append([]time.Duration(nil), c.Skew...),
-		Backend: backend, Seed: c.Seed, Duration: p.length, Policy: p.base.String(),
+		Backend: backend, Seed: c.Seed, Duration: p.length, Policy: p.base.String(), Cost: c.Cost,
 	}
 	return p, nil
 }
@@ -229,6 +241,7 @@ func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 	}()
 	r := newRecorder(p.scenario, p.base, p.length, p.scale, p.seed, p.layout)
+	r.setCost(p.cost)
 	if err := r.simulate(ctx, f, clk, p.seed); err != nil {
 		return nil, err
 	}
@@ -308,6 +321,9 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint
 	var seq uint64
 	end := r.length.Microseconds()
 	schedule := func(c int, q req, ok bool) {
+		if r.cost > 0 {
+			q.cost = r.cost
+		}
 		if ok && q.at < end {
 			h.push(event{at: q.at, cost: q.cost, seq: seq, client: int32(c)})
 			seq++

@@ -55,7 +55,9 @@ type Timeline struct {
 	// Window is the window length of a windowed algorithm (the policy's
 	// fill time), zero for the token bucket. WindowStart is the first
 	// window boundary at or after the run's start: windows are aligned to
-	// multiples of Window since the Unix epoch.
+	// multiples of Window since the Unix epoch, on the run's clock (an
+	// instance's own store with a skewed clock has its own: see
+	// [Level.WindowStart]).
 	Window      time.Duration `json:"window,omitempty"`
 	WindowStart time.Duration `json:"window_start,omitempty"`
 	// Windows lists each window of the run with the cost admitted at Key
@@ -106,6 +108,16 @@ type Level struct {
 	// drawn on the clock of the caller that set each point (the time the
 	// store saw); a per-instance store on the run's time.
 	Points []Point `json:"points"`
+	// Skew is the offset of the instance's clock (zero for the shared
+	// store).
+	Skew time.Duration `json:"skew"`
+	// WindowStart is, for a windowed algorithm, this store's first window
+	// boundary at or after the run's start, on the time its Points are
+	// drawn on; its boundaries follow every [Timeline.Window]. The shared
+	// store's are the Timeline's WindowStart; an instance's own store cuts
+	// windows on its own clock, so with a skew its boundaries fall Skew
+	// earlier on the run's time (modulo Window). Zero for the token bucket.
+	WindowStart time.Duration `json:"window_start"`
 }
 
 // Point is the room left at one instant, in tokens (fractional for a
@@ -242,7 +254,11 @@ func (t *tracer) levels(length time.Duration) []Level {
 		if !t.shared {
 			shift, inst = t.skews[id], id
 		}
-		out = append(out, Level{Instance: inst, Points: t.points(t.stores[id], shift, length)})
+		lv := Level{Instance: inst, Skew: dur(shift), Points: t.points(t.stores[id], shift, length)}
+		if w := t.window; w > 0 {
+			lv.WindowStart = dur(firstBoundary(t.start+shift, w))
+		}
+		out = append(out, lv)
 	}
 	return out
 }
@@ -319,7 +335,7 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	}
 	if w := t.window; w > 0 {
 		tl.Window = dur(w)
-		tl.WindowStart = dur((w - t.start%w) % w)
+		tl.WindowStart = dur(firstBoundary(t.start, w))
 		if n := (length - tl.WindowStart + tl.Window - 1) / tl.Window; n+1 <= MaxWindows {
 			tl.Windows = t.windows(tl.WindowStart, tl.Window, length)
 		}
@@ -345,6 +361,13 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 		tl.Zoom = Interval{To: length}
 	}
 	return nil
+}
+
+// firstBoundary returns how long after µs at (since the epoch) the first
+// window boundary at or after it falls, windows of w µs being aligned to
+// the epoch.
+func firstBoundary(at, w int64) int64 {
+	return ((w-at%w)%w + w) % w
 }
 
 // nextWidth steps 1, 2, 5, 10, 20, 50 … times a power of ten.

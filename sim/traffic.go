@@ -159,11 +159,17 @@ func (f *flood) next(r *rand.Rand, _ int64, _ *algo.Result) (req, bool) {
 // again; otherwise it probes again just after the reset.
 type spiker struct {
 	capacity int64
+	cost     int64 // Config.Cost, or 0: every request costs 1
 	probing  bool
 	probeAt  int64
 	buf      []req
 	i        int
 }
+
+// setCost tells the spiker every request costs c (Config.Cost): a full
+// limit is then capacity/c requests, and a fresh window's probe leaves
+// capacity-c.
+func (s *spiker) setCost(c int64) { s.cost = c }
 
 func (s *spiker) next(r *rand.Rand, now int64, res *algo.Result) (req, bool) {
 	switch {
@@ -174,9 +180,10 @@ func (s *spiker) next(r *rand.Rand, now int64, res *algo.Result) (req, bool) {
 		s.probing = false
 		end := now + res.ResetAfter.Microseconds()
 		s.buf, s.i = s.buf[:0], 0
-		if res.Allowed && res.Remaining >= s.capacity-1 {
-			s.buf = spread(s.buf, max(now+ms, end-500*ms), max(now+ms, end-10*ms), s.capacity, 1)
-			s.buf = spread(s.buf, end+10*ms, end+500*ms, s.capacity, 1)
+		cost := max(s.cost, 1)
+		if n := s.capacity / cost; res.Allowed && res.Remaining >= s.capacity-cost {
+			s.buf = spread(s.buf, max(now+ms, end-500*ms), max(now+ms, end-10*ms), n, 1)
+			s.buf = spread(s.buf, end+10*ms, end+500*ms, n, 1)
 			s.probeAt = end + 600*ms
 		} else {
 			s.probeAt = end + sec
