@@ -200,13 +200,23 @@ type apiResult struct {
 		}
 		Timeline struct {
 			Admitted, Denied int64
+			Duration         int64
+			Clients          []string
+			Window           int64
+			WindowStart      int64 `json:"window_start"`
 			Requests         []struct {
-				At         int64
-				Allowed    bool
-				RetryAfter int64 `json:"retry_after"`
+				At               int64
+				Instance, Client int
+				Cost, Remaining  int64
+				Allowed          bool
+				RetryAfter       int64 `json:"retry_after"`
 			}
-			Levels []struct{ Instance int }
-			Law    struct {
+			Levels []struct {
+				Instance    int
+				Skew        int64
+				WindowStart int64 `json:"window_start"`
+			}
+			Law struct {
 				Holds              bool
 				From, To, Admitted int64
 				Bound              int64

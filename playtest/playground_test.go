@@ -286,7 +286,7 @@ func TestKeyboardOnly(t *testing.T) {
 		reached = append(reached, id)
 	}
 	all := strings.Join(reached, " ")
-	for _, want := range []string{"capacity", "rate", "instances", "skew", "seed", "run", "zoom-all", "zoom-worst",
+	for _, want := range []string{"duration", "capacity", "rate", "cost", "instances", "skew", "seed", "run", "zoom-all", "zoom-worst",
 		"zoom-in", "zoom-out", "pan-left", "pan-right", "from", "to", "summary:token", "summary:fixed", "summary:sliding"} {
 		if !strings.Contains(" "+all+" ", " "+want+" ") {
 			t.Errorf("Tab never reaches #%s; it went %s", want, all)
@@ -298,4 +298,97 @@ func TestKeyboardOnly(t *testing.T) {
 	if loc := get(t, ctx, chromedp.Location()); !strings.Contains(loc, want) {
 		t.Errorf("after Enter on the zoom button the view is %s, want %s", loc, want)
 	}
+}
+
+// TestCostAndDurationOnAScenario: on a named scenario, a learner sets the
+// cost of every request and the run's duration from the keyboard; the URL
+// carries both, and the fixed window's table of requests in view is the
+// simulator's for that URL, row by row, each request at cost 2: the
+// attacker's full limit is then 50 requests either side of the boundary.
+func TestCostAndDurationOnAScenario(t *testing.T) {
+	ctx := tab(t)
+	open(t, ctx, "?scenario=boundary-spike&from=59&to=61")
+	do(t, ctx,
+		chromedp.Focus(chromedp.ID("cost")), chromedp.SendKeys(chromedp.ID("cost"), "2"+kb.Tab), ready(2),
+		chromedp.Focus(chromedp.ID("duration")), chromedp.SendKeys(chromedp.ID("duration"), "3m"+kb.Tab), ready(3))
+	loc := get(t, ctx, chromedp.Location())
+	for _, want := range []string{"scenario=boundary-spike", "cost=2", "duration=3m", "from=59", "to=61"} {
+		if !strings.Contains(loc, want) {
+			t.Errorf("URL %s lacks %s", loc, want)
+		}
+	}
+	api := apiRun(t, "?"+strings.SplitN(loc, "?", 2)[1])
+	fixed := api.Runs[1].Timeline
+	if api.Runs[1].Short != "fixed" || time.Duration(fixed.Duration) != 3*time.Minute {
+		t.Fatalf("run 1 is %s over %v, want the fixed window over 3m", api.Runs[1].Short, time.Duration(fixed.Duration))
+	}
+	if rows := summary(t, ctx); rows[1] != wantRow(api, 1) {
+		t.Errorf("summary: page %+v, simulator %+v", rows[1], wantRow(api, 1))
+	}
+	sel := `.chart[data-algo="fixed"] details.requests summary`
+	do(t, ctx, chromedp.Focus(chromedp.CSS(sel)), chromedp.SendKeys(chromedp.CSS(sel), kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`.chart[data-algo="fixed"] details.requests table`)))
+	rows := eval[[]string](t, ctx, `[...document.querySelectorAll('.chart[data-algo="fixed"] details.requests tbody tr')]
+		.map(tr => [...tr.cells].filter((_, i) => i !== 0 && i !== 5).map(c => c.textContent).join(" "))`)
+	var want []string
+	admitted := 0
+	for _, q := range fixed.Requests {
+		if q.At < int64(59*time.Second) || q.At >= int64(61*time.Second) {
+			continue
+		}
+		if q.Cost != 2 {
+			t.Fatalf("request at %v costs %d, want 2", time.Duration(q.At), q.Cost)
+		}
+		answer := map[bool]string{true: "admitted", false: "denied"}[q.Allowed]
+		if q.Allowed {
+			admitted++
+		}
+		want = append(want, fmt.Sprintf("%s %d %d %s %d", fixed.Clients[q.Client], q.Instance, q.Cost, answer, q.Remaining))
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("the table lists\n%v\nthe simulator has\n%v", rows, want)
+	}
+	// A full limit at cost 2 is 50 requests: 50 before the boundary, of
+	// which the last finds the window full (the probe took 2 of its 100
+	// tokens), and 50 after, then a probe that finds the next one full.
+	if admitted != 99 || len(want) != 101 {
+		t.Errorf("%d of %d requests at cost 2 admitted in [59s, 61s), want 99 of 101", admitted, len(want))
+	}
+	shot(t, ctx, "cost-on-a-scenario")
+}
+
+// TestInstanceWindowBoundaries: with a store per instance and clock skew,
+// each instance's window boundaries are drawn at the times the simulator
+// gives for its own clock, and the page says so.
+func TestInstanceWindowBoundaries(t *testing.T) {
+	ctx := tab(t)
+	const view = "?scenario=boundary-spike&algos=fixed&topology=per-instance&skew=0,400ms,-1s&from=0&to=150"
+	open(t, ctx, view)
+	tl := apiRun(t, view).Runs[0].Timeline
+	if len(tl.Levels) != 3 || tl.Window != int64(time.Minute) {
+		t.Fatalf("%d levels, window %v", len(tl.Levels), time.Duration(tl.Window))
+	}
+	starts := map[int64]bool{}
+	for _, lv := range tl.Levels {
+		var want []int64
+		for at := lv.WindowStart; at <= int64(150*time.Second); at += tl.Window {
+			want = append(want, at)
+		}
+		got := eval[[]int64](t, ctx, fmt.Sprintf(`[...document.querySelectorAll('.chart[data-algo="fixed"] line.boundary[data-instance="%d"]')]
+			.map(l => +l.dataset.at)`, lv.Instance))
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("instance %d (skew %v): boundaries drawn at %v, simulator %v", lv.Instance, time.Duration(lv.Skew), got, want)
+		}
+		starts[lv.WindowStart] = true
+	}
+	if len(starts) != 3 {
+		t.Errorf("three skews, window starts %v", starts)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('.chart[data-algo="fixed"] line.boundary[data-instance="-1"]').length`); n != 0 {
+		t.Errorf("%d boundaries on the run's clock drawn besides the instances' own", n)
+	}
+	if help := get(t, ctx, chromedp.Text(chromedp.ID("boundary-help"))); !strings.Contains(help, "its own clock") {
+		t.Errorf("the page does not say whose boundaries are drawn: %q", help)
+	}
+	shot(t, ctx, "instance-boundaries")
 }

@@ -14,13 +14,18 @@
 //	GET /api/scenarios     the named scenarios: name, summary, policy, duration
 //	GET /api/run?QUERY     one run per algorithm: each a sim.Report and its sim.Timeline
 //
+// With a store per instance, each instance's store cuts its windows on its
+// own skewed clock: the page draws each instance's boundaries at the
+// [sim.Level] WindowStart the API gives for it.
+//
 // The query string of the page and of /api/run is the same, so a view's
 // URL reproduces it (runs are deterministic):
 //
 //	scenario   a name from /api/scenarios, or "custom" (default boundary-spike)
 //	client     custom traffic, one parameter per client, as sim.ParsePattern
 //	           reads it: "100 at 59.5s over 490ms, every 5s"
-//	cost       the cost of each custom request that does not set its own
+//	cost       the cost of every request of a named scenario (default each
+//	           request's own); of each custom request that does not set its own
 //	algos      comma-separated token, fixed, sliding (default all three)
 //	topology   shared or per-instance (default shared)
 //	instances  app instances behind the load balancer, 1 to 10 (default 3)
@@ -161,15 +166,16 @@ func ParseView(q url.Values) (View, error) {
 	if s := q.Get("scenario"); s != "" {
 		v.Base.Scenario = s
 	}
-	if v.Base.Scenario == sim.Custom {
-		var cost int64 = 1
-		if s := q.Get("cost"); s != "" {
-			c, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || c < 1 {
-				return bad("cost %q: want a whole number of tokens, at least 1", s)
-			}
-			cost = c
+	var cost int64
+	if s := q.Get("cost"); s != "" {
+		c, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || c < 1 {
+			return bad("cost %q: want a whole number of tokens, at least 1", s)
 		}
+		cost = c
+	}
+	if v.Base.Scenario == sim.Custom {
+		cost = max(cost, 1)
 		tr := &sim.Traffic{}
 		for _, line := range q["client"] {
 			if strings.TrimSpace(line) == "" {
@@ -190,6 +196,8 @@ func ParseView(q url.Values) (View, error) {
 		v.Base.Scenario, v.Base.Traffic = "", tr
 	} else if _, err := sim.Lookup(v.Base.Scenario); err != nil {
 		return bad("%v", err)
+	} else {
+		v.Base.Cost = cost // sim checks it against the capacity
 	}
 	v.Algorithms = sim.Algorithms()
 	if s := q.Get("algos"); s != "" {

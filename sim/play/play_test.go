@@ -104,11 +104,16 @@ func TestParseView(t *testing.T) {
 	if b.Traffic == nil || len(b.Traffic.Clients) != 2 || b.Traffic.Clients[0].Cost != 2 || b.Traffic.Clients[1].Cost != 3 ||
 		len(v.Algorithms) != 1 || v.Algorithms[0].Name() != "slidingwindow" || b.Topology != sim.PerInstance ||
 		b.Instances != 2 || len(b.Skew) != 2 || b.Policy.Capacity() != 50 || b.Policy.Rate().String() != "10/1s" ||
-		b.Seed != 7 || b.Duration != 90*time.Second {
+		b.Seed != 7 || b.Duration != 90*time.Second || b.Cost != 0 {
 		t.Fatalf("ParseView = %+v", v)
 	}
+	// On a named scenario, cost is every request's: sim.Config.Cost.
+	if v, err := ParseView(url.Values{"scenario": {"sensor"}, "cost": {"3"}}); err != nil || v.Base.Cost != 3 || v.Base.Traffic != nil {
+		t.Fatalf("ParseView(scenario=sensor&cost=3) = %+v, %v", v, err)
+	}
 	for _, bad := range []string{"scenario=nope", "scenario=custom", "algos=leaky", "instances=11", "topology=mesh",
-		"seed=-1", "duration=2h", "skew=soon", "capacity=0", "rate=fast", "rate=5/soon", "scenario=custom&client=at+5s"} {
+		"seed=-1", "duration=2h", "skew=soon", "capacity=0", "rate=fast", "rate=5/soon", "scenario=custom&client=at+5s",
+		"scenario=sensor&cost=0", "scenario=sensor&cost=two"} {
 		q, _ := url.ParseQuery(bad)
 		if _, err := ParseView(q); !errors.Is(err, ErrBadQuery) {
 			t.Errorf("ParseView(%s) error = %v", bad, err)
@@ -116,7 +121,8 @@ func TestParseView(t *testing.T) {
 	}
 	srv := httptest.NewServer(Handler())
 	defer srv.Close()
-	for _, path := range []string{"/api/run?scenario=nope", "/api/run?scenario=cost&capacity=5"} {
+	for _, path := range []string{"/api/run?scenario=nope", "/api/run?scenario=cost&capacity=5",
+		"/api/run?scenario=sensor&capacity=3&cost=4"} {
 		code, _, body := get(t, srv, path)
 		var e struct{ Error string }
 		if code != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error == "" {

@@ -64,9 +64,10 @@ function queryFromForm(withZoom) {
   q.set("scenario", sc);
   if (sc === "custom") {
     for (const line of $("#clients").value.split("\n")) if (line.trim()) q.append("client", line.trim());
-    if ($("#cost").value && $("#cost").value !== "1") q.set("cost", $("#cost").value);
   }
-  for (const id of ["capacity", "rate", "skew"]) if ($("#" + id).value.trim()) q.set(id, $("#" + id).value.trim());
+  const cost = $("#cost").value.trim();
+  if (cost && !(sc === "custom" && cost === "1")) q.set("cost", cost);
+  for (const id of ["capacity", "rate", "skew", "duration"]) if ($("#" + id).value.trim()) q.set(id, $("#" + id).value.trim());
   const algos = algosChecked();
   if (algos.length && algos.length < 3) q.set("algos", algos.join(","));
   const topo = form.querySelector("input[name=topology]:checked").value;
@@ -88,8 +89,8 @@ function formFromQuery(q) {
   }
   $("#scenario").value = sc;
   if (q.getAll("client").length) $("#clients").value = q.getAll("client").join("\n");
-  $("#cost").value = q.get("cost") || "1";
-  for (const id of ["capacity", "rate", "skew"]) $("#" + id).value = q.get(id) || "";
+  $("#cost").value = q.get("cost") || "";
+  for (const id of ["capacity", "rate", "skew", "duration"]) $("#" + id).value = q.get(id) || "";
   const algos = (q.get("algos") || "token,fixed,sliding").split(",");
   for (const i of form.querySelectorAll("input[name=algo]")) i.checked = algos.includes(i.value);
   const topo = q.get("topology") || "shared";
@@ -288,8 +289,25 @@ function chart(run, from, to, W, inset) {
   // Window boundaries and counts (the counts above the level lines).
   const counts = el("g", {});
   if (tl.window > 0 && (to - from) / tl.window <= 120) {
-    const first = tl.window_start + Math.max(Math.ceil((from - tl.window_start) / tl.window), 0) * tl.window;
-    for (let t = first; t <= to; t += tl.window) el("line", { class: "boundary", x1: x(t), x2: x(t), y1: TOP, y2: TOP + H + S }, g);
+    // Each store's own boundaries, as the API places them: an instance's
+    // store cuts windows on its skewed clock.
+    const own = tl.levels.filter((lv) => lv.instance >= 0);
+    const stores = own.length ? own : [{ instance: -1, window_start: tl.window_start, skew: 0 }];
+    // Labelled "i0", "i1" … when the instances' boundaries stand apart.
+    const phases = own.map((lv) => lv.window_start % tl.window).sort((a, b) => a - b);
+    const gap = Math.min(...phases.map((p, k) => (k ? p - phases[k - 1] : p + tl.window - phases[phases.length - 1])));
+    const labelled = own.length > 1 && gap / (to - from) * PW >= 18;
+    for (const lv of stores) {
+      const start = lv.window_start;
+      const first = start + Math.max(Math.ceil((from - start) / tl.window), 0) * tl.window;
+      for (let t = first; t <= to; t += tl.window) {
+        const ln = el("line", { class: "boundary", x1: x(t), x2: x(t), y1: TOP, y2: TOP + H + S,
+          "data-instance": lv.instance, "data-at": t }, g);
+        if (lv.instance < 0) continue;
+        el("title", {}, ln, `instance ${lv.instance}'s window boundary (its clock is ${fmtDur(lv.skew)} off)`);
+        if (labelled) el("text", { class: "boundary-label", x: x(t) + 2, y: TOP + H + S - 3 }, g, `i${lv.instance}`);
+      }
+    }
     for (const w of tl.windows || []) {
       if (w.to <= from || w.from >= to || !w.admitted) continue;
       const wx0 = x(Math.max(w.from, from)), wx1 = x(Math.min(w.to, to));
