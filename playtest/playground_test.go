@@ -362,7 +362,8 @@ func TestCostAndDurationOnAScenario(t *testing.T) {
 // gives for its own clock, and the page says so.
 func TestInstanceWindowBoundaries(t *testing.T) {
 	ctx := tab(t)
-	const view = "?scenario=boundary-spike&algos=fixed&topology=per-instance&skew=0,400ms,-1s&from=0&to=150"
+	const view = "?scenario=boundary-spike&algos=fixed&topology=per-instance&skew=0,400ms,-1s&from=50&to=70"
+	const from, to = int64(50 * time.Second), int64(70 * time.Second)
 	open(t, ctx, view)
 	tl := apiRun(t, view).Runs[0].Timeline
 	if len(tl.Levels) != 3 || tl.Window != int64(time.Minute) {
@@ -371,8 +372,10 @@ func TestInstanceWindowBoundaries(t *testing.T) {
 	starts := map[int64]bool{}
 	for _, lv := range tl.Levels {
 		var want []int64
-		for at := lv.WindowStart; at <= int64(150*time.Second); at += tl.Window {
-			want = append(want, at)
+		for at := lv.WindowStart; at <= to; at += tl.Window {
+			if at >= from {
+				want = append(want, at)
+			}
 		}
 		got := eval[[]int64](t, ctx, fmt.Sprintf(`[...document.querySelectorAll('.chart[data-algo="fixed"] line.boundary[data-instance="%d"]')]
 			.map(l => +l.dataset.at)`, lv.Instance))
@@ -383,6 +386,11 @@ func TestInstanceWindowBoundaries(t *testing.T) {
 	}
 	if len(starts) != 3 {
 		t.Errorf("three skews, window starts %v", starts)
+	}
+	// A second apart on a 20 s view: each boundary says whose it is.
+	labels := eval[[]string](t, ctx, `[...document.querySelectorAll('.chart[data-algo="fixed"] text.boundary-label')].map(e => e.textContent)`)
+	if len(labels) != 3 {
+		t.Errorf("boundary labels %v, want one per instance", labels)
 	}
 	if n := eval[int](t, ctx, `document.querySelectorAll('.chart[data-algo="fixed"] line.boundary[data-instance="-1"]').length`); n != 0 {
 		t.Errorf("%d boundaries on the run's clock drawn besides the instances' own", n)

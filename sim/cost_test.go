@@ -66,7 +66,8 @@ func TestCostOverride(t *testing.T) {
 
 // TestLevelWindowStart: with a store per instance and skewed clocks, each
 // Level's WindowStart is where its own store's windows begin on the run's
-// time, and the fixed window's room comes back only there.
+// time, the fixed window's room comes back only there, and a chart draws
+// those boundaries.
 func TestLevelWindowStart(t *testing.T) {
 	skew := []time.Duration{0, 400 * time.Millisecond, -time.Second}
 	rep, err := Run(Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Topology: PerInstance,
@@ -98,5 +99,18 @@ func TestLevelWindowStart(t *testing.T) {
 	}
 	if resets == 0 {
 		t.Error("no window reset seen")
+	}
+	// WriteSVG draws every instance's boundaries: three sets where an
+	// unskewed run has one.
+	if starts := tl.windowStarts(); len(starts) != 3 {
+		t.Errorf("the chart draws windows from %v, want the 3 instances' starts", starts)
+	}
+	unskewed, err := Run(Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Topology: PerInstance,
+		Instances: 3, Seed: 1, Duration: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if starts := unskewed.Timeline.windowStarts(); len(starts) != 1 || starts[0] != unskewed.Timeline.WindowStart {
+		t.Errorf("unskewed, the chart draws windows from %v, want %v only", starts, unskewed.Timeline.WindowStart)
 	}
 }

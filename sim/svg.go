@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -118,11 +119,14 @@ func panel(b io.Writer, tl *Timeline, from, to time.Duration, y int, label strin
 		}
 	}
 	// Window boundaries, dashed, with the admitted count of each window
-	// that has one.
+	// that has one. A store per instance cuts its windows on its own
+	// clock: each distinct start is drawn.
 	if tl.Window > 0 && (to-from)/tl.Window <= maxGrid {
-		first := tl.WindowStart + max((from-tl.WindowStart+tl.Window-1)/tl.Window, 0)*tl.Window
-		for at := first; at <= to; at += tl.Window {
-			fmt.Fprintf(b, `<line x1="%.2f" y1="%d" x2="%.2f" y2="%d" stroke="%s" stroke-dasharray="4 3"/>`+"\n", x(at), y, x(at), y+panelH+strip, gridColor)
+		for _, start := range tl.windowStarts() {
+			first := start + max((from-start+tl.Window-1)/tl.Window, 0)*tl.Window
+			for at := first; at <= to; at += tl.Window {
+				fmt.Fprintf(b, `<line x1="%.2f" y1="%d" x2="%.2f" y2="%d" stroke="%s" stroke-dasharray="4 3"/>`+"\n", x(at), y, x(at), y+panelH+strip, gridColor)
+			}
 		}
 		for _, win := range tl.Windows {
 			wx := x(min(win.To, to)) - x(max(win.From, from))
@@ -283,4 +287,20 @@ func esc(s string) string {
 	var b strings.Builder
 	_ = xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// windowStarts returns where the windows of tl's stores begin: the
+// Timeline's WindowStart for a shared store, each instance's own (without
+// repeats) when each keeps its own.
+func (tl *Timeline) windowStarts() []time.Duration {
+	var starts []time.Duration
+	for _, lv := range tl.Levels {
+		if lv.Instance >= 0 && !slices.Contains(starts, lv.WindowStart) {
+			starts = append(starts, lv.WindowStart)
+		}
+	}
+	if len(starts) == 0 {
+		starts = append(starts, tl.WindowStart)
+	}
+	return starts
 }
