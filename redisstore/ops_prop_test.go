@@ -69,22 +69,7 @@ func TestOpsDifferential(t *testing.T) {
 							step++
 							d.step, d.at = step, now.UnixMicro()
 							calls[op]++
-							switch op {
-							case "take":
-								d.take(i)
-							case "multi":
-								d.multi(i)
-							case "refund":
-								d.refund(i)
-							case "refund multi":
-								d.refundMulti()
-							case "at most":
-								d.atMost(i)
-							case "reserve":
-								d.reserve(i)
-							case "cancel":
-								d.cancel()
-							}
+							d.do(op, i)
 						}
 					}
 				})

@@ -187,24 +187,31 @@ func TestDifferential(t *testing.T) {
 				now = storetest.Start
 			}
 			d.step, d.at = step, now.UnixMicro()
-			switch op := rapid.SampledFrom(ops).Draw(rt, "op"); op {
-			case "take":
-				d.take(i)
-			case "multi":
-				d.multi(i)
-			case "refund":
-				d.refund(i)
-			case "refund multi":
-				d.refundMulti()
-			case "at most":
-				d.atMost(i)
-			case "reserve":
-				d.reserve(i)
-			case "cancel":
-				d.cancel()
-			}
+			d.do(rapid.SampledFrom(ops).Draw(rt, "op"), i)
 		}
 	})
+}
+
+// do runs operation op (one of the names the properties draw) at key i.
+func (d *differential) do(op string, i int) {
+	switch op {
+	case "take":
+		d.take(i)
+	case "multi":
+		d.multi(i)
+	case "refund":
+		d.refund(i)
+	case "refund multi":
+		d.refundMulti()
+	case "at most":
+		d.atMost(i)
+	case "reserve":
+		d.reserve(i)
+	case "cancel":
+		d.cancel()
+	default:
+		d.rt.Fatalf("unknown op %q", op)
+	}
 }
 
 func (d *differential) take(i int) {
