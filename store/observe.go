@@ -275,6 +275,7 @@ type DecisionCounter interface {
 // allocates nothing once a label set has been counted.
 type DecisionCounts struct {
 	c obscache.Cache[[outcomes]atomic.Uint64] // by Outcome
+	localCounts
 }
 
 // outcomes bounds the Outcome values, as an array index.
@@ -300,10 +301,16 @@ func (c *DecisionCounts) Add(d Decision) {
 // outcome, at 0 for those it has not had: so a ratio such as the share
 // of denials reads 0, not nothing, before the first denial.
 func (c *DecisionCounts) Each(f func(t Tally)) {
+	local := c.sums()
 	c.c.Range(func(k obscache.Key, n *[outcomes]atomic.Uint64) {
 		t := Tally{Store: k.Store, Policy: k.Policy, Route: k.Route}
 		for i := range n {
 			t.N[i] = n[i].Load()
+		}
+		if add, ok := local[n]; ok {
+			for i, k := range add {
+				t.N[i] += k
+			}
 		}
 		f(t)
 	})

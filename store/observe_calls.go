@@ -97,7 +97,11 @@ func Observe(s Store, name string, o Observer) Store {
 	} else {
 		w.flags.Or(pushBit)
 	}
-	return w.wrap(w.optional())
+	shown := w.wrap(w.optional())
+	if sc, ok := s.(SelfCounter); ok && w.counts != nil {
+		return sc.CountTakes(shown, &TakeTap{w})
+	}
+	return shown
 }
 
 // begin starts timing a call, if this one is timed: the monotonic reading,
@@ -162,12 +166,18 @@ func (w *observed) tally(ctx context.Context, i int) (*tally, Outcome) {
 	if i >= 0 && i < len(l.Policies) {
 		policy = l.Policies[i]
 	}
-	pp, rp := uintptr(unsafe.Pointer(unsafe.StringData(policy))), uintptr(unsafe.Pointer(unsafe.StringData(l.Route)))
-	f := &w.fast[uint64(pp^rp<<1^uintptr(len(policy))^uintptr(len(l.Route))<<32)*0x9e3779b97f4a7c15>>(64-fastBits)]
+	f := &w.fast[fastSlot(policy, l.Route)]
 	if e := f.Load(); e != nil && same(e.policy, policy) && same(e.route, l.Route) {
 		return e.n, deny
 	}
 	return w.slowTally(f, policy, l.Route), deny
+}
+
+// fastSlot returns the index in observed.fast of a label set: one
+// multiplication of the strings' addresses and lengths.
+func fastSlot(policy, route string) int {
+	pp, rp := uintptr(unsafe.Pointer(unsafe.StringData(policy))), uintptr(unsafe.Pointer(unsafe.StringData(route)))
+	return int(uint64(pp^rp<<1^uintptr(len(policy))^uintptr(len(route))<<32) * 0x9e3779b97f4a7c15 >> (64 - fastBits))
 }
 
 // bareTally returns the counts of the calls without labels.

@@ -30,7 +30,7 @@ var optional = []struct{ field, typ string }{
 
 // notOptional are the exported interfaces of this package that a store
 // does not implement as an option of its own.
-var notOptional = []string{"Store", "Clock", "Observer", "DecisionCounter"}
+var notOptional = []string{"Store", "Clock", "Observer", "DecisionCounter", "SelfCounter"}
 
 // TestObserveWrappers checks that observe_wrap.go is what genWrappers
 // writes, and that every exported interface of this package is either an
