@@ -12,10 +12,8 @@ import (
 
 var _ store.Leaser = (*Store)(nil)
 
-// leaseSalt is XORed into a key's hash to place its lease set. A key's
-// bucket and its lease set then sit in different map slots and are told
-// apart by the key comparison that already resolves hash collisions, so the
-// two namespaces never meet and Take's path is unchanged.
+// leaseSalt is XORed into a key's hash to choose the shard of its lease
+// set, so that a key's bucket and its leases do not share a lock.
 const leaseSalt = 0x9e3779b97f4a7c15
 
 // leaseSet is a lease key's state, with room for one lease inline, so that
@@ -25,10 +23,12 @@ type leaseSet struct {
 	one [1]algo.Lease
 }
 
-// leaseEntry is a lease key's map entry and its leases, allocated together.
-type leaseEntry struct {
-	entry
-	set leaseSet
+// leaseKey is a lease key's entry in its shard's map of leases (lease
+// keys are rare: they live apart from the buckets' tables): its leases,
+// and when its last lease expires.
+type leaseKey struct {
+	idle int64
+	set  leaseSet
 }
 
 // AcquireLease asks for a lease with the given id on key under p, at the
@@ -40,16 +40,16 @@ type leaseEntry struct {
 // algo.ErrInvalidLeaseID, algo.ErrInvalidLeasePolicy, store.ErrClosed or
 // the context's, and change nothing.
 func (s *Store) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
-	sh, h, e, now, err := s.lockLeases(ctx, key, id)
+	sh, e, now, err := s.lockLeases(ctx, key, id)
 	if err != nil {
 		return algo.LeaseResult{}, err
 	}
-	var le *leaseEntry // a new key's entry, its state inline
+	var le *leaseKey // a new key's entry, its state inline
 	var l algo.Leases
 	if e != nil {
-		l = e.ls.l
+		l = e.set.l
 	} else {
-		le = &leaseEntry{}
+		le = &leaseKey{}
 		l = le.set.one[:0]
 	}
 	l, res, err := algo.AcquireLease(p, l, now, id)
@@ -57,7 +57,7 @@ func (s *Store) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy
 		sh.mu.Unlock()
 		return algo.LeaseResult{}, fmt.Errorf("memstore: %w", err)
 	}
-	if wait, ok := s.keepLeases(sh, h, key, e, le, l, now); !ok {
+	if wait, ok := s.keepLeases(sh, key, e, le, l, now); !ok {
 		return algo.LeaseResult{Limit: p.Limit, RetryAfter: time.Duration(min(max(wait, 1), p.TTL.Microseconds())) * time.Microsecond}, nil
 	}
 	return res, nil
@@ -84,13 +84,13 @@ func (s *Store) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, 
 // changeLease applies a release or a renewal (op) to key's leases. Neither
 // adds a lease, so a key with no leases stays without an entry.
 func (s *Store) changeLease(ctx context.Context, key, id string, op func(algo.Leases, int64) (algo.Leases, bool, error)) (bool, error) {
-	sh, h, e, now, err := s.lockLeases(ctx, key, id)
+	sh, e, now, err := s.lockLeases(ctx, key, id)
 	if err != nil {
 		return false, err
 	}
 	var l algo.Leases
 	if e != nil {
-		l = e.ls.l
+		l = e.set.l
 	}
 	l, ok, err := op(l, now)
 	if err != nil {
@@ -101,54 +101,57 @@ func (s *Store) changeLease(ctx context.Context, key, id string, op func(algo.Le
 		sh.mu.Unlock()
 		return ok, nil
 	}
-	s.keepLeases(sh, h, key, e, nil, l, now)
+	s.keepLeases(sh, key, e, nil, l, now)
 	return ok, nil
 }
 
 // lockLeases checks a lease call's key and id, then locks the shard of key's
-// leases and returns it, the slot's hash, the key's entry (nil if it holds
-// no leases) and the time. On error nothing is locked.
-func (s *Store) lockLeases(ctx context.Context, key, id string) (*shard, uint64, *entry, int64, error) {
+// leases and returns it, the key's entry (nil if it holds no leases) and
+// the time. On error nothing is locked.
+func (s *Store) lockLeases(ctx context.Context, key, id string) (*shard, *leaseKey, int64, error) {
 	if err := store.CheckLease(key, id, s.maxKey); err != nil {
-		return nil, 0, nil, 0, fmt.Errorf("memstore: %w", err)
+		return nil, nil, 0, fmt.Errorf("memstore: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, nil, 0, err
+		return nil, nil, 0, err
 	}
 	now := s.now()
 	h := maphash.String(s.seed, key) ^ leaseSalt
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	if sh.m == nil {
+	if sh.closed {
 		sh.mu.Unlock()
-		return nil, 0, nil, 0, store.ErrClosed
+		return nil, nil, 0, store.ErrClosed
 	}
-	return sh, h, sh.get(h, key), now, nil
+	return sh, sh.leases[key], now, nil
 }
 
 // keepLeases stores l as the leases of key and unlocks sh. The key's entry
-// is e, or for a new key le, linked in only if the shard has room. A key
-// left with no leases is deleted. It reports false, storing nothing, when
-// a new key finds the shard full with nothing idle, and then the µs until
-// the shard's earliest entry is idle (at most: it may be less, or passed).
-func (s *Store) keepLeases(sh *shard, h uint64, key string, e *entry, le *leaseEntry, l algo.Leases, now int64) (int64, bool) {
+// is e, or for a new key le, added only if the shard has room. A key left
+// with no leases is deleted. It reports false, storing nothing, when a new
+// key finds the shard full with nothing idle, and then the µs until the
+// shard's earliest key is idle (at most: it may be less, or passed).
+func (s *Store) keepLeases(sh *shard, key string, e, le *leaseKey, l algo.Leases, now int64) (int64, bool) {
 	defer sh.mu.Unlock()
 	switch {
 	case len(l) == 0: // every lease expired or released
 		if e != nil {
-			sh.del(h, e)
+			delete(sh.leases, key)
 		}
 	case e != nil:
-		e.ls.keep(l)
-		sh.set(h, key, e, algo.State{}, l.IdleAt())
-	case !sh.room(now, s.perShard):
+		e.set.keep(l)
+		e.idle = l.IdleAt()
+		sh.soonest = min(sh.soonest, e.idle)
+	case !sh.room(now, s.perShard, &s.pols):
 		return sh.soonest - now, false
-	default: // link le in, as set does a new bucket
+	default:
 		le.set.keep(l)
-		le.key, le.idle, le.ls, le.next = key, l.IdleAt(), &le.set, sh.m[h]
-		sh.m[h] = &le.entry
-		sh.n++
-		sh.peak = max(sh.peak, sh.n)
+		le.idle = l.IdleAt()
+		if sh.leases == nil {
+			sh.leases = make(map[string]*leaseKey)
+		}
+		sh.leases[key] = le
+		sh.lpeak = max(sh.lpeak, len(sh.leases))
 		sh.soonest = min(sh.soonest, le.idle)
 	}
 	return 0, true

@@ -1,5 +1,6 @@
-// Package memstore is the in-process [store.Store]: bucket state in a
-// sharded map, guarded by one mutex per shard, with the clock injected.
+// Package memstore is the in-process [store.Store]: bucket state in
+// sharded hash tables, guarded by one mutex per shard, with the clock
+// injected.
 //
 // Use it for a single process, for tests and for the simulator; use
 // redisstore when several processes must share one limit.
@@ -25,8 +26,13 @@
 // buckets whenever it has doubled in size since its last sweep. The sweep
 // runs inside the Take that crosses the threshold, so its cost is amortised
 // over the inserts that grew the shard, and there is no janitor goroutine.
-// A shard whose live buckets fall below a quarter of its peak is rebuilt,
-// returning the map's memory to the runtime.
+// A shard whose live buckets fall below a quarter of its peak moves them
+// to a smaller table, returning the memory to the runtime.
+//
+// A token bucket takes one 32-byte slot of its shard's table, which is
+// 7/16 to 7/8 full: 37 to 73 bytes of heap besides its key's bytes, about
+// 42 at 100k keys (bench/'s DistinctKeys). The slot points at the key's
+// bytes, so the key string is kept as the caller made it.
 //
 // "Exactly" assumes the clock does not run backwards. A bucket keeps the
 // latest time it has seen, so a stale caller mints nothing; a forgotten
@@ -36,7 +42,7 @@
 // # MaxKeys: what happens when the store is full
 //
 // A client that rotates keys (spoofed addresses, random user IDs) could grow
-// the map without end, so each shard holds at most ⌈MaxKeys/Shards⌉
+// the store without end, so each shard holds at most ⌈MaxKeys/Shards⌉
 // buckets (keys do not spread perfectly: a million random keys under the
 // default bound fill 99.9% of it before the first shard is full). When a
 // new key arrives at a full shard, idle buckets are swept out first; that
@@ -55,7 +61,7 @@
 //
 // Full sweeps at a full shard run at most once per ⌈n/16⌉ overflowed
 // inserts (n the shard's size), and only once some stored bucket can have
-// become idle, so an attack cannot make every Take scan the map.
+// become idle, so an attack cannot make every Take scan its shard.
 //
 // # Changing a policy
 //
@@ -65,15 +71,15 @@
 // (capped at the new capacity) by default, or the fraction of a full
 // bucket with algo.Proportional, and refills at the new rate from that
 // call on. The call keeps the converted bucket, whatever it does
-// otherwise. A bucket records its policy as a number in the unused
-// third word of its state, so it is no larger; the Store numbers up to
+// otherwise. A bucket records its policy as a number in spare bits of
+// its slot, so it is no larger; the Store numbers up to
 // MaxPolicies distinct policies (see there for what happens beyond).
 //
 // # Leases
 //
 // The Store is also a store.Leaser: at most N leases of a key in flight
 // (see store.ConcurrencyLimiter). A key's leases live in the same shards
-// as the buckets, apart from them (a key may have both), and count
+// as the buckets, in a map of their own (a key may have both), and count
 // towards MaxKeys. A key with no live lease holds no memory: it is deleted
 // when its last lease is released, and swept, like an idle bucket, once
 // its last lease has expired. A new lease key arriving at a full shard with
@@ -82,7 +88,8 @@
 // key exceed its limit. Acquire and release take time linear in the key's
 // live leases; with ids made beforehand, an acquire and release on a key
 // that holds other leases allocates nothing, and one on a key with none
-// allocates its entry (112 bytes).
+// allocates its entry (64 bytes; about 99 bytes a key with its map slot,
+// measured by BenchmarkLeaseMemory).
 package memstore
 
 import (
@@ -99,8 +106,9 @@ import (
 )
 
 // DefaultMaxKeys is the MaxKeys of a zero Config: about a million buckets.
-// A bucket costs about 88 bytes of heap besides its key (measured by
-// bench/'s DistinctKeys benchmark over 100k keys; BENCHMARKS.md).
+// A bucket costs about 42 bytes of heap besides its key's bytes, 37 to 73
+// as its shard's table fills (measured by bench/'s DistinctKeys benchmark
+// over 100k keys; BENCHMARKS.md).
 const DefaultMaxKeys = 1 << 20
 
 // maxShards bounds Config.Shards.
@@ -131,9 +139,10 @@ type Config struct {
 	// MaxKeyLen bounds a key's length in bytes: a longer key is refused
 	// with an error matching store.ErrKeyTooLong, and charges nothing.
 	// The default (0) is store.DefaultMaxKeyLen (256); a negative value
-	// means no bound. With MaxKeys it bounds the store's memory: about
-	// MaxKeys × (MaxKeyLen + 88 bytes) for buckets; a lease key takes
-	// about 136 bytes with one lease, and at most its policy's Limit ×
+	// means the largest bound a table holds, 2^32−1 bytes (as does any
+	// larger value). With MaxKeys it bounds the store's memory: at most
+	// MaxKeys × (MaxKeyLen + 73 bytes) for buckets; a lease key takes
+	// about 99 bytes with one lease, and at most its policy's Limit ×
 	// (48 + algo.MaxLeaseIDLen) bytes more for its leases and their ids.
 	MaxKeyLen int
 	// OnPolicyChange is what a bucket keeps when a call names another
@@ -200,10 +209,10 @@ func newStore(cfg Config, floor int) (*Store, error) {
 		maxKeys = DefaultMaxKeys
 	}
 	s.mask, s.perShard = uint64(n-1), (maxKeys+n-1)/n
-	s.maxKey = store.MaxKeyLen(cfg.MaxKeyLen)
+	s.maxKey = int(min(uint64(store.MaxKeyLen(cfg.MaxKeyLen)), maxKeyBytes))
 	s.shards = make([]shard, n)
 	for i := range s.shards {
-		s.shards[i].init(s.perShard, floor)
+		s.shards[i].init(s.perShard, floor, s.tb)
 	}
 	s.over.m = make(map[algo.Policy]algo.State)
 	return s, nil
@@ -221,58 +230,105 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	if err := ctx.Err(); err != nil {
 		return algo.Result{}, err
 	}
+	if !s.tb {
+		return s.takeWide(key, p, cost)
+	}
 	now := s.now()
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	if sh.m == nil {
-		sh.mu.Unlock()
-		return algo.Result{}, store.ErrClosed
+	sl := sh.b.find(h, key) // nil on a closed shard too
+	if sl == nil || !s.pols.is(sl.v.policy(), p) {
+		return s.takeSlow(sh, h, key, sl, p, now, cost)
 	}
-	e := sh.get(h, key)
-	var prev algo.State
-	if s.tb {
-		prev = s.load(sh, e, p, now) // converted if e was written under another policy
-	} else if e != nil {
-		prev = e.s
-	}
-	// The token bucket writes its Result in place (TakeTo), into the named
-	// result: a Result returned by value, or copied from a local, is
-	// moved with 16-byte loads right after 8-byte stores, which stall on
-	// store forwarding; returning res loads it field by field. (Measured:
-	// 8% off a hot-key Take.)
-	var st algo.State
-	var idle int64
-	if s.tb {
-		if st, err = (algo.TokenBucket{}).TakeTo(&res, p, prev, now, cost); err == nil {
-			idle = algo.TokenBucket{}.IdleFrom(p, st, res.ResetAfter, now)
-		}
-	} else {
-		st, res, idle, err = s.take(p, prev, now, cost)
-	}
+	// The usual case: the key's bucket, written under p. The token bucket
+	// writes its Result in place (TakeTo), into the named result: a
+	// Result returned by value, or copied from a local, is moved with
+	// 16-byte loads right after 8-byte stores, which stall on store
+	// forwarding; returning res loads it field by field. (Measured: 8%
+	// off a hot-key Take.)
+	st, err := algo.TokenBucket{}.TakeTo(&res, p, sl.v.state(), now, cost)
 	if err != nil {
 		sh.mu.Unlock()
 		return algo.Result{}, fmt.Errorf("memstore: %w", err)
 	}
-	if !s.keep(sh, h, key, e, st, idle, now) {
+	if idle := (algo.TokenBucket{}).IdleFrom(p, st, res.ResetAfter, now); idle <= now {
+		sh.b.remove(sl) // full again: same as no bucket
+	} else {
+		sl.v = pack(st) // its policy number is p's, not 0: nothing kept apart
+		sh.soonest = min(sh.soonest, idle)
+	}
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// takeSlow is Take on a key with no bucket, or one written under another
+// policy than p, or on a closed shard, with sh locked; it unlocks sh. sl
+// is the key's slot, or nil.
+func (s *Store) takeSlow(sh *shard, h uint64, key string, sl *slot[bucket], p algo.Policy, now, cost int64) (res algo.Result, err error) {
+	if sh.closed {
+		sh.mu.Unlock()
+		return algo.Result{}, store.ErrClosed
+	}
+	st, err := algo.TokenBucket{}.TakeTo(&res, p, s.convert(sh, sl, p, now), now, cost)
+	if err != nil {
+		sh.mu.Unlock()
+		return algo.Result{}, fmt.Errorf("memstore: %w", err)
+	}
+	if !s.keep(sh, h, key, sl, st, algo.TokenBucket{}.IdleFrom(p, st, res.ResetAfter, now), now) {
 		return s.over.take(s.alg, p, now, cost)
 	}
 	return res, nil
 }
 
-// keep stores the new state of key's bucket (e, or nil if it had none;
-// h is the key's hash), idle from idle, and unlocks sh. It reports false, storing nothing, when
-// the shard is full with nothing idle: the request must then be served
-// from the overflow bucket.
-func (s *Store) keep(sh *shard, h uint64, key string, e *entry, st algo.State, idle, now int64) bool {
+// takeWide is Take under an algorithm other than the token bucket.
+func (s *Store) takeWide(key string, p algo.Policy, cost int64) (algo.Result, error) {
+	now := s.now()
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
+		return algo.Result{}, store.ErrClosed
+	}
+	sl := sh.w.find(h, key)
+	var prev algo.State
+	if sl != nil {
+		prev = sl.v.st
+	}
+	st, res, idle, err := s.take(p, prev, now, cost)
+	if err != nil {
+		sh.mu.Unlock()
+		return algo.Result{}, fmt.Errorf("memstore: %w", err)
+	}
+	switch {
+	case idle <= now:
+		if sl != nil {
+			sh.w.remove(sl)
+		}
+	case sl != nil || sh.room(now, s.perShard, &s.pols):
+		sh.putWide(h, key, sl, st, idle)
+	default: // full shard, nothing idle
+		sh.mu.Unlock()
+		return s.over.take(s.alg, p, now, cost)
+	}
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// keep stores the new state of key's token bucket (in slot sl, or nil if
+// it had none; h is the key's hash), idle from idle, and unlocks sh. It
+// reports false, storing nothing, when the shard is full with nothing
+// idle: the request must then be served from the overflow bucket.
+func (s *Store) keep(sh *shard, h uint64, key string, sl *slot[bucket], st algo.State, idle, now int64) bool {
 	defer sh.mu.Unlock()
 	switch {
 	case idle <= now:
-		if e != nil {
-			sh.del(h, e) // full again: same as no bucket
+		if sl != nil {
+			sh.drop(key, sl) // full again: same as no bucket
 		}
-	case e != nil || sh.room(now, s.perShard):
-		sh.set(h, key, e, st, idle)
+	case sl != nil || sh.room(now, s.perShard, &s.pols): // room moves slots, but sl is nil then
+		sh.put(h, key, sl, st, idle)
 	default: // full shard, nothing idle
 		return false
 	}
@@ -313,7 +369,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.n
+		n += sh.size()
 		sh.mu.Unlock()
 	}
 	return n
@@ -326,7 +382,7 @@ func (s *Store) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.m, sh.n = nil, 0
+		sh.close()
 		sh.mu.Unlock()
 	}
 	return nil

@@ -15,9 +15,9 @@ import (
 type pending struct {
 	st   algo.State
 	idle int64
-	e    *entry // the key's bucket, nil if none
-	over bool   // served from the overflow bucket
-	conv bool   // e was converted to another policy: keep base even uncharged
+	had  bool // the key had a bucket
+	over bool // served from the overflow bucket
+	conv bool // its bucket was converted to another policy: keep base even uncharged
 	base algo.State
 }
 
@@ -44,7 +44,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		sh := &s.shards[0]
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
-		if sh.m == nil {
+		if sh.closed {
 			return store.MultiResult{}, store.ErrClosed
 		}
 		return res, nil
@@ -74,9 +74,9 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 			s.shards[i].mu.Unlock()
 		}
 	}()
-	// Close nils the maps in index order under each lock, so if the lowest
-	// shard held is still open, so are the others.
-	if s.shards[order[0]].m == nil {
+	// Close closes the shards in index order under each lock, so if the
+	// lowest shard held is still open, so are the others.
+	if s.shards[order[0]].closed {
 		return store.MultiResult{}, store.ErrClosed
 	}
 
@@ -85,21 +85,25 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	} else {
 		pend = make([]pending, len(reqs))
 	}
+	// A slot is found again when the request is stored: room may sweep,
+	// and the puts move slots.
 	for i, r := range reqs {
 		sh := &s.shards[hs[i]&s.mask]
-		e := sh.get(hs[i], r.Key)
 		var prev algo.State
+		had, conv := false, false
 		if s.tb {
-			prev = s.load(sh, e, r.Policy, now)
-		} else if e != nil {
-			prev = e.s
+			sl := sh.b.find(hs[i], r.Key)
+			prev = s.load(sh, sl, r.Policy, now)
+			had, conv = sl != nil, rebased(sl, prev)
+		} else if sl := sh.w.find(hs[i], r.Key); sl != nil {
+			prev, had = sl.v.st, true
 		}
 		st, rr, idle, err := s.take(r.Policy, prev, now, r.Cost)
 		if err != nil {
 			return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, err)
 		}
-		pd := pending{st: st, idle: idle, e: e, conv: s.tb && rebased(e, prev), base: prev}
-		if e == nil && pd.idle > now && !sh.room(now, s.perShard) {
+		pd := pending{st: st, idle: idle, had: had, conv: conv, base: prev}
+		if !had && pd.idle > now && !sh.room(now, s.perShard, &s.pols) {
 			if !overLocked {
 				s.over.mu.Lock()
 				overLocked = true
@@ -127,8 +131,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		if !res.Allowed && res.Results[i].Allowed {
 			if pd.conv { // uncharged, but converted to the call's policy
 				r := reqs[i]
-				sh := &s.shards[hs[i]&s.mask]
-				sh.set(hs[i], r.Key, pd.e, pd.base, s.alg.IdleAt(r.Policy, pd.base))
+				s.store(&s.shards[hs[i]&s.mask], hs[i], r.Key, pd.base, s.alg.IdleAt(r.Policy, pd.base), now)
 			}
 			continue // would be charged: keep the bucket as it was
 		}
@@ -140,15 +143,35 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 			delete(s.over.m, r.Policy)
 		case pd.over:
 			s.over.m[r.Policy] = pd.st
-		case pd.idle <= now:
-			if pd.e != nil {
-				sh.del(hs[i], pd.e)
-			}
 		default:
-			sh.set(hs[i], r.Key, pd.e, pd.st, pd.idle)
+			s.store(sh, hs[i], r.Key, pd.st, pd.idle, now)
 		}
 	}
 	return res, nil
+}
+
+// store keeps st, idle from idle, as the state of key (whose hash is h) in
+// sh, locked, under either algorithm: in the key's slot or a new one, or
+// deleting the key's slot if idle has passed. It makes no room (a new key
+// goes in even at MaxKeys).
+func (s *Store) store(sh *shard, h uint64, key string, st algo.State, idle, now int64) {
+	if s.tb {
+		sl := sh.b.find(h, key)
+		switch {
+		case idle > now:
+			sh.put(h, key, sl, st, idle)
+		case sl != nil:
+			sh.drop(key, sl)
+		}
+		return
+	}
+	sl := sh.w.find(h, key)
+	switch {
+	case idle > now:
+		sh.putWide(h, key, sl, st, idle)
+	case sl != nil:
+		sh.w.remove(sl)
+	}
 }
 
 // overflow holds the buckets shared by new keys that arrive at a full

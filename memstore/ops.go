@@ -27,11 +27,11 @@ var (
 var errNotTokenBucket = fmt.Errorf("memstore: %w under an algorithm other than the token bucket", store.ErrUnsupported)
 
 // lock checks key and ctx, then returns key's shard, locked, the key's
-// hash and bucket (nil if it has none) and the time; on an error nothing
+// hash and bucket's slot (nil if it has none) and the time; on an error nothing
 // is locked. Each operation reads the bucket with s.load (policychange.go),
 // which converts one written under another policy, and stores the
 // converted bucket even when it would otherwise write nothing.
-func (s *Store) lock(ctx context.Context, key string) (sh *shard, h uint64, e *entry, now int64, err error) {
+func (s *Store) lock(ctx context.Context, key string) (sh *shard, h uint64, e *slot[bucket], now int64, err error) {
 	switch {
 	case !s.tb:
 		return nil, 0, nil, 0, errNotTokenBucket
@@ -45,11 +45,11 @@ func (s *Store) lock(ctx context.Context, key string) (sh *shard, h uint64, e *e
 	h = maphash.String(s.seed, key)
 	sh = &s.shards[h&s.mask]
 	sh.mu.Lock()
-	if sh.m == nil {
+	if sh.closed {
 		sh.mu.Unlock()
 		return nil, 0, nil, 0, store.ErrClosed
 	}
-	return sh, h, sh.get(h, key), now, nil
+	return sh, h, sh.b.find(h, key), now, nil
 }
 
 // Refund gives n tokens back to the bucket at key under p: see
@@ -175,13 +175,13 @@ func (s *Store) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.R
 			s.shards[i].mu.Unlock()
 		}
 	}()
-	if s.shards[order[0]].m == nil { // Close nils the maps in index order
+	if s.shards[order[0]].closed { // Close closes the shards in index order
 		return nil, store.ErrClosed
 	}
 	now := s.now()
 	for i, r := range reqs {
 		sh := &s.shards[hs[i]&s.mask]
-		e := sh.get(hs[i], r.Key)
+		e := sh.b.find(hs[i], r.Key) // valid until the next put or drop in sh
 		st, err := algo.TokenBucket{}.RefundTo(&results[i], r.Policy, s.load(sh, e, r.Policy, now), now, r.Cost)
 		if err != nil { // checked above; cannot happen
 			return nil, fmt.Errorf("memstore: request %d: %w", i, err)
@@ -190,9 +190,9 @@ func (s *Store) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.R
 			continue
 		}
 		if idle := (algo.TokenBucket{}).IdleFrom(r.Policy, st, results[i].ResetAfter, now); idle <= now {
-			sh.del(hs[i], e)
+			sh.drop(r.Key, e)
 		} else {
-			sh.set(hs[i], r.Key, e, st, idle)
+			sh.put(hs[i], r.Key, e, st, idle)
 		}
 	}
 	return results, nil

@@ -9,12 +9,14 @@ import (
 
 // MaxPolicies is how many distinct policies a Store tells apart. Each
 // bucket records which policy it was written under as a small number in
-// the otherwise unused Prev word of its state (so a bucket is no larger),
-// and the Store keeps the table of those numbers: about 80 bytes a policy,
-// never shrunk. A bucket written under a policy beyond the first
-// MaxPolicies is recorded as "unknown", and a later call under another
-// policy reads it as its own, unconverted: the one case in which a
-// policy change is not exact.
+// spare bits of its slot (so a bucket is no larger; the number travels
+// through the algorithm in its state's Prev word), and the Store keeps the
+// table of those numbers: about 80 bytes a policy, never shrunk. A sweep
+// derives a bucket's idle time from its state and that policy. A bucket
+// written under a policy beyond the first MaxPolicies is recorded as
+// "unknown" (its shard keeps its idle time in a map apart), and a later
+// call under another policy reads it as its own, unconverted: the one case
+// in which a policy change is not exact.
 const MaxPolicies = 1 << 16
 
 // shardPolicies bounds a shard's cache of policy numbers (it is cleared
@@ -89,31 +91,35 @@ func (ps *policies) intern(p algo.Policy) int64 {
 	return int64(len(tab))
 }
 
-// load returns the state of bucket e (nil: none, a full bucket) for a call
-// under p at now, for a token-bucket Store, with sh locked: as stored when
-// e was written under p, else converted to p by algo.TokenBucket.Rebase
-// under the Store's rule. Its Prev is p's number, which the token
-// bucket's operations carry through to the state the caller stores, so
-// the call that converts a bucket keeps it converted. A conversion that
-// fails (p or now invalid) returns the state as stored, for the
-// operation to report the error and store nothing.
-func (s *Store) load(sh *shard, e *entry, p algo.Policy, now int64) algo.State {
-	if e != nil {
-		if tab := *s.pols.tab.Load(); e.s.Prev > 0 && e.s.Prev <= int64(len(tab)) && tab[e.s.Prev-1] == p {
-			return e.s // the usual case: the bucket's own policy
-		}
+// is reports whether policy number id is p's.
+func (ps *policies) is(id int64, p algo.Policy) bool {
+	tab := *ps.tab.Load()
+	return uint64(id-1) < uint64(len(tab)) && tab[id-1] == p
+}
+
+// load returns the state of the bucket in slot sl (nil: none, a full
+// bucket) for a call under p at now, for a token-bucket Store, with sh
+// locked: as stored when it was written under p, else converted to p by
+// algo.TokenBucket.Rebase under the Store's rule. Its Prev is p's number,
+// which the token bucket's operations carry through to the state the
+// caller stores, so the call that converts a bucket keeps it converted. A
+// conversion that fails (p or now invalid) returns the state as stored,
+// for the operation to report the error and store nothing.
+func (s *Store) load(sh *shard, sl *slot[bucket], p algo.Policy, now int64) algo.State {
+	if sl != nil && s.pols.is(sl.v.policy(), p) {
+		return sl.v.state() // the usual case: the bucket's own policy
 	}
-	return s.convert(sh, e, p, now)
+	return s.convert(sh, sl, p, now)
 }
 
 // convert is load's rarer part: a new bucket, or one written under
 // another policy.
-func (s *Store) convert(sh *shard, e *entry, p algo.Policy, now int64) algo.State {
+func (s *Store) convert(sh *shard, sl *slot[bucket], p algo.Policy, now int64) algo.State {
 	id := s.pols.id(sh, p)
-	if e == nil {
+	if sl == nil {
 		return algo.State{Prev: id}
 	}
-	st := e.s
+	st := sl.v.state()
 	from, known := s.pols.get(st.Prev)
 	if !known { // written while the table was full: read as p's
 		st.Prev = id
@@ -127,7 +133,7 @@ func (s *Store) convert(sh *shard, e *entry, p algo.Policy, now int64) algo.Stat
 	return r
 }
 
-// rebased reports whether the state st that load returned for e is a
-// conversion that the call must store even if its operation writes
-// nothing otherwise.
-func rebased(e *entry, st algo.State) bool { return e != nil && e.s.Prev != st.Prev }
+// rebased reports whether the state st that load returned for the bucket
+// in slot sl is a conversion that the call must store even if its
+// operation writes nothing otherwise.
+func rebased(sl *slot[bucket], st algo.State) bool { return sl != nil && sl.v.policy() != st.Prev }

@@ -1,114 +1,118 @@
 package memstore
 
 import (
-	"math"
 	"sync"
 
 	"github.com/ratebucket/ratebucket/algo"
 )
 
 // minSweep is the size below which a shard never sweeps: a sweep of a
-// small map would cost more than the memory it frees. Tests lower it.
+// small table would cost more than the memory it frees. Tests lower it.
 const minSweep = 1024
 
-// entry is one bucket: its key, its state and the time (µs) from which it
-// is idle, kept so that a sweep need not know the bucket's policy. A lease
-// key's entry (lease.go) has its leases in ls and the same idle time: its
-// last lease's expiry.
-type entry struct {
-	key  string
-	s    algo.State
-	idle int64
-	next *entry    // the next bucket whose key has the same hash (rare)
-	ls   *leaseSet // a lease key's leases (lease.go); nil for a bucket
-}
-
-// shard is one lock and the buckets whose keys hash to it. All fields are
-// guarded by mu; m is nil once the store is closed.
+// shard is one lock and the keys that hash to it: token buckets in b, or,
+// under another algorithm, states in w (table.go), and lease keys in
+// leases (lease.go). All fields are guarded by mu.
 //
-// The map is keyed by the key's maphash, the one that chose the shard, so
-// a Take hashes its key once (a map[string] would hash it again). Measured
-// against map[string]*entry (bench/, pinned to one core, old and new
-// binaries alternated, n=6): 100k distinct keys 138 -> 120 ns, hot key
-// 67 -> 62 ns, for 88 instead of 67 bytes of heap per bucket. Distinct keys
-// whose 64-bit hashes collide share a map slot and chain through
-// entry.next.
+// Measured (issue 19; bench/, DistinctKeys over 100k keys; old and new
+// binaries alternated; figures in the commit that made it): with the
+// map[uint64]*entry that this replaced, a bucket cost 88 B of heap and a
+// Take 814 instructions; see table for what changed and why.
 type shard struct {
 	mu      sync.Mutex
-	m       map[uint64]*entry // by pointer: a Take updates its bucket in place, with one map lookup
-	n       int               // buckets held: len(m) plus the chained ones
-	next    int               // a new key at this size triggers room's sweep check
-	peak    int               // largest size since m was made
-	soonest int64             // no bucket is idle before this (a lower bound, µs)
-	credit  int               // at the limit, refusals left before another sweep
-	floor   int               // minSweep, or less in tests
+	b       table[bucket] // token buckets (Store.tb)
+	w       table[wide]   // states under another algorithm (!Store.tb)
+	closed  bool
+	next    int   // a new key at this size triggers room's sweep check
+	soonest int64 // no bucket or lease key is idle before this (a lower bound, µs)
+	credit  int   // at the limit, refusals left before another sweep
+	floor   int   // minSweep, or less in tests
 
-	pols map[algo.Policy]int64 // a cache of policy numbers (policychange.go)
-	_    [64]byte
+	leases map[string]*leaseKey  // lease keys (lease.go); nil until the first
+	lpeak  int                   // largest len(leases) since the map was made
+	lost   map[string]int64      // idle times of buckets under no policy number (policychange.go)
+	pols   map[algo.Policy]int64 // a cache of policy numbers (policychange.go)
+	_      [64]byte
 }
 
-func (sh *shard) init(limit, floor int) {
-	sh.m = make(map[uint64]*entry)
+func (sh *shard) init(limit, floor int, tb bool) {
+	if tb {
+		sh.b.init(minSlots)
+	} else {
+		sh.w.init(minSlots)
+	}
 	sh.floor = floor
 	sh.next = min(limit, floor)
 }
 
-// get returns the bucket of key, whose hash is h, or nil.
-func (sh *shard) get(h uint64, key string) *entry {
-	e := sh.m[h]
-	for e != nil && e.key != key {
-		e = e.next
-	}
-	return e
+// close drops every key. A closed shard's tables have one empty slot, so
+// that a lookup needs no check of closed: it finds nothing, and the path
+// that handles a new key checks closed.
+func (sh *shard) close() {
+	sh.b, sh.w = table[bucket]{}, table[wide]{}
+	sh.b.init(1)
+	sh.w.init(1)
+	sh.leases, sh.lost, sh.closed = nil, nil, true
 }
 
-// set stores a bucket: in place when e is the key's entry, else as a new
-// entry.
-func (sh *shard) set(h uint64, key string, e *entry, s algo.State, idle int64) {
-	if e != nil {
-		e.s, e.idle = s, idle
+// size returns the number of keys held: buckets and lease keys.
+func (sh *shard) size() int { return sh.b.n + sh.w.n + len(sh.leases) }
+
+// put stores st as the token bucket of key (whose hash is h), idle from
+// idle: in sl, the key's slot, or if sl is nil in a new slot.
+func (sh *shard) put(h uint64, key string, sl *slot[bucket], st algo.State, idle int64) {
+	if sl == nil {
+		sh.b.insert(h, key, pack(st))
 	} else {
-		sh.m[h] = &entry{key: key, s: s, idle: idle, next: sh.m[h]}
-		sh.n++
-		sh.peak = max(sh.peak, sh.n)
+		if sl.v.policy() == 0 && st.Prev != 0 {
+			delete(sh.lost, key)
+		}
+		sl.v = pack(st)
+	}
+	if st.Prev == 0 { // no policy number to derive idle from: keep it apart
+		if sh.lost == nil {
+			sh.lost = make(map[string]int64)
+		}
+		sh.lost[key] = idle
 	}
 	sh.soonest = min(sh.soonest, idle)
 }
 
-// del removes e, the bucket of a key whose hash is h.
-func (sh *shard) del(h uint64, e *entry) {
-	head := sh.m[h]
-	switch {
-	case head == e && e.next == nil:
-		delete(sh.m, h)
-	case head == e:
-		sh.m[h] = e.next
-	default:
-		for p := head; p != nil; p = p.next {
-			if p.next == e {
-				p.next = e.next
-				break
-			}
-		}
+// drop removes the token bucket in slot sl, of key.
+func (sh *shard) drop(key string, sl *slot[bucket]) {
+	if sl.v.policy() == 0 {
+		delete(sh.lost, key)
 	}
-	sh.n--
+	sh.b.remove(sl)
 }
 
-// room reports whether the shard, holding at most limit buckets, may store
+// putWide stores st as the state of key under another algorithm than the
+// token bucket, idle from idle: in sl, the key's slot, or a new one.
+func (sh *shard) putWide(h uint64, key string, sl *slot[wide], st algo.State, idle int64) {
+	if sl == nil {
+		sh.w.insert(h, key, wide{st, idle})
+	} else {
+		sl.v = wide{st, idle}
+	}
+	sh.soonest = min(sh.soonest, idle)
+}
+
+// room reports whether the shard, holding at most limit keys, may store
 // one more at time now. It sweeps first when the shard has grown to its
-// threshold and some bucket may be idle; at the limit, it sweeps at most
+// threshold and some key may be idle; at the limit, it sweeps at most
 // once per n/16 refusals so that a flood of new keys costs O(1) each.
-func (sh *shard) room(now int64, limit int) bool {
-	n := sh.n
+// A sweep moves slots: slot pointers taken before room are stale after.
+func (sh *shard) room(now int64, limit int, pols *policies) bool {
+	n := sh.size()
 	if n < sh.next {
 		return true
 	}
 	if now >= sh.soonest && (n < limit || sh.credit <= 0) {
-		sh.sweep(now)
+		sh.sweep(now, pols)
 		if n >= limit {
 			sh.credit = n / 16
 		}
-		n = sh.n
+		n = sh.size()
 	}
 	if n < limit {
 		sh.next = min(limit, max(sh.floor, 2*n))
@@ -118,43 +122,37 @@ func (sh *shard) room(now int64, limit int) bool {
 	return false
 }
 
-// sweep deletes every bucket idle at now, and rebuilds the map when it has
-// shrunk below a quarter of its peak (Go maps never release buckets).
-func (sh *shard) sweep(now int64) {
-	soonest := int64(math.MaxInt64)
-	for h, e := range sh.m {
-		if e.next == nil { // the usual slot: one bucket
-			if e.idle <= now {
-				delete(sh.m, h)
-				sh.n--
-			} else {
-				soonest = min(soonest, e.idle)
+// sweep deletes every key idle at now, and shrinks what has shrunk below
+// a quarter of its peak. A token bucket's idle time is derived from its
+// state and its policy, which its policy number names.
+func (sh *shard) sweep(now int64, pols *policies) {
+	tab := *pols.tab.Load()
+	soonest := sh.b.sweep(sh.floor, func(sl *slot[bucket]) int64 {
+		st := sl.v.state()
+		if st.Prev == 0 || st.Prev > int64(len(tab)) {
+			key := keyOf(sl)
+			at := sh.lost[key]
+			if at <= now {
+				delete(sh.lost, key)
 			}
-			continue
+			return at
 		}
-		var live *entry // the chain's buckets still refilling
-		for e != nil {
-			next := e.next
-			if e.idle <= now {
-				sh.n--
-			} else {
-				e.next, live = live, e
-				soonest = min(soonest, e.idle)
-			}
-			e = next
-		}
-		if live == nil {
-			delete(sh.m, h)
+		return algo.TokenBucket{}.IdleAt(tab[st.Prev-1], st)
+	}, now)
+	soonest = min(soonest, sh.w.sweep(sh.floor, func(sl *slot[wide]) int64 { return sl.v.idle }, now))
+	for key, lk := range sh.leases {
+		if lk.idle <= now {
+			delete(sh.leases, key)
 		} else {
-			sh.m[h] = live
+			soonest = min(soonest, lk.idle)
 		}
+	}
+	if sh.lpeak > sh.floor && len(sh.leases) < sh.lpeak/4 {
+		m := make(map[string]*leaseKey, 2*len(sh.leases))
+		for key, lk := range sh.leases {
+			m[key] = lk
+		}
+		sh.leases, sh.lpeak = m, len(m)
 	}
 	sh.soonest = soonest
-	if sh.peak > sh.floor && sh.n < sh.peak/4 {
-		m := make(map[uint64]*entry, 2*len(sh.m))
-		for h, e := range sh.m {
-			m[h] = e
-		}
-		sh.m, sh.peak = m, sh.n
-	}
 }
