@@ -157,10 +157,11 @@ func TestPack(t *testing.T) {
 		{Level: algo.MaxLevel, Stamp: 1, Prev: 1024},
 		{Level: 12345, Stamp: 1 << 52, Prev: 1<<20 - 1},
 	} {
-		if got := pack(st).state(); got != st {
+		b := pack(st)
+		if got := b.state(); got != st {
 			t.Errorf("pack(%+v).state() = %+v", st, got)
 		}
-		if got := pack(st).policy(); got != st.Prev {
+		if got := b.policy(); got != st.Prev {
 			t.Errorf("pack(%+v).policy() = %d", st, got)
 		}
 	}

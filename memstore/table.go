@@ -58,7 +58,10 @@ func metaOf(h uint64, key string) uint64 { return h&^(1<<32-1) | uint64(len(key)
 
 // keyOf returns the key held in the used slot sl.
 func keyOf[V any](sl *slot[V]) string {
-	return unsafe.String((*byte)(sl.key), int(uint32(sl.meta)))
+	return *(*string)(unsafe.Pointer(&struct {
+		p unsafe.Pointer
+		n int
+	}{sl.key, int(uint32(sl.meta))}))
 }
 
 func (t *table[V]) init(size int) {
@@ -70,15 +73,22 @@ func (t *table[V]) init(size int) {
 }
 
 // find returns key's slot, or nil. h is the key's hash.
+//
+// The loop compares only meta words; the key's bytes are compared once a
+// meta word matches, and not at all when the slot points at the very
+// bytes of key (a caller that keeps its key strings). The slots are
+// indexed without bounds checks: i&m < len(t.slots).
 func (t *table[V]) find(h uint64, key string) *slot[V] {
 	meta := metaOf(h, key)
-	m := uint64(len(t.slots) - 1)
-	for i := h >> t.shift; ; i++ {
-		sl := &t.slots[i&m]
-		if sl.meta == meta && unsafe.String((*byte)(sl.key), len(key)) == key {
-			return sl
-		}
-		if sl.meta == 0 {
+	kp := unsafe.Pointer(unsafe.StringData(key))
+	base, m := unsafe.Pointer(unsafe.SliceData(t.slots)), uint64(len(t.slots)-1)
+	for i := h >> (t.shift & 63); ; i++ {
+		sl := (*slot[V])(unsafe.Add(base, uintptr(i&m)*unsafe.Sizeof(slot[V]{})))
+		if sl.meta == meta {
+			if sl.key == kp || keyOf(sl) == key {
+				return sl
+			}
+		} else if sl.meta == 0 {
 			return nil
 		}
 	}
@@ -220,12 +230,12 @@ func pack(st algo.State) bucket {
 }
 
 // state returns the algo.State b holds.
-func (b bucket) state() algo.State {
+func (b *bucket) state() algo.State {
 	return algo.State{Level: int64(b[0] & fieldMask), Stamp: int64(b[1] & fieldMask), Prev: b.policy()}
 }
 
 // policy returns the bucket's policy number, its state's Prev.
-func (b bucket) policy() int64 {
+func (b *bucket) policy() int64 {
 	return int64(b[0]>>fieldBits | b[1]>>fieldBits<<(64-fieldBits))
 }
 
