@@ -34,6 +34,7 @@ type fullStore interface {
 	store.AtMostTaker
 	store.Reserver
 	store.Leaser
+	store.FailureReporter
 	io.Closer
 }
 
@@ -90,3 +91,7 @@ func (c *counted) RenewLease(ctx context.Context, key string, p algo.LeasePolicy
 }
 
 func (c *counted) Close() error { return c.rest.Close() }
+
+func (c *counted) ReportFailure(ctx context.Context, op store.Op, cost int64, err error) {
+	c.rest.ReportFailure(ctx, op, cost, err)
+}

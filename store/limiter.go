@@ -130,11 +130,16 @@ func (l *Limiter) Shadow() bool { return l.shadow }
 // policy returns the policy of key's call and its context: with a
 // Resolver, the resolved policy and cost, and ctx labelled with the
 // resolved name and the shadow mark when some store is observed.
-func (l *Limiter) policy(ctx context.Context, key string) (context.Context, algo.Policy, int64, error) {
+//
+// A failure to resolve is reported through the store's observer (see
+// ReportFailure) as a failed call of op asking for n: no store call is
+// made, and dashboards that count failed decisions see it.
+func (l *Limiter) policy(ctx context.Context, key string, op Op, n int64) (context.Context, algo.Policy, int64, error) {
 	p, cost, name := l.p, int64(0), ""
 	if l.resolver != nil {
 		res, err := resolve(ctx, l.resolver, key)
 		if err != nil {
+			ReportFailure(ctx, l.s, op, n, err)
 			return ctx, algo.Policy{}, 0, err
 		}
 		p, cost, name = res.Policy, res.Cost, res.Name
@@ -180,7 +185,7 @@ func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) 
 	if key == "" {
 		return algo.Result{}, ErrEmptyKey
 	}
-	ctx, p, rc, err := l.policy(ctx, key)
+	ctx, p, rc, err := l.policy(ctx, key, OpTake, cost)
 	if err != nil {
 		return algo.Result{}, err
 	}
@@ -202,7 +207,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64) (algo.Result,
 	if err != nil {
 		return algo.Result{}, err
 	}
-	ctx, p, _, err := l.policy(ctx, key)
+	ctx, p, _, err := l.policy(ctx, key, OpRefund, n)
 	if err != nil {
 		return algo.Result{}, err
 	}
@@ -221,7 +226,7 @@ func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, a
 	if l.shadow {
 		return 0, algo.Result{}, fmt.Errorf("%w: a shadow Limiter has no TakeAtMost", ErrUnsupported)
 	}
-	ctx, p, _, err := l.policy(ctx, key)
+	ctx, p, _, err := l.policy(ctx, key, OpTakeAtMost, n)
 	if err != nil {
 		return 0, algo.Result{}, err
 	}
@@ -313,7 +318,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait t
 	if l.shadow {
 		return Reservation{}, fmt.Errorf("%w: a shadow Limiter has no Reserve", ErrUnsupported)
 	}
-	ctx, p, _, err := l.policy(ctx, key)
+	ctx, p, _, err := l.policy(ctx, key, OpReserve, cost)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -397,7 +402,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 		}
 		return algo.Result{}, err
 	}
-	ctx, p, _, err := l.policy(ctx, key)
+	ctx, p, _, err := l.policy(ctx, key, OpReserve, cost)
 	if err != nil {
 		return algo.Result{}, err
 	}

@@ -70,7 +70,8 @@ const (
 //
 // The result implements exactly the optional interfaces s implements
 // (MultiTaker, Refunder, AtMostTaker, Reserver, Leaser, io.Closer), so
-// code that checks for one sees what it would see on s, and it changes no
+// code that checks for one sees what it would see on s, and
+// [FailureReporter], for the calls that fail above s; it changes no
 // answer, no error and no charge: Close closes s. Other methods of s's
 // concrete type (redisstore's Reset, say) are not reachable through it:
 // keep s for those.

@@ -30,7 +30,7 @@ var optional = []struct{ field, typ string }{
 
 // notOptional are the exported interfaces of this package that a store
 // does not implement as an option of its own.
-var notOptional = []string{"Store", "Clock", "Observer", "DecisionCounter", "SelfCounter"}
+var notOptional = []string{"Store", "Clock", "Observer", "DecisionCounter", "SelfCounter", "FailureReporter"}
 
 // TestObserveWrappers checks that observe_wrap.go is what genWrappers
 // writes, and that every exported interface of this package is either an
@@ -78,7 +78,7 @@ func TestObserveWrappers(t *testing.T) {
 
 // genWrappers writes observe_wrap.go: optional, which finds the optional
 // interfaces of the wrapped store, and wrap, which returns the wrapper in an
-// anonymous struct embedding exactly those interfaces (as
+// anonymous struct embedding exactly those interfaces and FailureReporter (as
 // github.com/felixge/httpsnoop does for http.ResponseWriter), so that a type
 // assertion on the result succeeds exactly when it would on the store.
 func genWrappers() []byte {
@@ -93,7 +93,7 @@ func genWrappers() []byte {
 	b.WriteString("// wrap returns w showing Store and exactly the optional interfaces in\n// mask.\n")
 	b.WriteString("func (w *observed) wrap(mask uint) Store {\n\tswitch mask {\n")
 	for mask := range 1<<len(optional) - 1 {
-		types, vals := []string{"Store"}, []string{"w"}
+		types, vals := []string{"Store", "FailureReporter"}, []string{"w", "w"}
 		for i, o := range optional {
 			if mask&(1<<i) != 0 {
 				types, vals = append(types, o.typ), append(vals, "w")

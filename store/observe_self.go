@@ -136,3 +136,32 @@ func (c *localCounts) sums() map[*tally][outcomes]uint64 {
 	}
 	return m
 }
+
+// A FailureReporter reports a call that failed before it reached the
+// store. Observe's result implements it (whatever the store observed),
+// so that an entry point whose resolver failed (ErrResolve) can report
+// the request no store call decided; see [ReportFailure].
+type FailureReporter interface {
+	// ReportFailure reports a call of op asking for cost, under ctx's
+	// labels, that failed with err before reaching the store: a Decision
+	// with OutcomeError, counted for a DecisionCounter, and passed on to
+	// the store observed if it is a FailureReporter too.
+	ReportFailure(ctx context.Context, op Op, cost int64, err error)
+}
+
+// ReportFailure reports through s a call of op asking for cost that failed
+// with err before reaching s, when s is a [FailureReporter] (a store made
+// by [Observe]); otherwise it does nothing. store.Limiter and httplimit
+// call it when a resolver fails, so that the metrics of failed decisions
+// include the requests no policy could be found for.
+func ReportFailure(ctx context.Context, s Store, op Op, cost int64, err error) {
+	if r, ok := s.(FailureReporter); ok && err != nil {
+		r.ReportFailure(ctx, op, cost, err)
+	}
+}
+
+// ReportFailure implements FailureReporter.
+func (w *observed) ReportFailure(ctx context.Context, op Op, cost int64, err error) {
+	w.report(ctx, op, -1, -1, cost, false, false, err)
+	ReportFailure(ctx, w.s, op, cost, err)
+}

@@ -37,441 +37,504 @@ func (w *observed) wrap(mask uint) Store {
 	case 0:
 		return &struct {
 			Store
-		}{w}
+			FailureReporter
+		}{w, w}
 	case 1:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
-		}{w, w}
+		}{w, w, w}
 	case 2:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
-		}{w, w}
+		}{w, w, w}
 	case 3:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
-		}{w, w, w}
+		}{w, w, w, w}
 	case 4:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
-		}{w, w}
+		}{w, w, w}
 	case 5:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
-		}{w, w, w}
+		}{w, w, w, w}
 	case 6:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
-		}{w, w, w}
+		}{w, w, w, w}
 	case 7:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			AtMostTaker
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 8:
 		return &struct {
 			Store
+			FailureReporter
 			Reserver
-		}{w, w}
+		}{w, w, w}
 	case 9:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Reserver
-		}{w, w, w}
+		}{w, w, w, w}
 	case 10:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			Reserver
-		}{w, w, w}
+		}{w, w, w, w}
 	case 11:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			Reserver
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 12:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
 			Reserver
-		}{w, w, w}
+		}{w, w, w, w}
 	case 13:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
 			Reserver
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 14:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
 			Reserver
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 15:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			AtMostTaker
 			Reserver
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 16:
 		return &struct {
 			Store
+			FailureReporter
 			Leaser
-		}{w, w}
+		}{w, w, w}
 	case 17:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Leaser
-		}{w, w, w}
+		}{w, w, w, w}
 	case 18:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			Leaser
-		}{w, w, w}
+		}{w, w, w, w}
 	case 19:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			Leaser
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 20:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
 			Leaser
-		}{w, w, w}
+		}{w, w, w, w}
 	case 21:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
 			Leaser
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 22:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
 			Leaser
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 23:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			AtMostTaker
 			Leaser
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 24:
 		return &struct {
 			Store
+			FailureReporter
 			Reserver
 			Leaser
-		}{w, w, w}
+		}{w, w, w, w}
 	case 25:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Reserver
 			Leaser
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 26:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			Reserver
 			Leaser
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 27:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			Reserver
 			Leaser
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 28:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
 			Reserver
 			Leaser
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 29:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
 			Reserver
 			Leaser
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 30:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
 			Reserver
 			Leaser
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 31:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			AtMostTaker
 			Reserver
 			Leaser
-		}{w, w, w, w, w, w}
+		}{w, w, w, w, w, w, w}
 	case 32:
 		return &struct {
 			Store
+			FailureReporter
 			io.Closer
-		}{w, w}
+		}{w, w, w}
 	case 33:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			io.Closer
-		}{w, w, w}
+		}{w, w, w, w}
 	case 34:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			io.Closer
-		}{w, w, w}
+		}{w, w, w, w}
 	case 35:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 36:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
 			io.Closer
-		}{w, w, w}
+		}{w, w, w, w}
 	case 37:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 38:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 39:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			AtMostTaker
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 40:
 		return &struct {
 			Store
+			FailureReporter
 			Reserver
 			io.Closer
-		}{w, w, w}
+		}{w, w, w, w}
 	case 41:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Reserver
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 42:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			Reserver
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 43:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			Reserver
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 44:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
 			Reserver
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 45:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
 			Reserver
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 46:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
 			Reserver
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 47:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			AtMostTaker
 			Reserver
 			io.Closer
-		}{w, w, w, w, w, w}
+		}{w, w, w, w, w, w, w}
 	case 48:
 		return &struct {
 			Store
+			FailureReporter
 			Leaser
 			io.Closer
-		}{w, w, w}
+		}{w, w, w, w}
 	case 49:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Leaser
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 50:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			Leaser
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 51:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			Leaser
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 52:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
 			Leaser
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 53:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
 			Leaser
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 54:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
 			Leaser
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 55:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			AtMostTaker
 			Leaser
 			io.Closer
-		}{w, w, w, w, w, w}
+		}{w, w, w, w, w, w, w}
 	case 56:
 		return &struct {
 			Store
+			FailureReporter
 			Reserver
 			Leaser
 			io.Closer
-		}{w, w, w, w}
+		}{w, w, w, w, w}
 	case 57:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Reserver
 			Leaser
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 58:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			Reserver
 			Leaser
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 59:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			Refunder
 			Reserver
 			Leaser
 			io.Closer
-		}{w, w, w, w, w, w}
+		}{w, w, w, w, w, w, w}
 	case 60:
 		return &struct {
 			Store
+			FailureReporter
 			AtMostTaker
 			Reserver
 			Leaser
 			io.Closer
-		}{w, w, w, w, w}
+		}{w, w, w, w, w, w}
 	case 61:
 		return &struct {
 			Store
+			FailureReporter
 			MultiTaker
 			AtMostTaker
 			Reserver
 			Leaser
 			io.Closer
-		}{w, w, w, w, w, w}
+		}{w, w, w, w, w, w, w}
 	case 62:
 		return &struct {
 			Store
+			FailureReporter
 			Refunder
 			AtMostTaker
 			Reserver
 			Leaser
 			io.Closer
-		}{w, w, w, w, w, w}
+		}{w, w, w, w, w, w, w}
 	case 63:
 		return w
 	}

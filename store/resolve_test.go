@@ -507,3 +507,48 @@ func TestResolverCachePanic(t *testing.T) {
 		t.Errorf("after a panic: %+v, %v; want the plan", r, err)
 	}
 }
+
+// TestLimiterReportsResolveFailures checks that a call whose policy could
+// not be resolved, which reaches no store, is still a failed decision for
+// the store's observer (and its counts), under the call's labels and with
+// the resolver's error; and that a store not observed is not asked.
+func TestLimiterReportsResolveFailures(t *testing.T) {
+	c := &counter{}
+	db := newPlans()
+	s := store.Observe(newMemstore(t, storetest.NewClock()), "memory", c)
+	lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Resolver: db.resolve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /api", Policy: "plan"})
+	calls := []func() error{
+		func() error { _, err := lim.Allow(ctx, "unknown"); return err },
+		func() error { _, err := lim.Take(ctx, "unknown", 3); return err },
+		func() error { _, err := lim.Refund(ctx, "unknown", 2); return err },
+		func() error { _, _, err := lim.TakeAtMost(ctx, "unknown", 4); return err },
+		func() error { _, err := lim.Reserve(ctx, "unknown", 5, time.Second); return err },
+	}
+	for i, call := range calls {
+		if err := call(); !errors.Is(err, store.ErrResolve) {
+			t.Fatalf("call %d: %v, want ErrResolve", i, err)
+		}
+	}
+	want := []struct {
+		op   store.Op
+		cost int64
+	}{{store.OpTake, 1}, {store.OpTake, 3}, {store.OpRefund, 2}, {store.OpTakeAtMost, 4}, {store.OpReserve, 5}}
+	got := c.take()
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d: %+v", len(got), len(want), got)
+	}
+	for i, d := range got {
+		if d.Op != want[i].op || d.Cost != want[i].cost || d.Outcome != store.OutcomeError || !errors.Is(d.Err, errNoTenant) ||
+			d.Route != "GET /api" || d.Policy != "plan" || d.Store != "memory" {
+			t.Errorf("event %d = %+v; want a failed %v of cost %d with the labels and the resolver's error", i, d, want[i].op, want[i].cost)
+		}
+	}
+	if n := c.tallies()[[3]string{"memory", "plan", "GET /api"}]; n[store.OutcomeError] != uint64(len(calls)) {
+		t.Errorf("counts %v, want %d failures", n, len(calls))
+	}
+	store.ReportFailure(ctx, newMemstore(t, storetest.NewClock()), store.OpTake, 1, errNoTenant) // not observed: nothing to do
+}
