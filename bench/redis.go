@@ -193,6 +193,19 @@ func ServerCPU(ctx context.Context, c redis.UniversalClient) (float64, error) {
 	return total, nil
 }
 
+// ServerReads returns how many read events the server has processed (INFO
+// stats: total_reads_processed): one per batch of commands it read from a
+// connection. Checks made over a measurement divided by its growth is how
+// many checks travelled together, calls per pipeline for a client that
+// pipelines (1 for one round trip per check, 0.5 for two).
+func ServerReads(ctx context.Context, c redis.UniversalClient) (int64, error) {
+	v, err := infoField(ctx, c, "stats", "total_reads_processed")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
 // infoField returns one field of INFO section.
 func infoField(ctx context.Context, c redis.UniversalClient, section, field string) (string, error) {
 	info, err := c.Info(ctx, section).Result()

@@ -142,6 +142,10 @@ func run(ctx context.Context, cfg config) error {
 					if err != nil {
 						return err
 					}
+					reads0, err := bench.ServerReads(ctx, c)
+					if err != nil {
+						return err
+					}
 					ld, err := bench.RunLoad(cl.l, cl.keys, hot, conc, cfg.dur)
 					if err != nil {
 						return fmt.Errorf("%s keys=%s conc=%d: %w", cl.impl.Name, keys, conc, err)
@@ -150,12 +154,18 @@ func run(ctx context.Context, cfg config) error {
 					if err != nil {
 						return err
 					}
+					reads1, err := bench.ServerReads(ctx, c)
+					if err != nil {
+						return err
+					}
+					// The INFO calls are reads too: two before reads1 is taken.
+					reads := max(reads1-reads0-2, 1)
 					if ld.FirstErr != nil {
 						log.Printf("%s keys=%s conc=%d: %d errors, first: %v", cl.impl.Name, keys, conc, ld.Errors, ld.FirstErr)
 					}
-					fmt.Printf("BenchmarkRedis/keys=%s/conc=%d/impl=%s\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\t%.3f admit/op\t%.4f err/op\t%.2f srvcpu-us/op\n",
+					fmt.Printf("BenchmarkRedis/keys=%s/conc=%d/impl=%s\t%d\t%.0f checks/s\t%.1f p50-us\t%.1f p99-us\t%.3f admit/op\t%.4f err/op\t%.2f srvcpu-us/op\t%.2f checks/read\n",
 						keys, conc, cl.impl.Name, ld.Calls, ld.PerSecond(), us(ld.P50), us(ld.P99), float64(ld.Admitted)/float64(ld.Calls),
-						float64(ld.Errors)/float64(ld.Calls+ld.Errors), (cpu1-cpu0)*1e6/float64(ld.Calls))
+						float64(ld.Errors)/float64(ld.Calls+ld.Errors), (cpu1-cpu0)*1e6/float64(ld.Calls), float64(ld.Calls+ld.Errors)/float64(reads))
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
