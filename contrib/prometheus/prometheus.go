@@ -35,7 +35,7 @@
 //	# share of requests denied, per route
 //	sum by (route) (rate(ratebucket_decisions_total{result="denied"}[5m]))
 //	  / sum by (route) (rate(ratebucket_decisions_total[5m]))
-//	# store errors per second, per store
+//	# failed decisions per second (store errors, resolver failures), per store
 //	sum by (store) (rate(ratebucket_decisions_total{result="error"}[5m]))
 //	# stores whose fallback breaker is open
 //	ratebucket_breaker_state{state="open"} == 1
