@@ -252,11 +252,17 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 		sh.mu.Unlock()
 		return algo.Result{}, fmt.Errorf("memstore: %w", err)
 	}
-	if idle := (algo.TokenBucket{}).IdleFrom(p, st, res.ResetAfter, now); idle <= now {
+	// The bucket is idle (IdleAt ≤ now) exactly when it is full at a stamp
+	// not ahead of now: a deficit takes at least 1µs to refill, and a
+	// quota's IdleAt is its Stamp. A Take under the bucket's own policy
+	// never moves its IdleAt earlier (it refills what the time since its
+	// stamp refills and charges a cost ≥ 0), so sh.soonest, a lower
+	// bound, needs no update here; the calls that can (a refund, a policy
+	// change) go through put.
+	if st.Level == 0 && st.Stamp <= now {
 		sh.b.remove(sl) // full again: same as no bucket
 	} else {
 		sl.v = pack(st) // its policy number is p's, not 0: nothing kept apart
-		sh.soonest = min(sh.soonest, idle)
 	}
 	sh.mu.Unlock()
 	return res, nil
