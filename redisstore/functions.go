@@ -62,7 +62,15 @@ func (f *functions) head() (verb, target any) {
 // exist: a server that was flushed or never had the library. The call did
 // not run.
 func functionMissing(err error) bool {
-	return redis.HasErrorPrefix(err, "Function not found") // go-redis drops "ERR "
+	// A reply that is not an error is no Redis error: checking only
+	// errors spares HasErrorPrefix's allocation on every reply.
+	return err != nil && redis.HasErrorPrefix(err, "Function not found") // go-redis drops "ERR "
+}
+
+// noScript reports whether err is Redis saying it does not hold the script
+// (NOSCRIPT): the call did not run.
+func noScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // again reports whether the call of cmd, which Redis answered without
@@ -71,7 +79,9 @@ func functionMissing(err error) bool {
 // the library is loaded (loadErr nil), else cmd fails with loadErr.
 func (f *functions) again(cmd *redis.IntSliceCmd, args []any, loadErr error) bool {
 	switch err := cmd.Err(); {
-	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+	case err == nil:
+		return false
+	case noScript(err):
 		args[0], args[1] = "eval", evalSource(args[1])
 		return true
 	case !functionMissing(err):
@@ -96,12 +106,14 @@ func (f *functions) retry(ctx context.Context, cmd *redis.IntSliceCmd, args []an
 // pick is again for the calls of a pipeline, loading the library once for
 // all of them; it returns nil when none is to be sent again.
 func (f *functions) pick(ctx context.Context, calls []*call) func(*call) bool {
-	var noScript, missing bool
+	var again, missing bool
 	for _, c := range calls {
-		noScript = noScript || redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT")
-		missing = missing || functionMissing(c.cmd.Err())
+		if err := c.cmd.Err(); err != nil {
+			again = again || noScript(err)
+			missing = missing || functionMissing(err)
+		}
 	}
-	if !noScript && !missing {
+	if !again && !missing {
 		return nil
 	}
 	var loadErr error
