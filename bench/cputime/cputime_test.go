@@ -32,40 +32,43 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// prefill takes once from every key, so that the measured calls find
+// hotKey is the key of bench's HotKey benchmark.
+var hotKey = []string{"rl:user:000000000042"}
+
+// prefill takes once from every key of ks, so that the measured calls find
 // their buckets in place (bench's TestSpread checks that keys do not share).
-func prefill(b *testing.B, l bench.Limiter) {
-	for _, k := range keys {
+func prefill(b *testing.B, l bench.Limiter, ks []string) {
+	for _, k := range ks {
 		if _, err := l.Allow(k); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// run measures l over the pre-filled keys, from RunParallel goroutines or
-// from one loop, and reports cpu-ns/op.
-func run(b *testing.B, l bench.Limiter, parallel bool) {
-	prefill(b, l)
+// run measures l over the pre-filled keys ks, from RunParallel goroutines
+// or from one loop, and reports cpu-ns/op.
+func run(b *testing.B, l bench.Limiter, ks []string, parallel bool) {
+	prefill(b, l, ks)
 	b.ReportAllocs()
 	b.ResetTimer()
 	c0 := cpuTime()
 	if parallel {
 		var next atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
-			i := int(next.Add(1)*7919) % len(keys)
+			i := int(next.Add(1)*7919) % len(ks)
 			for pb.Next() {
-				if _, err := l.Allow(keys[i]); err != nil {
+				if _, err := l.Allow(ks[i]); err != nil {
 					b.Error(err)
 					return
 				}
-				if i++; i == len(keys) {
+				if i++; i == len(ks) {
 					i = 0
 				}
 			}
 		})
 	} else {
 		for i := range b.N {
-			if _, err := l.Allow(keys[i%len(keys)]); err != nil {
+			if _, err := l.Allow(ks[i%len(ks)]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -85,9 +88,26 @@ func BenchmarkDistinctKeys(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer stop()
-					run(b, l, par)
+					run(b, l, keys, par)
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkHotKey is bench's HotKey with CPU time per call: one key, from
+// one loop.
+func BenchmarkHotKey(b *testing.B) {
+	for _, p := range []bench.Policy{bench.Admit, bench.Deny} {
+		for _, impl := range bench.InProc {
+			b.Run(fmt.Sprintf("policy=%s/impl=%s", p.Name, impl.Name), func(b *testing.B) {
+				l, stop, err := impl.New(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer stop()
+				run(b, l, hotKey, false)
+			})
 		}
 	}
 }
@@ -121,7 +141,7 @@ func BenchmarkShards(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer s.Close()
-					run(b, memLimiter{s, ap}, par)
+					run(b, memLimiter{s, ap}, keys, par)
 				})
 			}
 		}
