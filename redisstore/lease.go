@@ -124,8 +124,6 @@ func (s *Store) lease(ctx context.Context, op, key string, p algo.LeasePolicy, i
 			return nil, fmt.Errorf("redisstore: client clock %d µs, outside [0, %d]: %w", now, algo.MaxTime-ttl, algo.ErrInvalidTime)
 		}
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	lkey := s.leasePrefix + key
 	vals, err := s.send(ctx, s.leaseArgs(op, clock, now, lkey, p, id), true)
 	if err != nil {

@@ -39,7 +39,11 @@ const (
 // Each call gets its own result or error. A call whose context ends while
 // it is queued is dropped and charges nothing; once its pipeline is sent, a
 // call whose context ends returns the context's error (the script may have
-// run, as with any timed-out call), and the late reply is discarded. A
+// run, as with any timed-out call), and the late reply is discarded. The
+// store's Timeout, for a call whose context has no deadline, ends it the
+// same way, with context.DeadlineExceeded, without a timer per call: the
+// writers drop calls whose deadline has passed, and one timer per store
+// wakes a caller still waiting at its deadline. A
 // failed pipeline fails only the calls in it, and nothing is replayed
 // except the commands that replied NOSCRIPT, which are sent again as EVAL.
 // On Redis Cluster go-redis splits each pipeline by node.
@@ -72,19 +76,71 @@ const minLead = 8
 
 // call states.
 const (
-	queued int32 = iota
-	sent
-	dropped
+	queued    int32 = iota
+	sent            // a writer took it
+	dropped         // it left the queue unsent: nothing charged
+	abandoned       // it was sent, and its caller left
+	replied         // its reply is in cmd
 )
 
 // call is one queued script command. The writer that sends it owns args
 // and cmd until it signals done.
+//
+// A call's deadline is a value, dl, and no timer runs for it. When its
+// context has a deadline, dl is that deadline and the caller also waits
+// on the context's Done channel, whose timer fires at it. Otherwise the
+// store's Timeout gives dl, and the call is timed: nothing but the
+// pipeline wakes its caller, so a writer that finds dl passed drops the
+// call and signals it, and the pipeliner's one alarm signals a timed call
+// still waiting at dl, queued or in flight.
 type call struct {
 	ctx   context.Context
+	dl    time.Time // zero: no deadline
+	timed bool      // dl is the store's Timeout, not ctx's deadline
 	args  []any
 	cmd   *redis.IntSliceCmd
 	state atomic.Int32
 	done  chan struct{} // buffered: the writer never blocks on a caller that left
+	// dctx is what go-redis is given for a timed call sent alone: ctx
+	// with dl as its deadline, for the socket.
+	dctx deadlineCtx
+	// The alarm's list of timed calls, in order of dl; guarded by the
+	// pipeliner's mu.
+	prev, next *call
+	listed     bool
+}
+
+// sendCtx returns the context the call is sent under when it is sent
+// alone: its own, or for a timed call one that carries dl.
+func (c *call) sendCtx() context.Context {
+	if !c.timed {
+		return c.ctx
+	}
+	c.dctx = deadlineCtx{Context: c.ctx, dl: c.dl}
+	return &c.dctx
+}
+
+// deadlineCtx is a context with a deadline and no timer: Deadline reports
+// dl, and everything else is its parent's (its Done channel does not close
+// at dl). go-redis reads the deadline for the socket's and the dial's.
+type deadlineCtx struct {
+	context.Context
+	dl time.Time
+}
+
+// Deadline reports dl.
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }
+
+// leave is how a call ended without its reply, with the context's error
+// cerr (nil: the store's Timeout).
+func leave(st int32, cerr error) error {
+	if cerr == nil {
+		cerr = context.DeadlineExceeded
+	}
+	if st == dropped {
+		return fmt.Errorf("redisstore: %w before the pipeline was sent (nothing charged)", cerr)
+	}
+	return fmt.Errorf("redisstore: %w after the pipeline was sent (the script may have run)", cerr)
 }
 
 // pipeliner queues calls and sends them in pipelines. Writers run only while
@@ -107,6 +163,14 @@ type pipeliner struct {
 	writers int  // guarded by mu
 	closed  bool // guarded by mu
 	wg      sync.WaitGroup
+
+	// The alarm (see call): the timed calls not yet signalled, earliest
+	// dl first, and one timer set for the first's dl, or later. Guarded by
+	// mu; awg counts the alarm set or ringing, for close.
+	head, tail *call
+	alarm      *time.Timer
+	armed      bool
+	awg        sync.WaitGroup
 }
 
 func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig, fo *failover) (*pipeliner, error) {
@@ -132,22 +196,27 @@ func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig, fo *failover) (
 	return p, nil
 }
 
-// do queues the command args and returns its reply once it arrives, or
-// the context's error when ctx ends first.
-func (p *pipeliner) do(ctx context.Context, args []any) (*redis.IntSliceCmd, error) {
+// do queues c and returns once its reply is in c.cmd, or with the
+// context's error when its deadline passes or its context ends first.
+func (p *pipeliner) do(c *call) error {
 	select {
 	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", ctx.Err())
+	default:
+		if err := p.waitSlot(c); err != nil {
+			return err
+		}
 	}
-	c := &call{ctx: ctx, args: args, done: make(chan struct{}, 1)}
+	c.done = make(chan struct{}, 1)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		<-p.slots
-		return nil, store.ErrClosed
+		return store.ErrClosed
 	}
 	p.q = append(p.q, c)
+	if c.timed {
+		p.list(c)
+	}
 	lead := p.writers == 0 || (p.writers < p.maxW && len(p.q) >= p.minLead)
 	if lead {
 		p.writers++
@@ -157,19 +226,130 @@ func (p *pipeliner) do(ctx context.Context, args []any) (*redis.IntSliceCmd, err
 	if lead {
 		p.work(true)
 	}
-	select {
-	case <-c.done:
-		return c.cmd, nil
-	case <-ctx.Done():
+	return p.wait(c)
+}
+
+// waitSlot waits for room in a full queue until c's deadline passes or
+// its context ends; only a timed call needs a timer for that.
+func (p *pipeliner) waitSlot(c *call) error {
+	var expired <-chan time.Time
+	if c.timed {
+		t := time.NewTimer(time.Until(c.dl))
+		defer t.Stop()
+		expired = t.C
 	}
-	if c.state.CompareAndSwap(queued, dropped) {
-		return nil, fmt.Errorf("redisstore: %w before the pipeline was sent (nothing charged)", ctx.Err())
-	}
 	select {
-	case <-c.done:
-		return c.cmd, nil
-	default:
-		return nil, fmt.Errorf("redisstore: %w after the pipeline was sent (the script may have run)", ctx.Err())
+	case p.slots <- struct{}{}:
+		return nil
+	case <-c.ctx.Done():
+		return fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", c.ctx.Err())
+	case <-expired:
+		return fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", context.DeadlineExceeded)
+	}
+}
+
+// wait waits for c's signal, or for its context to end.
+func (p *pipeliner) wait(c *call) error {
+	done := c.ctx.Done()
+	if done == nil {
+		<-c.done
+	} else {
+		select {
+		case <-c.done:
+		case <-done:
+			if c.state.CompareAndSwap(queued, dropped) || c.state.CompareAndSwap(sent, abandoned) {
+				return leave(c.state.Load(), c.ctx.Err())
+			}
+			if st := c.state.Load(); st != replied {
+				return leave(st, c.ctx.Err()) // a writer dropped it, or the alarm
+			}
+			<-c.done // the writer is signalling its reply
+		}
+	}
+	if st := c.state.Load(); st != replied {
+		return leave(st, c.ctx.Err())
+	}
+	return nil
+}
+
+// list adds the timed call c to the alarm's list, and sets the alarm if
+// it is not; p.mu is held. Calls come in about the order of their dl, so
+// c goes at the end, or a few places before.
+func (p *pipeliner) list(c *call) {
+	at := p.tail
+	for at != nil && at.dl.After(c.dl) {
+		at = at.prev
+	}
+	c.prev, c.listed = at, true
+	if at == nil {
+		c.next, p.head = p.head, c
+	} else {
+		c.next, at.next = at.next, c
+	}
+	if c.next == nil {
+		p.tail = c
+	} else {
+		c.next.prev = c
+	}
+	if !p.armed {
+		p.arm(time.Until(c.dl))
+	}
+}
+
+// unlist takes c off the alarm's list, if it is on it; p.mu is held.
+func (p *pipeliner) unlist(c *call) {
+	if !c.listed {
+		return
+	}
+	if c.prev == nil {
+		p.head = c.next
+	} else {
+		c.prev.next = c.next
+	}
+	if c.next == nil {
+		p.tail = c.prev
+	} else {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next, c.listed = nil, nil, false
+}
+
+// arm sets the alarm to ring after d; p.mu is held.
+func (p *pipeliner) arm(d time.Duration) {
+	p.armed = true
+	p.awg.Add(1)
+	if p.alarm == nil {
+		p.alarm = time.AfterFunc(d, p.ring)
+	} else {
+		p.alarm.Reset(d)
+	}
+}
+
+// ring is the alarm: it signals every timed call whose dl has passed and
+// that no writer has signalled (the caller of one still queued returns
+// with nothing charged, as when its context ends), and sets the alarm
+// again for the first call left. Writers take calls off the list before
+// they signal them, so that in a healthy pipeline the alarm only finds
+// the first call's dl still ahead, about once per Timeout.
+func (p *pipeliner) ring() {
+	defer p.awg.Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = false
+	p.expire(time.Now())
+}
+
+// expire signals the listed calls whose dl is not after now, and sets the
+// alarm for the first call left if it is not set; p.mu is held.
+func (p *pipeliner) expire(now time.Time) {
+	for c := p.head; c != nil && !now.Before(c.dl); c = p.head {
+		p.unlist(c)
+		if c.state.CompareAndSwap(queued, dropped) || c.state.CompareAndSwap(sent, abandoned) {
+			c.done <- struct{}{}
+		}
+	}
+	if p.head != nil && !p.armed {
+		p.arm(time.Until(p.head.dl))
 	}
 }
 
@@ -251,33 +431,55 @@ func (p *pipeliner) pop(batch []*call) []*call {
 func (p *pipeliner) flush(batch []*call) {
 	live := batch[:0]
 	var deadline time.Time
-	bounded := true
+	bounded, timed := true, false
 	now := time.Now()
 	for _, c := range batch {
-		dl, ok := c.ctx.Deadline()
-		if (ok && !now.Before(dl)) || c.ctx.Err() != nil {
-			// Its context has ended, or is about to (the deadline has
-			// passed, its timer not yet fired): nothing is sent for it,
-			// and its caller, still queued, returns the context's error
-			// with nothing charged.
+		timed = timed || c.timed
+		if (!c.dl.IsZero() && !now.Before(c.dl)) || c.ctx.Err() != nil {
+			// Its deadline has passed (its timer, if any, not yet
+			// fired), or its context has ended: nothing is sent for
+			// it, and its caller, still queued, returns the context's
+			// error with nothing charged. A timed call learns it here.
+			if c.state.CompareAndSwap(queued, dropped) && c.timed {
+				c.done <- struct{}{}
+			}
 			continue
 		}
 		if !c.state.CompareAndSwap(queued, sent) {
 			continue // the caller left: nothing is sent for it
 		}
 		live = append(live, c)
-		if !ok {
+		if c.dl.IsZero() {
 			bounded = false
-		} else if dl.After(deadline) {
-			deadline = dl
+		} else if c.dl.After(deadline) {
+			deadline = c.dl
 		}
 	}
-	if len(live) == 0 {
-		return
+	if len(live) > 0 {
+		p.send(live, bounded, deadline)
 	}
+	if timed {
+		p.mu.Lock()
+		for _, c := range batch {
+			p.unlist(c)
+		}
+		p.mu.Unlock()
+	}
+	for _, c := range live {
+		if c.state.CompareAndSwap(sent, replied) {
+			c.done <- struct{}{}
+		}
+	}
+}
+
+// send sends the calls of live, each with its deadline, the latest of
+// which is deadline when all have one (bounded).
+func (p *pipeliner) send(live []*call, bounded bool, deadline time.Time) {
 	p.obs.batch(len(live))
-	ctx := live[0].ctx // alone, a call is sent under its own context
-	if len(live) > 1 {
+	var ctx context.Context
+	if len(live) == 1 {
+		ctx = live[0].sendCtx() // alone, a call is sent under its own deadline
+	} else {
 		var cancel context.CancelFunc = func() {}
 		ctx = context.Background()
 		if bounded {
@@ -288,9 +490,6 @@ func (p *pipeliner) flush(batch []*call) {
 	p.exec(ctx, live, func(*call) bool { return true })
 	if again := p.fn.pick(ctx, live); again != nil { // NOSCRIPT, or no function library
 		p.exec(ctx, live, again)
-	}
-	for _, c := range live {
-		c.done <- struct{}{}
 	}
 }
 
@@ -323,4 +522,13 @@ func (p *pipeliner) close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.wg.Wait()
+	// The writers have signalled every call: no call is listed, and none
+	// can be, so the alarm is not set again once stopped.
+	p.mu.Lock()
+	if p.armed && p.alarm.Stop() {
+		p.armed = false
+		p.awg.Done()
+	}
+	p.mu.Unlock()
+	p.awg.Wait()
 }

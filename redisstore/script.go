@@ -116,9 +116,6 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 			return fmt.Errorf("redisstore: client clock %d µs: %w", now, algo.ErrInvalidTime)
 		}
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-
 	vals, err := s.send(ctx, s.scriptArgs(op, clock, now, reqs, in), op != opInspect)
 	if err != nil {
 		return err
@@ -133,16 +130,21 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 // send makes one script call, args as scriptArgs or leaseArgs build it:
 // through the pipeline when pipelined and the store has one, else on its
 // own (with EVAL after NOSCRIPT, or FCALL after loading a missing library,
-// as the pipeline does). It returns the script's reply, or an error from
-// scriptError.
+// as the pipeline does), bounded by the store's Timeout when ctx has no
+// deadline. It returns the script's reply, or an error from scriptError.
 func (s *Store) send(ctx context.Context, args []any, pipelined bool) ([]int64, error) {
 	var cmd *redis.IntSliceCmd
 	if s.pipe != nil && pipelined {
-		var err error
-		if cmd, err = s.pipe.do(ctx, args); err != nil {
+		c := &call{ctx: ctx, args: args}
+		s.deadline(c)
+		if err := s.pipe.do(c); err != nil {
 			return nil, err
 		}
+		cmd, ctx = c.cmd, c.sendCtx()
 	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = s.bound(ctx)
+		defer cancel()
 		cmd = redis.NewIntSliceCmd(ctx, args...)
 		_ = s.rdb.Process(ctx, noRetry{cmd})
 		if s.fn.retry(ctx, cmd, args) { // NOSCRIPT, or no function library
@@ -159,6 +161,17 @@ func (s *Store) send(ctx context.Context, args []any, pipelined bool) ([]int64, 
 		return nil, fmt.Errorf("redisstore: script reply: %w", err)
 	}
 	return vals, nil
+}
+
+// deadline sets c's deadline: its context's, or else the store's Timeout
+// from now, which makes it a timed call (see call). A call whose context
+// has no deadline under a negative Timeout has none.
+func (s *Store) deadline(c *call) {
+	if dl, ok := c.ctx.Deadline(); ok {
+		c.dl = dl
+	} else if s.timeout >= 0 {
+		c.dl, c.timed = time.Now().Add(s.timeout), true
+	}
 }
 
 // repairError describes a repair the script reported: kind is what the key
