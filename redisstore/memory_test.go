@@ -40,7 +40,9 @@ type layout struct {
 // integer with PEXPIREAT: wire v3's 19 digits, its policy's fingerprint
 // last); "in debt" the same after a reservation has put the bucket into
 // debt; "client clock" is "deficit:stamp:capacity:unit:refill" with
-// PEXPIRE. The server-clock
+// PEXPIRE; "a quota after a change" a calendar quota (the same integer
+// form, u = 0, PEXPIREAT at the month's end) whose policy changed. The
+// server-clock
 // encoding, in debt or not, must meet the goals. It measures 72
 // and about 134: jemalloc rounds the 24-byte key sds and each 24-byte
 // dictEntry up to 32, so the main entry (32), the key (32), the int-encoded
@@ -86,6 +88,22 @@ func TestMemoryPerKey(t *testing.T) {
 			pipe.Do(context.Background(), s.scriptArgs(opTake, clock, now.UnixMicro()+int64(i), reqs, nil)...)
 		}
 	}
+	// A quota of 10,000 a month raised to 20,000 (its count kept: the
+	// value then names the new quota's number).
+	quotaChanged := func() func(redis.Pipeliner, string, int) {
+		rdb := redis.NewClient(&redis.Options{})
+		t.Cleanup(func() { rdb.Close() })
+		s, err := New(rdb, Config{Prefix: "rl:"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(pipe redis.Pipeliner, key string, i int) {
+			for _, q := range []algo.Policy{algo.Quota(10_000, algo.Month, 0), algo.Quota(20_000, algo.Month, 0)} {
+				reqs := []store.Request{{Key: key[len("rl:"):], Policy: q, Cost: 1 + int64(i%7)}}
+				pipe.Do(context.Background(), s.scriptArgs(opTake, "s", 0, reqs, nil)...)
+			}
+		}
+	}
 	layouts := []layout{
 		{"reference hash {tokens, ts} + EXPIRE", func(pipe redis.Pipeliner, key string, i int) {
 			ctx := context.Background()
@@ -96,6 +114,7 @@ func TestMemoryPerKey(t *testing.T) {
 		{"server clock (default)", scriptOn(nil, false)},
 		{"server clock, in debt", scriptOn(nil, true)},
 		{"client clock", scriptOn(fixedClock(now), false)},
+		{"server clock, a quota after a change", quotaChanged()},
 	}
 	for _, l := range layouts {
 		usage, delta := measure(t, l, n)

@@ -47,9 +47,11 @@ func TestPolicyChangeConformance(t *testing.T) {
 
 // TestPolicyChangeServerClock: on the server clock (the integer value
 // with the policy's number, read back through the registry) a key used
-// under two or three edge policies in turn answers every take, refund,
-// partial grant and reservation as algo does with Rebase at each change,
-// at the time the script decided at. "numbered" registers the policies as
+// under two or three edge policies in turn, and in half the cases two or
+// three calendar quotas (two of one calendar, one of them of 1, up to 20
+// or 10^12), answers every take, refund, partial grant and reservation as
+// algo does with Rebase at each change, at the time the script decided
+// at. "numbered" registers the policies as
 // they come; "long form" first fills the registry's 100 numbers, so every
 // bucket names its policy in full; "cluster" runs on a cluster, where
 // each slot has its registry.
@@ -90,6 +92,15 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 		pols := []algo.Policy{genEdgePolicy(rt, "a "), genEdgePolicy(rt, "b ")}
 		if rapid.Bool().Draw(rt, "third") {
 			pols = append(pols, genPolicy(rt))
+		}
+		if rapid.Bool().Draw(rt, "quotas") { // two of one calendar (the count kept or scaled), maybe one of another
+			q := drawQuota(rt)
+			period, off, _ := q.Calendar()
+			n := rapid.OneOf(rapid.Just(int64(1)), rapid.Int64Range(1, 20), rapid.Just(int64(algo.MaxCapacity))).Draw(rt, "n")
+			pols = append(pols, q, algo.Quota(n, period, off))
+			if rapid.Bool().Draw(rt, "another calendar") {
+				pols = append(pols, drawQuota(rt))
+			}
 		}
 		cur := make([]algo.Policy, 2) // the policy of each key's last call
 		st := make([]algo.State, 2)
@@ -135,6 +146,9 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 					st[i], want, err = algo.TokenBucket{}.Refund(p, convert(i, p, now), now, n)
 				}
 			case "at most":
+				if p.IsQuota() { // a quota is only taken and refunded
+					continue
+				}
 				n := genAtMost(rt, p)
 				var g int64
 				var res algo.Result
@@ -147,6 +161,9 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 					want = []any{wg, w}
 				}
 			case "reserve":
+				if p.IsQuota() {
+					continue
+				}
 				cost, wait := genEdgeCost(rt, p), genEdgeWait(rt, p)
 				var res algo.Reservation
 				res, now, err = redisstore.ReserveNow(ctx, s, key, p, cost, wait)

@@ -319,3 +319,74 @@ func TestQuotaCorrupt(t *testing.T) {
 		t.Errorf("a count of 50 under 10: reply %v, %v; algo says %+v", v, err, want)
 	}
 }
+
+// TestQuotaValuesWithRegistry: with conversions on (a registry, "…p")
+// a quota's value names its policy: on the server clock the version 3
+// integer of its number (u = 0) with PEXPIREAT at the period's end, and
+// on the client clock "<count>:<end>:<capacity>:0:<refill>". A value of
+// version 2 (the count's digits; "<count>:<end>") is read as the call's
+// own count when its end is a period end of the call's calendar, and
+// starts afresh otherwise (another calendar's, or a bucket's), as
+// algo.TokenBucket.Rebase has it; a call without a registry reads it as
+// version 2 did, whatever its end.
+func TestQuotaValuesWithRegistry(t *testing.T) {
+	rdb, script, prefix := redistest.Start(t).Client(), quotaScript(t), redistest.Prefix(t)
+	ctx := context.Background()
+	reg := "pol:" + prefix
+	p := algo.Quota(10, algo.Day, 0)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC).UnixMicro()
+	_, end := p.QuotaPeriod(now)
+	key := prefix + "q"
+	run := func(keys []string, args ...any) []int64 {
+		t.Helper()
+		v, err := script.Run(ctx, rdb, keys, args...).Int64Slice()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+	// Written with a registry, each clock.
+	run([]string{key, reg}, "ctp", now, -1, p.Capacity(), p.Unit(), p.Refill(), 3)
+	if got, want := rdb.Get(ctx, key).Val(), fmt.Sprintf("3:%d:10:0:%d", end, p.Refill()); got != want {
+		t.Errorf("client clock with a registry stored %q, want %q", got, want)
+	}
+	rdb.Del(ctx, key)
+	run([]string{key, reg}, "stp", p.Capacity(), p.Unit(), p.Refill(), 3)
+	n, err := rdb.HGet(ctx, reg, fmt.Sprintf("10:0:%d", p.Refill())).Int64()
+	if err != nil {
+		t.Fatalf("the quota has no number in the registry: %v", err)
+	}
+	v := rdb.Get(ctx, key).Val()
+	if want := fmt.Sprint(9007199254740993000 + 3*100_000 + n); v != want {
+		t.Errorf("server clock with a registry stored %q, want %s (count 3, u 0, number %d)", v, want, n)
+	}
+	// Version 2's values, read with and without a registry.
+	for _, c := range []struct {
+		name  string
+		clock string
+		write func()
+		reg   bool
+		left  int64 // remaining after a peek
+	}{
+		{"digits expiring at the day's end", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(end)) }, true, 7},
+		{"digits expiring within the day", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(end-1500)) }, true, 10},
+		{"digits expiring within the day, no registry", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(end-1500)) }, false, 7},
+		{"count:end at the day's end", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end), 0) }, true, 7},
+		{"count:end at a later midnight", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end+86400e6*4), 0) }, true, 7},
+		{"count:end at another offset's midnight", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end-3600e6), 0) }, true, 10},
+		{"count:end at another offset's midnight, no registry", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end-3600e6), 0) }, false, 7},
+	} {
+		c.write()
+		keys, call := []string{key}, c.clock+"t"
+		if c.reg {
+			keys, call = append(keys, reg), call+"p"
+		}
+		args := []any{call, p.Capacity(), p.Unit(), p.Refill(), 0}
+		if c.clock == "c" {
+			args = []any{call, now, -1, p.Capacity(), p.Unit(), p.Refill(), 0}
+		}
+		if v := run(keys, args...); v[3] != c.left {
+			t.Errorf("%s: a peek leaves %d, want %d (reply %v)", c.name, v[3], c.left, v)
+		}
+	}
+}

@@ -81,7 +81,9 @@
 --   u*100 + the policy's number), or "=<d>:<u>:<capacity>:<unit>:<refill>"
 --   (see V3 and store below); client clock "<d>:<t>:<capacity>:<unit>:
 --   <refill>". Version 2's values are read as written under the call's
---   policy; a call without a registry writes version 2's forms.
+--   policy; a call without a registry writes version 2's forms. A
+--   calendar quota's value has the same forms (its count as d, u = 0, its
+--   period's end as the expiry or t) and names its own policy, unit 0.
 
 -- Speed: every call pays for the script's own work besides the Redis
 -- commands it runs (TIME, GET, PEXPIRETIME, SET for a charge on the server
@@ -322,6 +324,20 @@ local V3HI, V3LO, V3MIN = 9007199254, 740993000, '9007199254740993000'
 local RH, RL = 216172782, 113782808 -- R + 1 = RH*10^9 + RL
 local V3MAXD = 4323455642275 -- floor((2R + 1)/10^5)
 
+-- v3val returns the version 3 integer value of deficit d (at most
+-- V3MAXD), u and policy number f, formed in parts (see V3).
+local function v3val(d, u, f)
+  local dl = fmod(d, 10000)
+  local a, b, sign = (d - dl) / 10000, dl * 100000 + u * 100 + f, ''
+  if a > RH or (a == RH and b >= RL) then -- P > R: the negative half
+    a, b, sign = a - RH, b - RL, '-'
+    if b < 0 then a, b = a - 1, b + 1000000000 end
+  end
+  local hi, lo = V3HI + a, V3LO + b
+  if lo >= 1000000000 then hi, lo = hi + 1, lo - 1000000000 end
+  return format('%s%d%09d', sign, hi, lo)
+end
+
 -- store writes the bucket's new state (d, t) at time now (t >= now), with
 -- the sign that marks debt (d > full) to older scripts. It
 -- is full again at idle = t + ceil(d/refill), which may pass 2^53 (a
@@ -346,15 +362,7 @@ local function store(key, d, t, exists, refill, full, pol)
     if not REG then
       if d > full then v = format('-%.0f%03d', d, u) elseif d > 0 then v = format('%.0f%03d', d, u) else v = format('%d', u) end
     elseif pol.fp and d <= V3MAXD then
-      local dl = fmod(d, 10000)
-      local a, b, sign = (d - dl) / 10000, dl * 100000 + u * 100 + pol.fp, ''
-      if a > RH or (a == RH and b >= RL) then -- P > R: the negative half
-        a, b, sign = a - RH, b - RL, '-'
-        if b < 0 then a, b = a - 1, b + 1000000000 end
-      end
-      local hi, lo = V3HI + a, V3LO + b
-      if lo >= 1000000000 then hi, lo = hi + 1, lo - 1000000000 end
-      v = format('%s%d%09d', sign, hi, lo)
+      v = v3val(d, u, pol.fp)
     else
       v = format('=%.0f:%d:%.0f:%.0f:%.0f', d, u, pol.cap, pol.unit, refill)
     end
@@ -400,14 +408,27 @@ if clock ~= 's' then
 end
 
 -- owner returns the policy registered under number f: capacity, unit
--- and refill, or nil (none registered, or no registry).
+-- and refill (a quota's unit 0 and negative refill included), or nil
+-- (none registered, or no registry).
 local function owner(f)
   if not REG then return nil end
   local v = call('HGET', REG, f)
   if not v then return nil end
-  local c, u, r = string.match(v, '^(%d+):(%d+):(%d+)$')
+  local c, u, r = string.match(v, '^(%d+):(%d+):(%-?%d+)$')
   if not c then return nil end
   return tonumber(c), tonumber(u), tonumber(r)
+end
+
+-- valid reports whether capacity c, unit u and refill r, read from a
+-- value or the registry, are a policy: a token bucket's (algo's bounds)
+-- or a calendar quota's (unit 0, refill -(kind + 4*(offset + 86399))).
+local function valid(c, u, r)
+  if c < 1 or c > MAXCAP then return false end
+  if u == 0 then
+    local k = fmod(-r, 4)
+    return r < 0 and k ~= 0 and (-r - k) / 4 <= 2 * 86399
+  end
+  return u >= 1 and r >= 1 and c * u <= MAXLEVEL and r <= MAXLEVEL
 end
 
 -- policy returns the call's policy for key i's store and decode, with its
@@ -483,6 +504,27 @@ local function rebase(d, ffull, funit, full, unit)
   return full + x
 end
 
+-- v3int returns the deficit, u and policy number of a version 3 integer
+-- value (see V3), read in parts; nil for any other value.
+local function v3int(v)
+  local head = string.byte(v, 1)
+  local w = string.sub(v, -19)
+  if not ((#v == 19 or (#v == 20 and head == 45)) and w >= V3MIN and w <= '9223372036854775807' and
+    not string.find(v, '%D', 2)) then
+    return nil
+  end
+  local a, b = tonumber(string.sub(w, 1, 10)) - V3HI, tonumber(string.sub(w, 11)) - V3LO
+  if b < 0 then a, b = a - 1, b + 1000000000 end
+  if head == 45 then
+    a, b = a + RH, b + RL
+    if b >= 1000000000 then a, b = a + 1, b - 1000000000 end
+  end
+  local f = fmod(b, 100)
+  b = (b - f) / 100
+  local u = fmod(b, 1000)
+  return a * 10000 + (b - u) / 1000, u, f
+end
+
 -- decode returns the stored deficit and stamp of key (0, 0 when absent),
 -- whether it exists, and the policy it was written under when that is
 -- known and not pol (capacity, unit, refill: the call then converts it);
@@ -502,7 +544,7 @@ local function decode(key, pol)
   local fc, fu, fr -- the policy that wrote it, when known
   if string.find(v, ':', 1, true) and string.byte(v, 1) ~= 61 then
     if clock ~= 'c' then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
-    local d, t, c, u, r = string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+    local d, t, c, u, r = string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%-?%d+)$')
     local debt = false
     if d then
       fc, fu, fr = tonumber(c), tonumber(u), tonumber(r)
@@ -512,11 +554,11 @@ local function decode(key, pol)
       debt = sign == '-'
     end
     d, t = d and level(d), tonumber(t)
-    if d == nil or t == nil or t > MAXTIME or (debt and d <= full) or
-      (fc and (fu < 1 or fr < 1 or fc < 1 or fc * fu > MAXLEVEL or fr > MAXLEVEL)) then
+    if d == nil or t == nil or t > MAXTIME or (debt and d <= full) or (fc and not valid(fc, fu, fr)) then
       return nil, nil, true, corrupt(key, 3, 'holds ' .. v)
     end
     if fc and fc == pol.cap and fu == pol.unit and fr == refill then fc = nil end
+    if fc and fu == 0 then return 0, now, true, nil, fc, fu, fr end -- a quota's: afresh
     return d, t, true, nil, fc, fu, fr
   end
   if clock ~= 's' then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
@@ -524,23 +566,12 @@ local function decode(key, pol)
   local head = string.byte(v, 1)
   if head == 61 then -- "=": the long form
     local c, un, r
-    d, u, c, un, r = string.match(v, '^=(%d+):(%d+):(%d+):(%d+):(%d+)$')
+    d, u, c, un, r = string.match(v, '^=(%d+):(%d+):(%d+):(%d+):(%-?%d+)$')
     if not d or #u > 3 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
     d, u, fc, fu, fr = level(d), tonumber(u), tonumber(c), tonumber(un), tonumber(r)
-  elseif (#v == 19 or (#v == 20 and head == 45)) and string.sub(v, -19) >= V3MIN and
-    string.sub(v, -19) <= '9223372036854775807' and not string.find(v, '%D', 2) then
-    -- version 3's integer (see V3)
-    local w = string.sub(v, -19)
-    local a, b = tonumber(string.sub(w, 1, 10)) - V3HI, tonumber(string.sub(w, 11)) - V3LO
-    if b < 0 then a, b = a - 1, b + 1000000000 end
-    if head == 45 then
-      a, b = a + RH, b + RL
-      if b >= 1000000000 then a, b = a + 1, b - 1000000000 end
-    end
-    local f = fmod(b, 100)
-    b = (b - f) / 100
-    u = fmod(b, 1000)
-    d = a * 10000 + (b - u) / 1000
+  elseif v3int(v) then -- version 3's integer (see V3)
+    local f
+    d, u, f = v3int(v)
     if f ~= pol.fp then fc, fu, fr = owner(f) end
   else -- version 2: digits, or "-" and digits in debt; the policy unknown
     local w, debt = v, head == 45
@@ -556,10 +587,11 @@ local function decode(key, pol)
     end
     if d and debt and d <= full then d = nil end
   end
-  if d == nil or (fc and (fu < 1 or fr < 1 or fc < 1 or fc * fu > MAXLEVEL or fr > MAXLEVEL)) then
+  if d == nil or (fc and not valid(fc, fu, fr)) then
     return nil, nil, true, corrupt(key, 3, 'holds ' .. v)
   end
   if fc and fc == pol.cap and fu == pol.unit and fr == refill then fc = nil end
+  if fc and fu == 0 then return 0, now, true, nil, fc, fu, fr end -- a quota's: afresh
   local e = call('PEXPIRETIME', key)
   if e < 0 then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
   -- t = E*1000 - ceil(d/refill) - u, in parts, with the refill of the
@@ -582,7 +614,8 @@ local repaired = {} -- index, kind of each repaired key
 -- week from Monday, 3 a month from the 1st, offset the calendar's seconds
 -- from UTC (|offset| < 86400). Its state is the count charged in a period
 -- and the period's end t (µs): server clock, the count's digits with
--- PEXPIREAT t/1000 (t is a whole second); client clock, "<count>:<t>". A
+-- PEXPIREAT t/1000 (t is a whole second); client clock, "<count>:<t>";
+-- with a registry the forms that name the policy (see store below). A
 -- quota is only taken (t, m), refunded (r) or inspected (i). The math is
 -- algo's takeQuota and refundQuota: from t on the count is 0 in the period
 -- of now; else (the stored period, or a clock behind it) a count above
@@ -626,49 +659,108 @@ local function quotaend(kind, off, now)
 end
 
 -- qdecode returns the stored count and period end of a quota's key (0, 0
--- when absent) and whether it exists; a key that holds no quota of this
--- clock gives nil, nil, true and the kind, as decode does for a bucket.
-local function qdecode(key)
+-- when absent) and whether it exists, for a call under pol (of calendar
+-- kind, off); a key that holds no quota of this clock gives nil, nil,
+-- true and the kind, as decode does for a bucket. With a registry a value
+-- that names another policy also returns that policy (capacity, unit,
+-- refill): a quota's count and end as stored, a bucket's as 0, 0 (it
+-- starts afresh). Version 2's values (the count's digits; "<c>:<end>")
+-- name no policy: read as pol's, as version 2 read them, but, with a
+-- registry, one whose end is no period end of pol's calendar was written
+-- under another calendar or is a bucket's, and starts afresh as
+-- algo.TokenBucket.Rebase has it.
+local function qdecode(key, pol, kind, off)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' then
     return nil, nil, true, corrupt(key, 1, 'holds a ' .. redis.call('TYPE', key)['ok'])
   end
   if not v then return 0, 0, false end
-  local c, t = string.match(v, '^(%d+):(%d+)$')
+  local c, t, fc, fu, fr, old
   if clock == 's' then
-    if c then return nil, nil, true, corrupt(key, 2, 'was written with a client clock') end
-    if not string.match(v, '^%d+$') or #v > 13 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    local head = string.byte(v, 1)
+    if string.find(v, ':', 1, true) and head ~= 61 then
+      return nil, nil, true, corrupt(key, 2, 'was written with a client clock')
+    end
+    if head == 61 then -- the long form
+      local d, u, cc, un, r = string.match(v, '^=(%d+):(%d+):(%d+):(%d+):(%-?%d+)$')
+      if d then c, fc, fu, fr = level(d), tonumber(cc), tonumber(un), tonumber(r) end
+      if not c or not valid(fc, fu, fr) or #u > 3 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    elseif v3int(v) then -- version 3's integer
+      local f
+      c, t, f = v3int(v)
+      if f ~= pol.fp then fc, fu, fr = owner(f) end
+    else -- version 2: the count's digits
+      if not string.match(v, '^%d+$') or #v > 13 then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+      c, old = tonumber(v), true
+    end
+    if fc and fc == pol.cap and fu == pol.unit and fr == pol.refill then fc = nil end
+    if fc and fu ~= 0 then return 0, 0, true, nil, fc, fu, fr end -- a bucket's: afresh
     local e = call('PEXPIRETIME', key)
     if e < 0 or e * 1000 > MAXQEND then return nil, nil, true, corrupt(key, 4, 'holds ' .. v .. ' with expiry ' .. e) end
-    return tonumber(v), e * 1000, true
+    t = e * 1000
+  else
+    local d, e, cc, un, r = string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%-?%d+)$')
+    if d then
+      fc, fu, fr = tonumber(cc), tonumber(un), tonumber(r)
+      if not valid(fc, fu, fr) then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+      if fc == pol.cap and fu == pol.unit and fr == pol.refill then fc = nil end
+      if fc and fu ~= 0 then return 0, 0, true, nil, fc, fu, fr end -- a bucket's: afresh
+    else
+      d, e = string.match(v, '^(%d+):(%d+)$')
+      if not d then
+        if string.match(v, '^%d+$') then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
+        return nil, nil, true, corrupt(key, 3, 'holds ' .. v)
+      end
+      old = true
+    end
+    if #d > 13 or #e > 17 or tonumber(e) > MAXQEND then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
+    c, t = tonumber(d), tonumber(e)
   end
-  if not c then
-    if string.match(v, '^%d+$') then return nil, nil, true, corrupt(key, 2, 'was written with the server clock') end
-    return nil, nil, true, corrupt(key, 3, 'holds ' .. v)
-  end
-  if #c > 13 or #t > 17 or tonumber(t) > MAXQEND then return nil, nil, true, corrupt(key, 3, 'holds ' .. v) end
-  return tonumber(c), tonumber(t), true
+  if old and REG and t >= 1000000 and quotaend(kind, off, t - 1) ~= t then return 0, 0, true end
+  return c, t, true, nil, fc, fu, fr
 end
 
 -- store, for a policy with refill < 0, writes a quota's count d and period
--- end t (> now when d > 0); a count of 0 deletes the key.
+-- end t (> now when d > 0); a count of 0 deletes the key. With a registry
+-- the value names its policy: the version 3 integer of its number (u =
+-- 0), or the long form; client clock "<c>:<end>:<capacity>:0:<refill>".
 local bstore = store
 store = function(key, d, t, exists, refill, full, pol)
   if refill > 0 then return bstore(key, d, t, exists, refill, full, pol) end
   if d == 0 then
     if exists then call('DEL', key) end
-  elseif clock == 's' then
-    call('SET', key, format('%d', d), 'PXAT', format('%.0f', t / 1000))
-  elseif margin < 0 then
-    call('SET', key, format('%d:%.0f', d, t))
+    return
+  end
+  local v
+  if clock == 's' then
+    if not REG then
+      v = format('%d', d)
+    elseif pol.fp then
+      v = v3val(d, 0, pol.fp)
+    else
+      v = format('=%d:0:%d:0:%d', d, pol.cap, refill)
+    end
+    call('SET', key, v, 'PXAT', format('%.0f', t / 1000))
+    return
+  end
+  v = format('%d:%.0f', d, t)
+  if REG then v = v .. format(':%d:0:%d', pol.cap, refill) end
+  if margin < 0 then
+    call('SET', key, v)
   else
-    call('SET', key, format('%d:%.0f', d, t), 'PX', format('%.0f', ceildiv(t - now, 1000) + margin))
+    call('SET', key, v, 'PX', format('%.0f', ceildiv(t - now, 1000) + margin))
   end
 end
 
 -- quota decides key i (its arguments from b + 1) when its policy is a
 -- quota, as the loop below decides a bucket, and returns true; false for
--- a bucket.
+-- a bucket. A key written under another policy is first converted as
+-- algo.TokenBucket.Rebase converts it (rebaseQuota), when the call asks
+-- for conversions: from a quota of the same calendar (kind and offset)
+-- whose period has not ended, the count is kept (at most the old and new
+-- capacity; "q" scales it by the ratio of the capacities, rounded up);
+-- from anything else (another calendar, a bucket) the key starts afresh.
+-- The call then writes it, whatever its op, as for a bucket.
 local function quota(i, b, cap)
   local unit, refill = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
   if unit ~= 0 or refill == nil or refill >= 0 then return false end
@@ -682,10 +774,26 @@ local function quota(i, b, cap)
   local cost = arg(b + 4, 0, cap)
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
   local key = KEYS[i]
-  local c0, t0, exists, kind2 = qdecode(key)
+  local pol = policy(cap, 0, refill)
+  local c0, t0, exists, kind2, fc, fu, fr = qdecode(key, pol, kind, off)
   if kind2 then -- repair: the period of now, spent
     c0, t0 = cap, quotaend(kind, off, now)
     repaired[#repaired + 1], repaired[#repaired + 2] = i, kind2
+  end
+  local conv = false
+  if fc and change then
+    conv = true
+    if fu == 0 and fr == refill and now < t0 and c0 > 0 then -- the same calendar, its period running
+      if c0 > fc then c0 = fc end
+      if change == 'q' then
+        local x, exact = muldiv(c0, cap, fc)
+        if not exact then x = x + 1 end
+        c0 = x
+      end
+      if c0 > cap then c0 = cap end
+    else
+      c0, t0 = 0, 0
+    end
   end
   local c, t, ok, retry, reset = c0, t0, 1, 0, 0
   if c > cap then c = cap end
@@ -706,11 +814,12 @@ local function quota(i, b, cap)
   if op == 'i' then
     reply[at + 5], reply[at + 6], reply[at + 7] = c0, t0, call('PTTL', key)
   elseif op == 'm' then
-    pend[i] = {d = c, t = t, changed = changed, exists = exists, refill = refill, full = 0, ok = ok, charged = charged, kind = kind2}
+    pend[i] = {d = c, t = t, changed = changed, exists = exists, refill = refill, full = 0, ok = ok, charged = charged, kind = kind2,
+      pol = pol, conv = conv, d0 = c0, t0 = t0}
   elseif op == 'r' then -- a refund writes only n > 0 to a key that exists
-    if (exists and cost > 0) or kind2 then store(key, c, t, exists, refill, 0) end
-  elseif (clock == 's' and charged) or (clock ~= 's' and changed) or kind2 then
-    store(key, c, t, exists, refill, 0)
+    if (exists and cost > 0) or kind2 or conv then store(key, c, t, exists, refill, 0, pol) end
+  elseif (clock == 's' and charged) or (clock ~= 's' and changed) or kind2 or conv then
+    store(key, c, t, exists, refill, 0, pol)
   end
   return true
 end

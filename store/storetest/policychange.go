@@ -18,7 +18,12 @@ import (
 // with: a rapid state machine of takes, refunds, partial grants,
 // reservations, cancellations and multi-takes (each when the store
 // implements it) over a few keys, each call under one of two or three
-// policies, with the clock moving forwards. Every answer must equal the
+// policies, with the clock moving forwards. The policies are token
+// buckets and calendar quotas (algo.Quota), the quotas often of one
+// calendar (a change keeps or scales their count) and sometimes of
+// another (the key starts afresh, as it does between a bucket and a
+// quota); quotas are only taken, refunded and multi-taken, and the clock
+// often moves to a µs before, at or after the end of a quota's period. Every answer must equal the
 // reference's, which keeps, per key, the policy of its last call and the
 // state algo's functions give, and converts it with Rebase at the first
 // call under another policy. Every call that converts a bucket keeps it
@@ -26,27 +31,27 @@ import (
 // the server clock, a refund of 0, a cancellation that gives nothing
 // back, a bucket of a denied multi-take that would have admitted).
 //
-// It logs how many cases and conversions it checked.
+// It logs how many cases and conversions it checked, and how many of
+// those kept a count between two quotas of one calendar.
 func RunPolicyChange(t *testing.T, rule algo.ChangeRule, newStore func(t *testing.T, clk *Clock) store.Store) {
 	t.Helper()
 	clk := NewClock()
 	s := newStore(t, clk)
 	e := &env{s: s, clk: clk, prefix: fmt.Sprintf("storetest:%016x:PolicyChange:", time.Now().UnixNano())}
-	var cases, changes, calls int
+	var cases, changes, kept, calls int
 	rapid.Check(t, func(t *rapid.T) {
 		m := &changeModel{e: e, rule: rule}
-		for i := range rapid.IntRange(2, 3).Draw(t, "policies") {
-			m.pols = append(m.pols, genPolicy(t, fmt.Sprint(i, " ")))
-		}
+		m.pols = genChangePolicies(t)
 		for _, k := range e.tagged(rapid.IntRange(1, 3).Draw(t, "keys")) {
 			m.keys = append(m.keys, &changeKey{key: k})
 		}
 		t.Repeat(rapid.StateMachineActions(m))
 		cases++
 		changes += m.changes
+		kept += m.kept
 		calls += m.calls
 	})
-	t.Logf("%d cases, %d calls, %d policy changes, rule %v", cases, calls, changes, rule)
+	t.Logf("%d cases, %d calls, %d policy changes (%d keeping a quota's count), rule %v", cases, calls, changes, kept, rule)
 }
 
 // changeKey is one key of the model: the reference bucket, the policy of
@@ -62,18 +67,55 @@ type changeKey struct {
 
 // changeModel is the state machine of RunPolicyChange.
 type changeModel struct {
-	e              *env
-	rule           algo.ChangeRule
-	pols           []algo.Policy
-	keys           []*changeKey
-	changes, calls int
+	e                    *env
+	rule                 algo.ChangeRule
+	pols                 []algo.Policy
+	keys                 []*changeKey
+	changes, kept, calls int
 }
 
 func (m *changeModel) now() int64 { return m.e.clk.Now().UnixMicro() }
 
+// genChangePolicies draws two or three policies, each a token bucket, a
+// quota of one calendar drawn for the case (so two quotas often share
+// it), or a quota of a calendar of its own.
+func genChangePolicies(t *rapid.T) []algo.Policy {
+	period, off, _ := genQuota(t, "calendar ").Calendar()
+	n := rapid.IntRange(2, 3).Draw(t, "policies")
+	pols := make([]algo.Policy, n)
+	for i := range pols {
+		label := fmt.Sprint(i, " ")
+		switch rapid.IntRange(0, 4).Draw(t, label+"kind") {
+		case 0, 1:
+			pols[i] = genPolicy(t, label)
+		case 2, 3:
+			pols[i] = algo.Quota(rapid.Int64Range(1, 20).Draw(t, label+"n"), period, off)
+		default:
+			pols[i] = genQuota(t, label)
+		}
+	}
+	return pols
+}
+
 // pick draws a key and the policy of the call on it.
 func (m *changeModel) pick(t *rapid.T) (*changeKey, algo.Policy) {
 	return rapid.SampledFrom(m.keys).Draw(t, "key"), rapid.SampledFrom(m.pols).Draw(t, "policy")
+}
+
+// pickBucket draws a key and a token bucket's policy for an operation
+// that quotas do not have (algo.ErrQuotaUnsupported); it skips when the
+// case has no bucket.
+func (m *changeModel) pickBucket(t *rapid.T) (*changeKey, algo.Policy) {
+	var buckets []algo.Policy
+	for _, p := range m.pols {
+		if !p.IsQuota() {
+			buckets = append(buckets, p)
+		}
+	}
+	if len(buckets) == 0 {
+		t.Skip("no token bucket among the policies")
+	}
+	return rapid.SampledFrom(m.keys).Draw(t, "key"), rapid.SampledFrom(buckets).Draw(t, "policy")
 }
 
 // convert returns k's reference state for a call under p at now: Rebase'd
@@ -87,6 +129,9 @@ func (m *changeModel) convert(t *rapid.T, k *changeKey, p algo.Policy) algo.Stat
 	s, err := algo.TokenBucket{}.Rebase(k.p, p, k.s, m.now(), m.rule)
 	if err != nil {
 		t.Fatalf("reference Rebase(%v, %v, %+v): %v", k.p, p, k.s, err)
+	}
+	if k.p.IsQuota() && p.IsQuota() && s.Level > 0 {
+		m.kept++
 	}
 	return s
 }
@@ -143,7 +188,7 @@ func (m *changeModel) AtMost(t *rapid.T) {
 	if !ok {
 		t.Skip("no store.AtMostTaker")
 	}
-	k, p := m.pick(t)
+	k, p := m.pickBucket(t)
 	n := rapid.Int64Range(0, 2*p.Capacity()).Draw(t, "n")
 	m.step(t, fmt.Sprintf("TakeAtMost(%d)", n), k, p, func(s algo.State, now int64) (algo.State, any, error) {
 		s, g, res, err := algo.TokenBucket{}.TakeAtMost(p, s, now, n)
@@ -160,7 +205,7 @@ func (m *changeModel) Reserve(t *rapid.T) {
 	if !ok {
 		t.Skip("no store.Reserver")
 	}
-	k, p := m.pick(t)
+	k, p := m.pickBucket(t)
 	cost := genCost(t, p)
 	wait := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, 2*tokenUS(p)), rapid.Just(p.FillTime().Microseconds())).Draw(t, "wait")
 	res := m.step(t, fmt.Sprintf("Reserve(%d, %dµs)", cost, wait), k, p, func(s algo.State, now int64) (algo.State, any, error) {
@@ -230,9 +275,15 @@ func (m *changeModel) Multi(t *rapid.T) {
 	}
 }
 
-// Advance moves the clock forwards.
+// Advance moves the clock forwards: by a step of a drawn bucket, or for
+// a quota to its period's end or beyond.
 func (m *changeModel) Advance(t *rapid.T) {
-	m.e.clk.Add(genStep(t, rapid.SampledFrom(m.pols).Draw(t, "step of")))
+	p := rapid.SampledFrom(m.pols).Draw(t, "step of")
+	if p.IsQuota() {
+		m.e.clk.Set(genQuotaStep(t, p, m.e.clk.Now()))
+		return
+	}
+	m.e.clk.Add(genStep(t, p))
 }
 
 // tokenUS is how long one token of p takes to refill, in µs, rounded up.
