@@ -125,7 +125,9 @@ func (s *Store) lease(ctx context.Context, op, key string, p algo.LeasePolicy, i
 		}
 	}
 	lkey := s.leasePrefix + key
-	vals, err := s.send(ctx, s.leaseArgs(op, clock, now, lkey, p, id), true)
+	c := newCall(ctx)
+	s.leaseArgs(c, op, clock, now, lkey, p, id)
+	vals, err := s.send(c, true)
 	if err != nil {
 		return nil, err
 	}
@@ -140,21 +142,23 @@ func (s *Store) lease(ctx context.Context, op, key string, p algo.LeasePolicy, i
 
 // leaseArgs builds the EVALSHA of the lease script: sha, one key, the
 // call, for a client clock now and the margin, then the op's arguments
-// (see lease.lua). Under Config.Functions too: the Function library holds
+// (see lease.lua), in c.args, pointing to c's keys and numbers as
+// fillArgs does. Under Config.Functions too: the Function library holds
 // the bucket script only.
-func (s *Store) leaseArgs(op, clock string, now int64, lkey string, p algo.LeasePolicy, id string) []any {
-	args := make([]any, 0, 10)
-	args = append(args, "evalsha", argLeaseSHA, 1, lkey, argLeaseCall[clock+op+s.keep])
+func (s *Store) leaseArgs(c *call, op, clock string, now int64, lkey string, p algo.LeasePolicy, id string) {
+	c.keys = append(c.keys[:0], lkey, id)
+	c.nums = append(c.nums[:0], now, p.Limit, p.TTL.Microseconds())
+	args := append(c.args[:0], "evalsha", argLeaseSHA, 1, &c.keys[0], argLeaseCall[clock+op+s.keep])
 	if clock != "s" {
-		args = append(args, now, s.marginArg)
+		args = append(args, &c.nums[0], s.marginArg)
 	}
 	switch op {
 	case opAcquire:
-		args = append(args, p.Limit, p.TTL.Microseconds())
+		args = append(args, &c.nums[1], &c.nums[2])
 	case opRenew:
-		args = append(args, p.TTL.Microseconds())
+		args = append(args, &c.nums[2])
 	}
-	return append(args, id)
+	c.args = append(args, &c.keys[1])
 }
 
 // leaseRepairError describes a repair of a lease set the script reported:

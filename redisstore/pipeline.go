@@ -108,6 +108,39 @@ type call struct {
 	// pipeliner's mu.
 	prev, next *call
 	listed     bool
+	// What args point to (see fillArgs).
+	keys []string
+	nums []int64
+}
+
+// calls holds calls free for reuse, each with its done channel and its
+// arguments' storage: a call costs no allocation of its own.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// maxFree bounds the arguments of a call kept for reuse, so that one
+// large TakeMulti does not leave large calls in the pool.
+const maxFree = 64
+
+// newCall returns a call made under ctx.
+func newCall(ctx context.Context) *call {
+	c := calls.Get().(*call)
+	c.ctx = ctx
+	return c
+}
+
+// free makes c, which nothing else holds any more (its reply is in, or it
+// was sent directly), free for reuse. A call that left a pipeline without
+// its reply is never freed: a writer, or the alarm, may still hold it.
+func (c *call) free() {
+	if cap(c.args) > maxFree {
+		return
+	}
+	clear(c.args)
+	clear(c.keys)
+	c.ctx, c.dl, c.timed, c.cmd, c.dctx = nil, time.Time{}, false, nil, deadlineCtx{}
+	c.args, c.keys, c.nums = c.args[:0], c.keys[:0], c.nums[:0]
+	c.state.Store(queued)
+	calls.Put(c)
 }
 
 // sendCtx returns the context the call is sent under when it is sent
@@ -206,7 +239,6 @@ func (p *pipeliner) do(c *call) error {
 			return err
 		}
 	}
-	c.done = make(chan struct{}, 1)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +117,9 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 			return fmt.Errorf("redisstore: client clock %d µs: %w", now, algo.ErrInvalidTime)
 		}
 	}
-	vals, err := s.send(ctx, s.scriptArgs(op, clock, now, reqs, in), op != opInspect)
+	c := newCall(ctx)
+	s.fillArgs(c, op, clock, now, reqs, in)
+	vals, err := s.send(c, op != opInspect)
 	if err != nil {
 		return err
 	}
@@ -127,40 +130,42 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	return err
 }
 
-// send makes one script call, args as scriptArgs or leaseArgs build it:
+// send makes one script call, c.args as fillArgs or leaseArgs build it:
 // through the pipeline when pipelined and the store has one, else on its
 // own (with EVAL after NOSCRIPT, or FCALL after loading a missing library,
 // as the pipeline does), bounded by the store's Timeout when ctx has no
-// deadline. It returns the script's reply, or an error from scriptError.
-func (s *Store) send(ctx context.Context, args []any, pipelined bool) ([]int64, error) {
+// deadline. It returns the script's reply, or an error from scriptError,
+// and frees c when nothing else holds it.
+func (s *Store) send(c *call, pipelined bool) ([]int64, error) {
 	var cmd *redis.IntSliceCmd
+	ctx := c.ctx
 	if s.pipe != nil && pipelined {
-		c := &call{ctx: ctx, args: args}
 		s.deadline(c)
 		if err := s.pipe.do(c); err != nil {
-			return nil, err
+			return nil, err // c may still be in a writer's hands: not freed
 		}
 		cmd, ctx = c.cmd, c.sendCtx()
 	} else {
 		var cancel context.CancelFunc
 		ctx, cancel = s.bound(ctx)
 		defer cancel()
-		cmd = redis.NewIntSliceCmd(ctx, args...)
+		cmd = redis.NewIntSliceCmd(ctx, c.args...)
 		_ = s.rdb.Process(ctx, noRetry{cmd})
-		if s.fn.retry(ctx, cmd, args) { // NOSCRIPT, or no function library
-			cmd = redis.NewIntSliceCmd(ctx, args...)
+		if s.fn.retry(ctx, cmd, c.args) { // NOSCRIPT, or no function library
+			cmd = redis.NewIntSliceCmd(ctx, c.args...)
 			_ = s.rdb.Process(ctx, noRetry{cmd})
 		}
 	}
-	if err := cmd.Err(); err != nil {
-		s.fo.check(err)
-		return nil, scriptError(ctx, err)
-	}
-	vals, err := cmd.Result()
+	var vals []int64
+	err := cmd.Err()
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: script reply: %w", err)
+		s.fo.check(err)
+		err = scriptError(ctx, err)
+	} else if vals, err = cmd.Result(); err != nil {
+		err = fmt.Errorf("redisstore: script reply: %w", err)
 	}
-	return vals, nil
+	c.free()
+	return vals, err
 }
 
 // deadline sets c's deadline: its context's, or else the store's Timeout
@@ -216,40 +221,72 @@ func init() {
 // opCancel the ticket (At, Units, Mark) instead of the cost (see
 // tokenbucket.lua). in carries those two; it may be nil for other ops.
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request, in *inspected) []any {
-	args := make([]any, 0, 4+5*len(reqs)+5)
+	c := new(call)
+	s.fillArgs(c, op, clock, now, reqs, in)
+	return c.args
+}
+
+// fillArgs builds scriptArgs' command in c.args. The keys and numbers are
+// kept in c and the arguments point to them (go-redis writes a *string and
+// a *int64 as it writes a string and an int64), so that a reused call
+// boxes nothing.
+func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Request, in *inspected) {
+	per := 4 // capacity, unit, refill, cost
+	switch op {
+	case opReserve:
+		per = 5 // and maxWait
+	case opCancel:
+		per = 6 // the ticket instead of the cost
+	}
+	nums := per * len(reqs)
+	if clock != "s" {
+		nums++
+	}
+	c.nums = slices.Grow(c.nums[:0], nums)[:nums]
+	c.keys = slices.Grow(c.keys[:0], len(reqs)+1)[:len(reqs)]
+	args := slices.Grow(c.args[:0], 4+len(reqs)+nums+2)
 	verb, target := s.fn.head() // EVALSHA or FCALL
 	nkeys := len(reqs)
 	if s.change != "" {
 		nkeys++ // the policy registry, last
 	}
 	args = append(args, verb, target, nkeys)
-	for _, r := range reqs {
-		args = append(args, s.prefix+r.Key)
+	for i, r := range reqs {
+		c.keys[i] = s.prefix + r.Key
+		args = append(args, &c.keys[i])
 	}
 	if s.change != "" {
-		args = append(args, s.regs.key(s.prefix+reqs[0].Key))
+		c.keys = append(c.keys, s.regs.key(c.keys[0]))
+		args = append(args, &c.keys[len(reqs)])
 	}
 	keep := s.keep
 	if op == opInspect {
 		keep = "" // inspect never repairs
 	}
 	args = append(args, argCall[clock+op+keep+s.change])
+	n := c.nums
 	if clock != "s" {
-		args = append(args, now, s.marginArg)
+		n[0] = now
+		args = append(args, &n[0], s.marginArg)
+		n = n[1:]
 	}
 	for _, r := range reqs {
 		p := r.Policy
-		args = append(args, p.Capacity(), p.Unit(), p.Refill())
+		n[0], n[1], n[2] = p.Capacity(), p.Unit(), p.Refill()
 		switch op {
 		case opReserve:
-			args = append(args, r.Cost, in.wait)
+			n[3], n[4] = r.Cost, in.wait
 		case opCancel:
-			args = append(args, in.ticket.At, in.ticket.Units, in.ticket.Mark)
+			n[3], n[4], n[5] = in.ticket.At, in.ticket.Units, in.ticket.Mark
 		default:
-			args = append(args, r.Cost)
+			n[3] = r.Cost
 		}
+		for i := range per {
+			args = append(args, &n[i])
+		}
+		n = n[per:]
 	}
-	return args
+	c.args = args
 }
 
 // bound gives ctx the store's Timeout when it has no deadline.
