@@ -188,7 +188,7 @@ type pipeliner struct {
 	maxW     int
 	minLead  int           // see minLead
 	slots    chan struct{} // one per queued call: the queue's bound
-	batches  sync.Pool     // *[]*call of capacity maxBatch
+	senders  sync.Pool     // *sender
 	obs      batchObserver
 
 	mu      sync.Mutex
@@ -225,7 +225,7 @@ func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig, fo *failover) (
 	}
 	p.minLead = min(minLead, p.maxBatch)
 	p.slots = make(chan struct{}, cfg.MaxQueued)
-	p.batches.New = func() any { b := make([]*call, 0, p.maxBatch); return &b }
+	p.senders.New = func() any { return &sender{batch: make([]*call, 0, p.maxBatch)} }
 	return p, nil
 }
 
@@ -389,16 +389,15 @@ func (p *pipeliner) expire(now time.Time) {
 // by a caller, it sends one batch and hands any rest to a goroutine, so
 // that the caller is not kept sending for others.
 func (p *pipeliner) work(inline bool) {
-	bp := p.batches.Get().(*[]*call)
-	defer p.batches.Put(bp)
-	batch := *bp
+	w := p.senders.Get().(*sender)
+	defer p.senders.Put(w)
 	for {
-		batch = p.next(batch[:0])
-		*bp = batch
+		batch := p.next(w.batch[:0])
+		w.batch = batch
 		if len(batch) == 0 {
 			return
 		}
-		p.flush(batch)
+		p.flush(w, batch)
 		clear(batch)
 		if inline {
 			p.mu.Lock()
@@ -413,6 +412,14 @@ func (p *pipeliner) work(inline bool) {
 			return
 		}
 	}
+}
+
+// sender is what a writer reuses from one pipeline to the next: the
+// batch, the commands, and the go-redis pipeline, which Exec leaves empty.
+type sender struct {
+	batch []*call
+	cmds  []redis.Cmder
+	pipe  redis.Pipeliner
 }
 
 // exit ends a writer; p.mu is held.
@@ -446,10 +453,11 @@ func (p *pipeliner) next(batch []*call) []*call {
 func (p *pipeliner) pop(batch []*call) []*call {
 	n := min(len(p.q), p.maxBatch-len(batch))
 	batch = append(batch, p.q[:n]...)
-	clear(p.q[:n])
-	p.q = p.q[n:]
-	if len(p.q) == 0 {
-		p.q = p.q[:0:0] // let the backing array go once drained
+	rest := copy(p.q, p.q[n:]) // the queue keeps its array from batch to batch
+	clear(p.q[rest:])
+	p.q = p.q[:rest]
+	if rest == 0 && cap(p.q) > 4*p.maxBatch {
+		p.q = nil // let a burst's large array go once drained
 	}
 	for range n {
 		<-p.slots
@@ -460,7 +468,7 @@ func (p *pipeliner) pop(batch []*call) []*call {
 // flush sends the calls of batch still wanted in one pipeline, then the
 // ones that replied NOSCRIPT as EVAL in another (or, with Functions, the
 // ones that found no library, once it is loaded), and signals each caller.
-func (p *pipeliner) flush(batch []*call) {
+func (p *pipeliner) flush(w *sender, batch []*call) {
 	live := batch[:0]
 	var deadline time.Time
 	bounded, timed := true, false
@@ -488,7 +496,7 @@ func (p *pipeliner) flush(batch []*call) {
 		}
 	}
 	if len(live) > 0 {
-		p.send(live, bounded, deadline)
+		p.send(w, live, bounded, deadline)
 	}
 	if timed {
 		p.mu.Lock()
@@ -506,7 +514,7 @@ func (p *pipeliner) flush(batch []*call) {
 
 // send sends the calls of live, each with its deadline, the latest of
 // which is deadline when all have one (bounded).
-func (p *pipeliner) send(live []*call, bounded bool, deadline time.Time) {
+func (p *pipeliner) send(w *sender, live []*call, bounded bool, deadline time.Time) {
 	p.obs.batch(len(live))
 	var ctx context.Context
 	if len(live) == 1 {
@@ -519,15 +527,15 @@ func (p *pipeliner) send(live []*call, bounded bool, deadline time.Time) {
 		}
 		defer cancel()
 	}
-	p.exec(ctx, live, func(*call) bool { return true })
+	p.exec(ctx, w, live, func(*call) bool { return true })
 	if again := p.fn.pick(ctx, live); again != nil { // NOSCRIPT, or no function library
-		p.exec(ctx, live, again)
+		p.exec(ctx, w, live, again)
 	}
 }
 
 // exec sends, in one pipeline, a fresh command for each call that pick
 // selects. A single command is sent as a plain call, which costs less.
-func (p *pipeliner) exec(ctx context.Context, calls []*call, pick func(*call) bool) {
+func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick func(*call) bool) {
 	if len(calls) == 1 {
 		if c := calls[0]; pick(c) {
 			c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
@@ -536,14 +544,20 @@ func (p *pipeliner) exec(ctx context.Context, calls []*call, pick func(*call) bo
 		}
 		return
 	}
-	pipe := p.rdb.Pipeline()
+	if w.pipe == nil {
+		w.pipe = p.rdb.Pipeline()
+	}
+	cmds := w.cmds[:0]
 	for _, c := range calls {
 		if pick(c) {
 			c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
-			_ = pipe.Process(ctx, noRetry{c.cmd})
+			cmds = append(cmds, noRetry{c.cmd})
 		}
 	}
-	_, _ = pipe.Exec(ctx) // each command holds its own error
+	_ = w.pipe.BatchProcess(ctx, cmds...) // one append of them all
+	_, _ = w.pipe.Exec(ctx)               // each command holds its own error
+	clear(cmds)
+	w.cmds = cmds[:0]
 	p.fo.checkCalls(calls)
 }
 
