@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -116,7 +115,7 @@ func (s *Store) lockLeases(ctx context.Context, key, id string) (*shard, *leaseK
 		return nil, nil, 0, err
 	}
 	now := s.now()
-	h := maphash.String(s.seed, key) ^ leaseSalt
+	h := s.hash(key) ^ leaseSalt
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	if sh.closed {

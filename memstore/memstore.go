@@ -12,8 +12,9 @@
 //
 // # Sharding and speed
 //
-// Keys are hashed with hash/maphash (a random seed per Store) onto a
-// power-of-two number of shards, by default 4×GOMAXPROCS rounded up, so
+// Keys are hashed as hash/maphash hashes them (a random seed per Store;
+// the runtime's AES-based hash, called directly) onto a power-of-two
+// number of shards, by default 4×GOMAXPROCS rounded up, so
 // goroutines working on different keys rarely wait for one another and
 // throughput on distinct keys scales with cores. A Take on a key that
 // already has a bucket allocates nothing.
@@ -161,8 +162,9 @@ type Store struct {
 	base     time.Time   // the wall time at New, with its monotonic reading
 	baseUS   int64       // base in µs since the Unix epoch
 	alg      algo.Algorithm
-	tb       bool // alg is algo.TokenBucket: called directly, not through alg
-	seed     maphash.Seed
+	tb       bool         // alg is algo.TokenBucket: called directly, not through alg
+	seed     maphash.Seed // for 32-bit platforms (hash.go)
+	hseed    uint64       // the seed of hash
 	mask     uint64
 	perShard int
 	maxKey   int // the longest key accepted, in bytes
@@ -194,6 +196,7 @@ func newStore(cfg Config, floor int) (*Store, error) {
 	}
 	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed(), base: time.Now(), rule: cfg.OnPolicyChange}
 	s.pols.init()
+	s.hseed = maphash.String(s.seed, "") // the seed's own value: hash is maphash.String (hash.go)
 	s.baseUS = s.base.UnixMicro()
 	if s.alg == nil {
 		s.alg = algo.TokenBucket{}
@@ -234,7 +237,7 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 		return s.takeWide(key, p, cost)
 	}
 	now := s.now()
-	h := maphash.String(s.seed, key)
+	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	sl := sh.b.find(h, key) // nil on a closed shard too
@@ -290,7 +293,7 @@ func (s *Store) takeSlow(sh *shard, h uint64, key string, sl *slot[bucket], p al
 // takeWide is Take under an algorithm other than the token bucket.
 func (s *Store) takeWide(key string, p algo.Policy, cost int64) (algo.Result, error) {
 	now := s.now()
-	h := maphash.String(s.seed, key)
+	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	if sh.closed {

@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"sync"
 
@@ -57,7 +56,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	hs, order := hashBuf[:0], orderBuf[:0]
 	var pend []pending
 	for _, r := range reqs {
-		h := maphash.String(s.seed, r.Key)
+		h := s.hash(r.Key)
 		hs, order = append(hs, h), append(order, h&s.mask)
 	}
 	slices.Sort(order)

@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"time"
 
@@ -42,7 +41,7 @@ func (s *Store) lock(ctx context.Context, key string) (sh *shard, h uint64, e *s
 		return nil, 0, nil, 0, err
 	}
 	now = s.now()
-	h = maphash.String(s.seed, key)
+	h = s.hash(key)
 	sh = &s.shards[h&s.mask]
 	sh.mu.Lock()
 	if sh.closed {
@@ -161,7 +160,7 @@ func (s *Store) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.R
 	var hashBuf, orderBuf [8]uint64
 	hs, order := hashBuf[:0], orderBuf[:0]
 	for _, r := range reqs {
-		h := maphash.String(s.seed, r.Key)
+		h := s.hash(r.Key)
 		hs, order = append(hs, h), append(order, h&s.mask)
 	}
 	order = append(order, 0) // an empty reqs still learns whether the store is closed
