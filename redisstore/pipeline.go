@@ -34,7 +34,8 @@ const (
 // writer's reply is in, or when 8 of them (or MaxBatch, if smaller) are
 // waiting and fewer than Writers writers run, in which case one of them
 // starts another writer. A writer holding more than one call but fewer than MaxBatch yields
-// for up to MaxDelay to collect more; a writer holding one call never waits.
+// for up to MaxDelay to collect more, until a yield brings none; a writer
+// holding one call never waits.
 //
 // Each call gets its own result or error. A call whose context ends while
 // it is queued is dropped and charges nothing; once its pipeline is sent, a
@@ -54,8 +55,9 @@ type PipelineConfig struct {
 	// MaxBatch bounds the calls in one pipeline. The default is 64.
 	MaxBatch int
 	// MaxDelay is how long a writer holding several calls, but fewer than
-	// MaxBatch, waits for more before sending. The default is 20µs; a
-	// negative value means it never waits.
+	// MaxBatch, waits for more before sending (it stops sooner when
+	// yielding to the goroutines ready to run brings none). The default
+	// is 20µs; a negative value means it never waits.
 	MaxDelay time.Duration
 	// Writers bounds the pipelines in flight at once (each uses one
 	// connection). The default is 4.
@@ -438,12 +440,18 @@ func (p *pipeliner) next(batch []*call) []*call {
 	}
 	p.mu.Unlock()
 	if len(batch) > 1 && p.delay > 0 {
+		// Each yield lets the goroutines ready to run queue their calls;
+		// one that brings none ends the wait early.
 		end := time.Now().Add(p.delay)
-		for len(batch) < p.maxBatch && time.Now().Before(end) {
+		for len(batch) < p.maxBatch {
 			runtime.Gosched()
+			n := len(batch)
 			p.mu.Lock()
 			batch = p.pop(batch)
 			p.mu.Unlock()
+			if len(batch) == n || !time.Now().Before(end) {
+				break
+			}
 		}
 	}
 	return batch
