@@ -240,7 +240,10 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	sl := sh.b.find(h, key) // nil on a closed shard too
+	sl := sh.b.home(h)
+	if !sl.holds(key) {
+		sl = sh.b.find(h, key) // nil on a closed shard too
+	}
 	if sl == nil || !s.pols.is(sl.v.policy(), p) {
 		return s.takeSlow(sh, h, key, sl, p, now, cost)
 	}

@@ -235,3 +235,19 @@ func TestHash(t *testing.T) {
 		t.Fatalf("%d distinct top halves of 300 hashes", len(seen))
 	}
 }
+
+// TestMaxKeyLenBound: a table holds keys of up to 2^32−1 bytes (their
+// length's bits in the meta word), so MaxKeyLen is clamped to that, also
+// when negative ("no bound").
+func TestMaxKeyLenBound(t *testing.T) {
+	for _, n := range []int{-1, 0, 16} {
+		s, err := New(Config{MaxKeyLen: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]int{-1: int(min(maxKeyBytes, uint64(^uint(0)>>1))), 0: 256, 16: 16}[n]
+		if s.maxKey != want {
+			t.Errorf("MaxKeyLen %d: longest key %d, want %d", n, s.maxKey, want)
+		}
+	}
+}

@@ -72,6 +72,21 @@ func (t *table[V]) init(size int) {
 	t.slots, t.shift = make([]slot[V], 1<<b), 64-b
 }
 
+// home returns the slot at which a probe for a key whose hash is h
+// starts. Take checks it before calling find: when it holds the very
+// bytes of the key (a caller that keeps its key strings, or a hot key),
+// the same pointer and length are the same key, and find is not called.
+func (t *table[V]) home(h uint64) *slot[V] {
+	i := (h >> (t.shift & 63)) & uint64(len(t.slots)-1)
+	return (*slot[V])(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.slots)), uintptr(i)*unsafe.Sizeof(slot[V]{})))
+}
+
+// holds reports whether the used slot sl holds key's very bytes (not
+// only equal ones).
+func (sl *slot[V]) holds(key string) bool {
+	return sl.key == unsafe.Pointer(unsafe.StringData(key)) && uint32(sl.meta) == uint32(len(key))
+}
+
 // find returns key's slot, or nil. h is the key's hash.
 //
 // The loop compares only meta words; the key's bytes are compared once a
