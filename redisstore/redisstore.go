@@ -24,8 +24,10 @@
 // running is sent at once on the caller's goroutine, so a lone caller pays
 // one plain round trip, as without pipelining; while a pipeline is in
 // flight, calls wait for the next one, and another writer starts once 8
-// are waiting. A call whose context ends while it is queued is never
-// sent and charges nothing; each call gets its own result or error; only
+// are waiting. A call whose context ends while it is queued (or, for a
+// context without a deadline, whose Config.Timeout passes: a deadline the
+// call carries as a value, with no timer of its own) is never sent and
+// charges nothing; each call gets its own result or error; only
 // NOSCRIPT replies are sent again. [PipelineConfig] has the details and
 // knobs; Disabled turns it off. Writers run only while calls are queued,
 // and [Store.Close] waits for them.
