@@ -236,7 +236,12 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	if !s.tb {
 		return s.takeWide(key, p, cost)
 	}
-	now := s.now()
+	now := s.baseUS // s.now(), inlined: now is too large to be
+	if s.clk == nil {
+		now += time.Since(s.base).Microseconds()
+	} else {
+		now = s.clockNow()
+	}
 	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -358,8 +363,11 @@ func (s *Store) now() int64 {
 	if s.clk == nil {
 		return s.baseUS + time.Since(s.base).Microseconds()
 	}
-	return s.clk.Now().UnixMicro()
+	return s.clockNow()
 }
+
+// clockNow reads Config.Clock.
+func (s *Store) clockNow() int64 { return s.clk.Now().UnixMicro() }
 
 // take applies the algorithm and returns, besides its answer, when the new
 // state is idle (Algorithm.IdleAt). The token bucket is called directly,
