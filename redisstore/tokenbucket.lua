@@ -106,7 +106,8 @@
 -- redis-server 7.0 (100k random keys, -P 16): 70k instructions per call,
 -- against 93k when the common call went through the general functions.
 -- The version 3 call ("stp") costs 85k: its HGET of the policy's number
--- and the 19-digit value (BENCHMARKS.md, "Policy changes").
+-- and the 19-digit value (BENCHMARKS.md, "Policy changes"). A quota's
+-- take has a fast path of its own, after the bucket's (QUOTA below).
 local A, K = ARGV, KEYS
 -- The same call with a policy registry (wire v3: "stp" or "stq", the
 -- registry the second key) runs here too when its policy already has its
@@ -209,6 +210,107 @@ if (reg or (A[1] == 'st' and #K == 1)) and #A == 5 then
           return {now, 1, 1, rem, retry, reset}
         end
       end
+    end
+  end
+end
+
+-- quotaend returns the end (µs) of the period holding now of a calendar
+-- quota (see "calendar quotas" below): algo's periodDays on whole seconds,
+-- Hinnant's civil_from_days for months. It is built after the bucket's
+-- fast path, which so pays no closure for it.
+local function quotaend(kind, off, now)
+  local fmod = math.fmod
+  local function fl(a, b) return (a - fmod(a, b)) / b end -- floor(a/b), a >= 0
+  local dn = fl((now - fmod(now, 1000000)) / 1000000 + off + 86400, 86400) - 1 -- the calendar's day, >= -1
+  local e
+  if kind == 1 then
+    e = dn + 1
+  elseif kind == 2 then
+    e = dn - fmod(dn + 3, 7) + 7 -- day 4, 1970-01-05, was a Monday
+  else
+    local z = dn + 719468
+    local era = fl(z, 146097)
+    local doe = z - era * 146097
+    local yoe = fl(doe - fl(doe, 1460) + fl(doe, 36524) - fl(doe, 146096), 365)
+    local doy = doe - (365 * yoe + fl(yoe, 4) - fl(yoe, 100))
+    local mp = fl(5 * doy + 2, 153)
+    local d = doy - fl(153 * mp + 2, 5) + 1
+    local y, m, len = yoe + era * 400, mp + 3, 31
+    if mp >= 10 then y, m = y + 1, mp - 9 end
+    if m == 2 then
+      len = 28
+      if fmod(y, 4) == 0 and (fmod(y, 100) ~= 0 or fmod(y, 400) == 0) then len = 29 end
+    elseif m == 4 or m == 6 or m == 9 or m == 11 then
+      len = 30
+    end
+    e = dn - d + 1 + len
+  end
+  return (e * 86400 - off) * 1000000
+end
+
+-- QUOTA: a take on a calendar quota (unit "0", refill -(kind + 4*(offset
+-- + 86399)): algo's takeQuota) runs on a fast path of its own, with or
+-- without a registry, when the key is absent or holds a count of this
+-- quota (the v3 integer of its number, u = 0; without a registry, the
+-- count's digits): a charge writes that form, as the general path does.
+-- Anything else (a value of another policy, a new policy, bad arguments)
+-- falls through, having written nothing. Measured as above (a quota of
+-- 10^6 a month, 20k calls, 100k random keys / one hot key): "st" 86k /
+-- 82k instructions a call and "stp" 101k / 103k, against 151k and 173k /
+-- 191k on the general path; a bucket's take is unchanged by it.
+if A[3] == '0' and (reg or (A[1] == 'st' and #K == 1)) and #A == 5 then
+  local cap, refill, cost = tonumber(A[2]), tonumber(A[4]), tonumber(A[5])
+  if cap and refill and cost and refill < 0 and refill % 1 == 0 and cap >= 1 and cap <= 1000000000000 and
+    cap % 1 == 0 and cost >= 0 and cost <= cap and cost % 1 == 0 then
+    local kind = -refill % 4
+    local off = (-refill - kind) / 4 - 86399
+    local call, key, format = redis.call, K[1], string.format
+    local f, v, ok, c, t = 0, false, kind > 0 and off <= 86399, 0, 0 -- else not a quota: RBARG below
+    if ok and reg then
+      f = redis.pcall('HGET', K[2], format('%d:0:%d', cap, refill))
+      ok = type(f) == 'string'
+      if ok then f = tonumber(f) end
+    end
+    if ok then v = redis.pcall('GET', key) end
+    if v then
+      if reg then -- OFFSET + c*10^5 + 0*100 + number
+        ok = type(v) == 'string' and #v == 19 and v >= '9007199254740993000' and v <= '9223372036854775807' and
+          not string.find(v, '%D')
+        if ok then
+          local a, b = tonumber(string.sub(v, 1, 10)) - 9007199254, tonumber(string.sub(v, 11)) - 740993000
+          if b < 0 then a, b = a - 1, b + 1000000000 end
+          local r = b % 100000
+          c, ok = a * 10000 + (b - r) / 100000, r == f
+        end
+      else -- version 2: the count's digits
+        ok = type(v) == 'string' and v ~= '' and #v <= 13 and not string.find(v, '%D')
+        if ok then c = tonumber(v) end
+      end
+      if ok then
+        local e = call('PEXPIRETIME', key)
+        t = e * 1000
+        ok = e >= 0 and t <= 9010050454740991 -- algo's maxQuotaEnd
+      end
+    end
+    if ok then
+      local tm = call('TIME')
+      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      if c > cap then c = cap end
+      if now >= t then c, t = 0, quotaend(kind, off, now) end
+      local admit, retry, reset = 0, 0, 0
+      if c <= cap - cost then admit, c = 1, c + cost else retry = t - now end
+      if c > 0 then reset = t - now end
+      if admit == 1 and cost > 0 then
+        local val = format('%d', c)
+        if reg then -- c <= 10^12: the positive half
+          local cl = c % 10000
+          local hi, lo = 9007199254 + (c - cl) / 10000, 740993000 + cl * 100000 + f
+          if lo >= 1000000000 then hi, lo = hi + 1, lo - 1000000000 end
+          val = format('%d%09d', hi, lo)
+        end
+        call('SET', key, val, 'PXAT', format('%d', t / 1000))
+      end
+      return {now, admit, admit, cap - c, retry, reset}
     end
   end
 end
@@ -626,37 +728,6 @@ local repaired = {} -- index, kind of each repaired key
 -- period end near the year 2255 (below 2^54, a multiple of 10^6, so exact),
 -- and t - now is exact.
 local MAXQEND = 9010050454740991 -- algo's maxQuotaEnd: MaxTime + 33 days
-
--- quotaend returns the end (µs) of the period holding now: algo's
--- periodDays on whole seconds, Hinnant's civil_from_days for months.
-local function quotaend(kind, off, now)
-  local x = (now - fmod(now, 1000000)) / 1000000 + off + 86400 -- >= 1
-  local dn = floordiv(x, 86400) - 1 -- the calendar's day, >= -1
-  local e
-  if kind == 1 then
-    e = dn + 1
-  elseif kind == 2 then
-    e = dn - fmod(dn + 3, 7) + 7 -- day 4, 1970-01-05, was a Monday
-  else
-    local z = dn + 719468
-    local era = floordiv(z, 146097)
-    local doe = z - era * 146097
-    local yoe = floordiv(doe - floordiv(doe, 1460) + floordiv(doe, 36524) - floordiv(doe, 146096), 365)
-    local doy = doe - (365 * yoe + floordiv(yoe, 4) - floordiv(yoe, 100))
-    local mp = floordiv(5 * doy + 2, 153)
-    local d = doy - floordiv(153 * mp + 2, 5) + 1
-    local y, m, len = yoe + era * 400, mp + 3, 31
-    if mp >= 10 then y, m = y + 1, mp - 9 end
-    if m == 2 then
-      len = 28
-      if fmod(y, 4) == 0 and (fmod(y, 100) ~= 0 or fmod(y, 400) == 0) then len = 29 end
-    elseif m == 4 or m == 6 or m == 9 or m == 11 then
-      len = 30
-    end
-    e = dn - d + 1 + len
-  end
-  return (e * 86400 - off) * 1000000
-end
 
 -- qdecode returns the stored count and period end of a quota's key (0, 0
 -- when absent) and whether it exists, for a call under pol (of calendar
