@@ -34,7 +34,7 @@ func quotaReply(t *rapid.T, v any) (int64, algo.Result) {
 }
 
 // multiReply reads the reply of a call on n keys: the script's now,
-// whether all admitted, and each key's Result (without Limit).
+// whether all admitted, and each key's Result.
 func multiReply(t *rapid.T, v any, n int) (int64, bool, []algo.Result) {
 	r, ok := v.([]any)
 	if !ok || len(r) < 2+4*n {

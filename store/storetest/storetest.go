@@ -29,7 +29,7 @@
 //     capacity + ⌊rate·(t2−t1)⌋.
 //   - RetryAfter: a denied request is admitted exactly RetryAfter later and
 //     still denied one microsecond earlier.
-//   - Remaining: 0 ≤ Remaining ≤ Limit, RetryAfter is zero exactly when
+//   - Remaining: 0 ≤ Remaining ≤ Capacity, RetryAfter is zero exactly when
 //     allowed, and after ResetAfter of idleness the bucket is full.
 //   - Backwards: a clock that jumps backwards mints no tokens, and results
 //     still match the reference, which here allows for a store forgetting
