@@ -26,14 +26,15 @@ type State struct {
 	Prev int64
 }
 
-// Result is the answer to one Take.
+// Result is the answer to one Take. It does not repeat the limit: that is
+// the Take's policy's [Policy.Capacity], which a caller reporting it (an
+// X-RateLimit-Limit header, say) takes from the policy it passed. Keeping
+// Result to four words lets the compiler pass it in registers.
 type Result struct {
 	// Allowed reports whether the request was admitted (and charged).
 	Allowed bool
-	// Limit is the policy's capacity.
-	Limit int64
 	// Remaining is how many whole tokens are left after this request
-	// (rounded down), between 0 and Limit.
+	// (rounded down), between 0 and the policy's Capacity.
 	Remaining int64
 	// RetryAfter is zero when Allowed. When denied it is exact: the same
 	// request made RetryAfter later, with no other traffic in between, is

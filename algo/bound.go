@@ -90,7 +90,7 @@ func (b *DenyBound) Charge(cost int64) {
 // moved down by cost·Unit. ok is false for results that do not fit p.
 func LearnDenyBound(p Policy, cost int64, res Result, charged bool) (b DenyBound, ok bool) {
 	full, u, r := p.Capacity()*p.Unit(), p.Unit(), p.Refill()
-	if u == 0 || (!res.Allowed && charged) || res.Limit != p.Capacity() || res.Remaining < 0 || res.Remaining > p.Capacity() {
+	if u == 0 || (!res.Allowed && charged) || res.Remaining < 0 || res.Remaining > p.Capacity() {
 		return DenyBound{}, false
 	}
 	// Clamp the durations so that d·R stays below 2^62 (a smaller lo is
@@ -162,7 +162,6 @@ func (b DenyBound) Bounded(cost, eff int64) Result {
 	full, u, r := b.p.Capacity()*b.p.Unit(), b.p.Unit(), b.p.Refill()
 	d := deficitAt(b.lo, r, eff)
 	return Result{
-		Limit:      b.p.Capacity(),
 		Remaining:  max(0, full-d) / u,
 		RetryAfter: time.Duration(max(1, ceilDiv(b.lo-full+cost*u, r)-eff)) * time.Microsecond,
 		ResetAfter: time.Duration(max(1, ceilDiv(b.lo, r)-eff)) * time.Microsecond,

@@ -28,7 +28,7 @@ func (tb TokenBucket) IdleFrom(p Policy, s State, resetAfter time.Duration, now 
 // admitted request of cost behind res not been charged: what a bucket that
 // would have admitted reports when the multi-limit take it was part of is
 // refused as a whole, and the charge must not show. Remaining gets cost
-// back (capped at Limit); ResetAfter loses the refill time of cost tokens,
+// back (capped at the policy's Capacity); ResetAfter loses the refill time of cost tokens,
 // rounded down to the µs, so it may be late by under 1µs but never early.
 // (When the caller's clock was behind the bucket's stamp, ResetAfter keeps
 // that lag even if the bucket would have been full.) A denied res, or cost 0, is returned as it is.
@@ -36,12 +36,12 @@ func (tb TokenBucket) IdleFrom(p Policy, s State, resetAfter time.Duration, now 
 // that leaves the period's count at 0.
 func (TokenBucket) Uncharged(p Policy, res Result, cost int64) Result {
 	if res.Allowed && cost > 0 && p.IsQuota() {
-		return unchargedQuota(res, cost)
+		return unchargedQuota(p, res, cost)
 	}
 	if !res.Allowed || cost <= 0 || p.refill <= 0 {
 		return res
 	}
-	res.Remaining = min(res.Limit, res.Remaining+cost)
+	res.Remaining = min(p.capacity, res.Remaining+cost)
 	res.ResetAfter = max(0, res.ResetAfter-Micros(cost*p.unit/p.refill))
 	return res
 }

@@ -79,6 +79,13 @@
 // never moves the state back. A denied request changes nothing a later
 // request can observe, and its RetryAfter is exact to the microsecond.
 //
+// A [Result] says whether the request was admitted, the whole tokens
+// Remaining, RetryAfter and ResetAfter. It does not repeat the limit: a
+// caller that reports it (an X-RateLimit-Limit header) takes
+// [Policy.Capacity] of the policy it passed. With four fields a Result is
+// small enough for the compiler to return it in registers, which keeps it
+// off the stack on the hot path of every store.
+//
 // # Leases: at most N in flight
 //
 // A rate limits how often; a [LeasePolicy] limits how many at once. A

@@ -306,10 +306,9 @@ func rollQuota(p Policy, s State, now, n int64) (c, end int64, err error) {
 	return 0, (b*86400 - off) * 1e6, nil
 }
 
-// reportQuota writes the Result's Limit, Remaining and ResetAfter for
+// reportQuota writes the Result's Remaining and ResetAfter for
 // count c in the period ending at end, and returns the state to keep.
 func reportQuota(res *Result, p Policy, s State, c, end, now int64) State {
-	res.Limit = p.capacity
 	res.Remaining = p.capacity - c
 	if c == 0 {
 		res.ResetAfter = 0
@@ -321,9 +320,9 @@ func reportQuota(res *Result, p Policy, s State, c, end, now int64) State {
 
 // unchargedQuota is TokenBucket.Uncharged for a quota: the count had cost not
 // been charged is n − Remaining − cost, and a count of 0 has no reset.
-func unchargedQuota(res Result, cost int64) Result {
-	res.Remaining = min(res.Limit, res.Remaining+cost)
-	if res.Remaining == res.Limit {
+func unchargedQuota(p Policy, res Result, cost int64) Result {
+	res.Remaining = min(p.capacity, res.Remaining+cost)
+	if res.Remaining == p.capacity {
 		res.ResetAfter = 0
 	}
 	return res

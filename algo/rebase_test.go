@@ -299,12 +299,12 @@ func ExampleTokenBucket_Rebase() {
 	raised := algo.PerSecond(10).Burst(100)
 	s, _ = tb.Rebase(old, raised, s, now, algo.KeepTokens)
 	_, res, _ := tb.Take(raised, s, now, 0)
-	fmt.Println("kept:", res.Remaining, "of", res.Limit)
+	fmt.Println("kept:", res.Remaining, "of", raised.Capacity())
 
 	s, _, _ = tb.Take(old, algo.State{}, now, 4)
 	s, _ = tb.Rebase(old, raised, s, now, algo.Proportional)
 	_, res, _ = tb.Take(raised, s, now, 0)
-	fmt.Println("proportionally:", res.Remaining, "of", res.Limit)
+	fmt.Println("proportionally:", res.Remaining, "of", raised.Capacity())
 	// Output:
 	// kept: 6 of 100
 	// proportionally: 60 of 100

@@ -69,7 +69,7 @@ func (FixedWindow) Take(p Policy, s State, now, cost int64) (State, Result, erro
 	}
 	w, limit := p.window(), p.capacity
 	f := roll(s, now, w, limit)
-	res := Result{Limit: limit}
+	var res Result
 	if f.curr+cost <= limit {
 		res.Allowed = true
 		f.curr += cost
@@ -116,7 +116,7 @@ func (SlidingWindow) Take(p Policy, s State, now, cost int64) (State, Result, er
 	w, limit := p.window(), p.capacity
 	f := roll(s, now, w, limit)
 	avail := limit - f.curr - mulDivCeil(f.prev, w-f.elapsed, w)
-	res := Result{Limit: limit}
+	var res Result
 	if cost == 0 || cost <= avail {
 		res.Allowed = true
 		f.curr += cost

@@ -385,7 +385,7 @@ func (l *Limiter) metadata(r *rule, res algo.Result) metadata.MD {
 		resetSec++
 	}
 	return metadata.MD{
-		MDLimit:     {strconv.FormatInt(res.Limit, 10)},
+		MDLimit:     {strconv.FormatInt(r.policy.Capacity(), 10)},
 		MDRemaining: {strconv.FormatInt(res.Remaining, 10)},
 		MDReset:     {strconv.FormatInt(resetSec, 10)},
 		MDPolicy:    {r.draftPolicy},

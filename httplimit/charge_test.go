@@ -256,7 +256,7 @@ func TestChargeIfNoRefund(t *testing.T) {
 	never := func(int) bool { return false }
 	policy := algo.PerHour(1).Burst(1)
 	fallback := FailModeFunc(func(f Failure) Verdict {
-		return Verdict{Result: &store.MultiResult{Allowed: true, Results: []algo.Result{{Allowed: true, Limit: 1}}, Denied: -1}}
+		return Verdict{Result: &store.MultiResult{Allowed: true, Results: []algo.Result{{Allowed: true}}, Denied: -1}}
 	})
 	tests := []struct {
 		name  string

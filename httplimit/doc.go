@@ -15,10 +15,12 @@
 //
 // # What a client sees
 //
-// An admitted request is served with X-RateLimit-Limit, X-RateLimit-Remaining
-// and X-RateLimit-Reset, and the IETF draft's RateLimit-Policy and RateLimit
-// fields (see [Headers]). A refused one gets 429 Too Many Requests, the same
-// headers, Retry-After in whole seconds rounded up (never 0), and
+// An admitted request is served with X-RateLimit-Limit (the capacity of the
+// policy applied, [LimitResult].Policy: an [algo.Result] does not carry the
+// limit), X-RateLimit-Remaining and X-RateLimit-Reset, and the IETF draft's
+// RateLimit-Policy and RateLimit fields (see [Headers]). A refused one gets
+// 429 Too Many Requests, the same headers, Retry-After in whole seconds
+// rounded up (never 0), and
 // {"error":"rate_limited","retry_after_ms":N}, or an RFC 9457 problem with
 // [ProblemDenied], or your own [DeniedHandler].
 //

@@ -173,13 +173,14 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 	b := buf[:0]
 	var cut [4]int // ends of the fields in b
 	if x {
-		r := d.Limits[d.Decider].Result
+		l := d.Limits[d.Decider]
+		r := l.Result
 		reset := now.Add(r.ResetAfter)
 		resetSec := reset.Unix()
 		if reset.Nanosecond() > 0 {
 			resetSec++
 		}
-		b = strconv.AppendInt(b, r.Limit, 10)
+		b = strconv.AppendInt(b, l.Policy.Capacity(), 10)
 		cut[0] = len(b)
 		b = strconv.AppendInt(b, r.Remaining, 10)
 		cut[1] = len(b)

@@ -46,12 +46,12 @@ func TestMaxKeysOverflow(t *testing.T) {
 		cost int64
 		want algo.Result
 	}{
-		{"stored bucket keeps its deficit", "old0", 1, algo.Result{Allowed: false, Limit: 2, RetryAfter: time.Second, ResetAfter: 2 * time.Second}},
-		{"peek on a new key needs no room", "new0", 0, algo.Result{Allowed: true, Limit: 2, Remaining: 2}},
-		{"first new key takes from overflow", "new1", 1, algo.Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Second}},
-		{"second new key shares it", "new2", 1, algo.Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 2 * time.Second}},
-		{"overflow bucket is empty", "new3", 1, algo.Result{Allowed: false, Limit: 2, RetryAfter: time.Second, ResetAfter: 2 * time.Second}},
-		{"another policy has its own overflow", "new4", 3, algo.Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * time.Second}},
+		{"stored bucket keeps its deficit", "old0", 1, algo.Result{Allowed: false, RetryAfter: time.Second, ResetAfter: 2 * time.Second}},
+		{"peek on a new key needs no room", "new0", 0, algo.Result{Allowed: true, Remaining: 2}},
+		{"first new key takes from overflow", "new1", 1, algo.Result{Allowed: true, Remaining: 1, ResetAfter: time.Second}},
+		{"second new key shares it", "new2", 1, algo.Result{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second}},
+		{"overflow bucket is empty", "new3", 1, algo.Result{Allowed: false, RetryAfter: time.Second, ResetAfter: 2 * time.Second}},
+		{"another policy has its own overflow", "new4", 3, algo.Result{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}},
 	}
 	for i, st := range steps {
 		pol := p

@@ -79,14 +79,14 @@ func ExampleConfig_onPolicyChange() {
 	ctx := context.Background()
 	old := algo.PerSecond(1).Burst(10)
 	res, _ := s.Take(ctx, "tenant-7", old, 8)
-	fmt.Println("under the old limit:", res.Remaining, "of", res.Limit)
+	fmt.Println("under the old limit:", res.Remaining, "of", old.Capacity())
 
 	raised := algo.PerSecond(10).Burst(100)
 	res, _ = s.Take(ctx, "tenant-7", raised, 0)
-	fmt.Println("raised:", res.Remaining, "of", res.Limit)
+	fmt.Println("raised:", res.Remaining, "of", raised.Capacity())
 	clk.Add(time.Second)
 	res, _ = s.Take(ctx, "tenant-7", raised, 0)
-	fmt.Println("a second later:", res.Remaining, "of", res.Limit)
+	fmt.Println("a second later:", res.Remaining, "of", raised.Capacity())
 	// Output:
 	// under the old limit: 2 of 10
 	// raised: 2 of 100

@@ -136,7 +136,7 @@ func (w *nodeWorker) call(t *testing.T, op string, reqs []store.Request) (int64,
 	r := w.read(t)
 	res := make([]algo.Result, len(r.Results))
 	for i, x := range r.Results {
-		res[i] = algo.Result{Allowed: x.Allowed, Limit: reqs[i].Policy.Capacity(), Remaining: x.Remaining,
+		res[i] = algo.Result{Allowed: x.Allowed, Remaining: x.Remaining,
 			RetryAfter: algo.Micros(x.RetryAfterUs), ResetAfter: algo.Micros(x.ResetAfterUs)}
 	}
 	return r.Now, res
@@ -254,5 +254,5 @@ func goCall(t *testing.T, s *redisstore.Store, op string, reqs []store.Request) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Now.UnixMicro(), []algo.Result{{Allowed: true, Limit: b.Limit, Remaining: b.Tokens, ResetAfter: b.FullIn}}
+	return b.Now.UnixMicro(), []algo.Result{{Allowed: true, Remaining: b.Tokens, ResetAfter: b.FullIn}}
 }

@@ -52,7 +52,7 @@ func (s *Store) Inspect(ctx context.Context, key string, p algo.Policy) (Bucket,
 		Exists:  in.pttl != -2,
 		Now:     time.UnixMicro(in.now),
 		Tokens:  res[0].Remaining,
-		Limit:   res[0].Limit,
+		Limit:   p.Capacity(),
 		FullIn:  res[0].ResetAfter,
 		Deficit: in.deficit,
 	}

@@ -27,9 +27,10 @@ func ExampleConfig_onPolicyChange() {
 	if _, err := s.Take(ctx, "tenant:7", algo.PerSecond(1).Burst(10), 4); err != nil {
 		log.Fatal(err)
 	}
-	res, err := s.Take(ctx, "tenant:7", algo.PerSecond(10).Burst(100), 0) // 60% of 10 -> 60 of 100
+	p := algo.PerSecond(10).Burst(100)
+	res, err := s.Take(ctx, "tenant:7", p, 0) // 60% of 10 -> 60 of 100
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(res.Remaining, "of", res.Limit)
+	fmt.Println(res.Remaining, "of", p.Capacity())
 }

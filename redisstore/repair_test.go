@@ -105,7 +105,7 @@ func TestCorruptRepair(t *testing.T) {
 								t.Fatal(err)
 							}
 							res, err := s.Take(ctxT(t), key, p, 1)
-							want := algo.Result{Limit: 10, RetryAfter: oneToken, ResetAfter: 5 * time.Minute}
+							want := algo.Result{RetryAfter: oneToken, ResetAfter: 5 * time.Minute}
 							if err != nil || res.Allowed || res.Remaining != 0 || res.RetryAfter != oneToken {
 								t.Fatalf("Take on %s = %+v, %v; want a repaired empty bucket %+v", c.name, res, err, want)
 							}

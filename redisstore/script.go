@@ -311,11 +311,10 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 			return nil, fmt.Errorf("redisstore: script reported a repair of key %d of %d", repaired[i], len(reqs))
 		}
 	}
-	for i, r := range reqs {
+	for i := range reqs {
 		v := vals[2+4*i:]
 		results[i] = algo.Result{
 			Allowed:    v[0] == 1,
-			Limit:      r.Policy.Capacity(),
 			Remaining:  v[1],
 			RetryAfter: algo.Micros(v[2]),
 			ResetAfter: algo.Micros(v[3]),

@@ -393,7 +393,7 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 			// the tokens it still has, as a peek would.
 			for i, r := range res.Results {
 				if r.Allowed {
-					res.Results[i].Remaining = min(r.Limit, r.Remaining+reqs[i].Cost)
+					res.Results[i].Remaining = min(reqs[i].Policy.Capacity(), r.Remaining+reqs[i].Cost)
 				}
 			}
 		}

@@ -169,7 +169,7 @@ func (o inflight) serve(ctx context.Context, s store.Store, lim *store.Limiter, 
 	id := strconv.FormatUint(e.seq, 36) // unique in the run, and no randomness
 	l, err := ls.AcquireLease(ctx, c.key, o.p, id)
 	if err != nil || !l.Allowed {
-		return served{res: algo.Result{Limit: c.policy.Capacity(), RetryAfter: l.RetryAfter}, at: e.at}, err
+		return served{res: algo.Result{RetryAfter: l.RetryAfter}, at: e.at}, err
 	}
 	out, err := plainTake(ctx, lim, c, e)
 	if err == nil && !out.res.Allowed {

@@ -45,7 +45,7 @@ func ExampleResolverCache() {
 	ctx := context.Background()
 	for _, tenant := range []string{"acme", "acme", "acme", "globex"} {
 		res, _ := lim.Allow(ctx, tenant)
-		fmt.Printf("%s: allowed=%v remaining=%d of %d\n", tenant, res.Allowed, res.Remaining, res.Limit)
+		fmt.Printf("%s: allowed=%v remaining=%d of %d\n", tenant, res.Allowed, res.Remaining, policies[plan[tenant]].Capacity())
 	}
 	_, err = lim.Allow(ctx, "initech")
 	fmt.Println("initech:", errors.Is(err, store.ErrResolve), err)

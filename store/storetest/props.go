@@ -169,10 +169,8 @@ func testRemaining(t *testing.T, e *env) {
 			e.clk.Add(genStep(t, p))
 			last = e.check(t, key, r, genCost(t, p))
 			switch {
-			case last.Limit != p.Capacity():
-				t.Fatalf("Limit %d, want capacity %d", last.Limit, p.Capacity())
-			case last.Remaining < 0 || last.Remaining > last.Limit:
-				t.Fatalf("Remaining %d outside [0, %d]", last.Remaining, last.Limit)
+			case last.Remaining < 0 || last.Remaining > p.Capacity():
+				t.Fatalf("Remaining %d outside [0, %d]", last.Remaining, p.Capacity())
 			case last.Allowed != (last.RetryAfter == 0) || last.RetryAfter < 0:
 				t.Fatalf("Allowed %v with RetryAfter %v", last.Allowed, last.RetryAfter)
 			case last.ResetAfter < 0 || last.ResetAfter > p.FillTime():
@@ -187,7 +185,7 @@ func testRemaining(t *testing.T, e *env) {
 			}
 		}
 		e.clk.Set(start.Add(last.ResetAfter))
-		want := algo.Result{Allowed: true, Limit: p.Capacity(), Remaining: p.Capacity()}
+		want := algo.Result{Allowed: true, Remaining: p.Capacity()}
 		if got := e.check(t, key, r, 0); got != want {
 			t.Fatalf("after ResetAfter %v: peek %+v, want full %+v", last.ResetAfter, got, want)
 		}

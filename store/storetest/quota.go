@@ -151,7 +151,7 @@ func testQuotaBoundary(t *testing.T, e *env) {
 			t.Fatalf("%v: a µs before %v = %+v, want denied for 1µs", c.p, c.next, res)
 		}
 		e.clk.Set(c.next)
-		want := algo.Result{Allowed: true, Limit: c.p.Capacity(), Remaining: c.p.Capacity() - 1, ResetAfter: mustEnd(t, c.p, c.next).Sub(c.next)}
+		want := algo.Result{Allowed: true, Remaining: c.p.Capacity() - 1, ResetAfter: mustEnd(t, c.p, c.next).Sub(c.next)}
 		if res := e.take(t, key, c.p, 1); res != want {
 			t.Fatalf("%v: at %v = %+v, want %+v", c.p, c.next, res, want)
 		}
@@ -177,7 +177,7 @@ func checkTimeEnd(t tb, p algo.Policy, now time.Time, res algo.Result) {
 		end = time.Date(at.Year(), at.Month()+1, 1, 0, 0, 0, 0, zone)
 	}
 	wait := end.Sub(now)
-	if (!res.Allowed && res.RetryAfter != wait) || (res.Remaining < res.Limit && res.ResetAfter != wait) {
+	if (!res.Allowed && res.RetryAfter != wait) || (res.Remaining < p.Capacity() && res.ResetAfter != wait) {
 		t.Fatalf("%v at %v: %+v, but package time says the period ends at %v, in %v", p, at, res, end, wait)
 	}
 }

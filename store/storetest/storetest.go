@@ -29,7 +29,7 @@
 //     capacity + ⌊rate·(t2−t1)⌋.
 //   - RetryAfter: a denied request is admitted exactly RetryAfter later and
 //     still denied one microsecond earlier.
-//   - Remaining: 0 ≤ Remaining ≤ Limit, RetryAfter is zero exactly when
+//   - Remaining: 0 ≤ Remaining ≤ Capacity, RetryAfter is zero exactly when
 //     allowed, and after ResetAfter of idleness the bucket is full.
 //   - Backwards: a clock that jumps backwards mints no tokens, and results
 //     still match the reference, which here allows for a store forgetting
@@ -214,7 +214,7 @@ func (e *env) take(t tb, key string, p algo.Policy, cost int64) algo.Result {
 // capacity remaining and no reset pending): it has not been charged.
 func (e *env) full(t tb, key string, p algo.Policy) {
 	t.Helper()
-	want := algo.Result{Allowed: true, Limit: p.Capacity(), Remaining: p.Capacity()}
+	want := algo.Result{Allowed: true, Remaining: p.Capacity()}
 	if got := e.take(t, key, p, 0); got != want {
 		t.Fatalf("peek %q = %+v, want a full bucket %+v: the failed call charged it", key, got, want)
 	}
