@@ -141,7 +141,7 @@ func (s *Store) keepLeases(sh *shard, key string, e, le *leaseKey, l algo.Leases
 		e.set.keep(l)
 		e.idle = l.IdleAt()
 		sh.soonest = min(sh.soonest, e.idle)
-	case !sh.room(now, s.perShard, &s.pols):
+	case !sh.room(now, s.perShard, s.pols):
 		return sh.soonest - now, false
 	default:
 		le.set.keep(l)

@@ -169,9 +169,14 @@ type Store struct {
 	perShard int
 	maxKey   int // the longest key accepted, in bytes
 	shards   []shard
-	over     overflow
-	pols     policies        // the policies buckets were written under
+	over     *overflow
+	pols     *policies       // the policies buckets were written under
 	rule     algo.ChangeRule // Config.OnPolicyChange
+
+	// The view CountTakes makes (observe.go) counts its Takes: tap is nil
+	// on a Store New returns; counts[i] is guarded by shard i's lock.
+	tap    *store.TakeTap
+	counts []store.SlotCounts
 }
 
 var (
@@ -195,6 +200,7 @@ func newStore(cfg Config, floor int) (*Store, error) {
 		return nil, fmt.Errorf("%w: OnPolicyChange %v", ErrInvalidConfig, cfg.OnPolicyChange)
 	}
 	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed(), base: time.Now(), rule: cfg.OnPolicyChange}
+	s.pols, s.over = new(policies), new(overflow)
 	s.pols.init()
 	s.hseed = maphash.String(s.seed, "") // the seed's own value: hash is maphash.String (hash.go)
 	s.baseUS = s.base.UnixMicro()
@@ -228,13 +234,14 @@ func newStore(cfg Config, floor int) (*Store, error) {
 // algo.ErrCostExceedsCapacity), and charge nothing.
 func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64) (res algo.Result, err error) {
 	if key == "" || len(key) > s.maxKey {
-		return algo.Result{}, fmt.Errorf("memstore: %w", store.CheckKey(key, s.maxKey))
+		return s.counted(ctx, cost, algo.Result{}, fmt.Errorf("memstore: %w", store.CheckKey(key, s.maxKey)))
 	}
 	if err := ctx.Err(); err != nil {
-		return algo.Result{}, err
+		return s.counted(ctx, cost, algo.Result{}, err)
 	}
 	if !s.tb {
-		return s.takeWide(key, p, cost)
+		res, err = s.takeWide(key, p, cost)
+		return s.counted(ctx, cost, res, err)
 	}
 	now := s.baseUS // s.now(), inlined: now is too large to be
 	if s.clk == nil {
@@ -250,11 +257,13 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 		sl = sh.b.find(h, key) // nil on a closed shard too
 	}
 	if sl == nil {
-		return s.takeSlow(sh, h, key, nil, p, now, cost)
+		res, err = s.takeSlow(sh, h, key, nil, p, now, cost)
+		return s.counted(ctx, cost, res, err)
 	}
 	prev := sl.v.state()
 	if !s.pols.is(prev.Prev, p) {
-		return s.takeSlow(sh, h, key, sl, p, now, cost)
+		res, err = s.takeSlow(sh, h, key, sl, p, now, cost)
+		return s.counted(ctx, cost, res, err)
 	}
 	// The usual case: the key's bucket, written under p. The token bucket
 	// writes its Result in place (TakeTo), into the named result: a
@@ -265,7 +274,7 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	st, err := algo.TokenBucket{}.TakeTo(&res, p, prev, now, cost)
 	if err != nil {
 		sh.mu.Unlock()
-		return algo.Result{}, fmt.Errorf("memstore: %w", err)
+		return s.counted(ctx, cost, algo.Result{}, fmt.Errorf("memstore: %w", err))
 	}
 	// The bucket is idle (IdleAt ≤ now) exactly when it is full at a stamp
 	// not ahead of now: a deficit takes at least 1µs to refill, and a
@@ -278,6 +287,10 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 		sh.b.remove(sl) // full again: same as no bucket
 	} else {
 		sl.v = pack(st) // its policy number is p's, not 0: nothing kept apart
+	}
+	if s.tap != nil && s.count(ctx, h&s.mask, res.Allowed) {
+		sh.mu.Unlock()
+		return s.counted(ctx, cost, res, nil)
 	}
 	sh.mu.Unlock()
 	return res, nil
@@ -327,7 +340,7 @@ func (s *Store) takeWide(key string, p algo.Policy, cost int64) (algo.Result, er
 		if sl != nil {
 			sh.w.remove(sl)
 		}
-	case sl != nil || sh.room(now, s.perShard, &s.pols):
+	case sl != nil || sh.room(now, s.perShard, s.pols):
 		sh.putWide(h, key, sl, st, idle)
 	default: // full shard, nothing idle
 		sh.mu.Unlock()
@@ -348,7 +361,7 @@ func (s *Store) keep(sh *shard, h uint64, key string, sl *slot[bucket], st algo.
 		if sl != nil {
 			sh.drop(key, sl) // full again: same as no bucket
 		}
-	case sl != nil || sh.room(now, s.perShard, &s.pols): // room moves slots, but sl is nil then
+	case sl != nil || sh.room(now, s.perShard, s.pols): // room moves slots, but sl is nil then
 		sh.put(h, key, sl, st, idle)
 	default: // full shard, nothing idle
 		return false

@@ -102,7 +102,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 			return store.MultiResult{}, fmt.Errorf("memstore: request %d: %w", i, err)
 		}
 		pd := pending{st: st, idle: idle, had: had, conv: conv, base: prev}
-		if !had && pd.idle > now && !sh.room(now, s.perShard, &s.pols) {
+		if !had && pd.idle > now && !sh.room(now, s.perShard, s.pols) {
 			if !overLocked {
 				s.over.mu.Lock()
 				overLocked = true

@@ -197,7 +197,7 @@ func TestShardSweep(t *testing.T) {
 		len  int
 		next int64
 	}{{1e6, 3, now + 2e6}, {2e6, 2, now + 3e6}, {3e6, 1, now + 5e6}, {5e6, 0, 1<<63 - 1}} {
-		sh.sweep(now+step.at, &s.pols)
+		sh.sweep(now+step.at, s.pols)
 		if s.Len() != step.len || sh.soonest != step.next {
 			t.Fatalf("sweep at +%dµs: Len %d, soonest %d; want %d, %d", step.at, s.Len(), sh.soonest, step.len, step.next)
 		}
