@@ -19,6 +19,16 @@
 // throughput on distinct keys scales with cores. A Take on a key that
 // already has a bucket allocates nothing.
 //
+// # Observing
+//
+// A Store is a [store.SelfCounter]: under [store.Observe] with a counting
+// Observer (contrib/prometheus, contrib/otel), a Take counts its decision
+// with a plain addition under the shard lock it holds anyway, and the
+// exporter reads the counts under the same locks when scraped. One Take
+// in 256 per shard, label set and outcome, and every other operation, go
+// through Observe's wrapper, which times them. Without an Observer,
+// Observe returns the Store itself and nothing is counted.
+//
 // # Bounded memory
 //
 // A bucket that has refilled to full behaves exactly like a missing one
