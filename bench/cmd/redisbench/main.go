@@ -232,6 +232,7 @@ type cell struct {
 // captureCeilings captures the EVALSHA each chosen implementation sends and
 // turns its key into a random one of the same shape for redis-benchmark:
 // prefix, "user:" and the 12 digits redis-benchmark writes for __rand_int__.
+// A second key (ratebucket's policy registry) stays as it was.
 func captureCeilings(ctx context.Context, c *redis.Client, cells []cell, cfg config) ([]ceilingRun, error) {
 	if cfg.ceiling == "" {
 		return nil, nil
@@ -251,8 +252,10 @@ func captureCeilings(ctx context.Context, c *redis.Client, cells []cell, cfg con
 		if err != nil {
 			return nil, fmt.Errorf("%s: capture: %w", cl.impl.Name, err)
 		}
-		if len(cmd) < 4 || cmd[2] != "1" {
-			return nil, fmt.Errorf("%s: captured %q: want one key", cl.impl.Name, cmd)
+		// One key, or two: ratebucket's second (wire v3) is the policy
+		// registry, one per prefix, which the replay keeps as captured.
+		if len(cmd) < 4 || (cmd[2] != "1" && (cmd[2] != "2" || len(cmd) < 5)) {
+			return nil, fmt.Errorf("%s: captured %q: want one key, or a key and its registry", cl.impl.Name, cmd)
 		}
 		log.Printf("%s sends %q", cl.impl.Name, cmd)
 		cmd[3] = cl.impl.Prefix + "user:__rand_int__"
