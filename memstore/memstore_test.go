@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -39,13 +38,16 @@ func TestConformance(t *testing.T) {
 }
 
 func TestNewConfig(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // the default shard count follows it
 	tests := []struct {
 		name   string
 		cfg    memstore.Config
-		shards int // 0: 4×GOMAXPROCS rounded up
+		shards int // at GOMAXPROCS 2
 		err    error
 	}{
-		{"zero value", memstore.Config{}, 0, nil},
+		{"zero value: 32 a core", memstore.Config{}, 64, nil},
+		{"small MaxKeys: 4 a core", memstore.Config{MaxKeys: 1000}, 8, nil},
+		{"MaxKeys for 20 shards of 1024, rounded up", memstore.Config{MaxKeys: 20 << 10}, 32, nil},
 		{"one shard", memstore.Config{Shards: 1}, 1, nil},
 		{"rounded up to a power of two", memstore.Config{Shards: 5}, 8, nil},
 		{"largest", memstore.Config{Shards: 1 << 16}, 1 << 16, nil},
@@ -63,12 +65,8 @@ func TestNewConfig(t *testing.T) {
 				return
 			}
 			defer s.Close()
-			want := tc.shards
-			if want == 0 {
-				want = 1 << bits.Len(uint(4*runtime.GOMAXPROCS(0)-1))
-			}
-			if got := s.Shards(); got != want {
-				t.Fatalf("%d shards, want %d", got, want)
+			if got := s.Shards(); got != tc.shards {
+				t.Fatalf("%d shards, want %d", got, tc.shards)
 			}
 		})
 	}
