@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -101,7 +103,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 // ResetPolicies deletes the policy registries (WIRE.md, "Policy changes")
 // of the buckets at keys (without the prefix): on a single server the
 // Store's one registry, on a cluster that of each key's slot, on a Ring
-// none. Call it only when none of those slots holds a bucket any more
+// that of each key's shard. Call it only when none of those slots holds a bucket any more
 // (after Reset of them all, as a benchmark's cleanup does): a bucket whose
 // policy's number its registry no longer holds is read as written under
 // the next call's policy.
@@ -118,6 +120,22 @@ func (s *Store) ResetPolicies(ctx context.Context, keys ...string) error {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	if r, ok := s.rdb.(*redis.Ring); ok { // one registry name, on each key's shard
+		shards := map[*redis.Client]bool{}
+		for _, k := range keys {
+			c, err := r.GetShardClientForKey(s.prefix + k)
+			if err != nil {
+				return fmt.Errorf("redisstore: reset policies: %w", err)
+			}
+			shards[c] = true
+		}
+		for c := range shards {
+			if err := c.Del(ctx, s.regs.one).Err(); err != nil {
+				return fmt.Errorf("redisstore: reset policies: %w", err)
+			}
+		}
+		return nil
+	}
 	pipe := s.rdb.Pipeline()
 	for r := range regs {
 		pipe.Del(ctx, r)

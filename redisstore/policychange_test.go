@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +23,9 @@ var rules = []algo.ChangeRule{algo.KeepTokens, algo.Proportional}
 
 // TestPolicyChangeConformance: storetest's policy-change state machine
 // (client clock: the long form, which names its policy) on a single
-// server and on a cluster (multi-takes in one slot, each slot with its
-// own registry), under each rule.
+// server, on a cluster (multi-takes in one slot, each slot with its own
+// registry) and on a Ring of two servers (each with its own), under each
+// rule.
 func TestPolicyChangeConformance(t *testing.T) {
 	for _, srv := range []struct {
 		name string
@@ -31,6 +33,7 @@ func TestPolicyChangeConformance(t *testing.T) {
 	}{
 		{"standalone", func(t *testing.T) redis.UniversalClient { return redistest.Start(t).Client() }},
 		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.StartCluster(t).Client() }},
+		{"ring", startRing},
 	} {
 		t.Run(srv.name, func(t *testing.T) {
 			rdb := srv.rdb(t)
@@ -54,25 +57,36 @@ func TestPolicyChangeConformance(t *testing.T) {
 // at. "numbered" registers the policies as
 // they come; "long form" first fills the registry's 100 numbers, so every
 // bucket names its policy in full; "cluster" runs on a cluster, where
-// each slot has its registry.
+// each slot has its registry, and "ring" on a Ring of two servers, where
+// each shard has its own.
 func TestPolicyChangeServerClock(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		cluster bool
-		flood   bool
-	}{{"numbered", false, false}, {"long form", false, true}, {"cluster", true, false}} {
+		name  string
+		rdb   func(t *testing.T) redis.UniversalClient
+		flood bool
+	}{
+		{"numbered", startOne, false},
+		{"long form", startOne, true},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.StartCluster(t).Client() }, false},
+		{"ring", startRing, false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var rdb redis.UniversalClient
-			if tc.cluster {
-				rdb = redistest.StartCluster(t).Client()
-			} else {
-				rdb = redistest.Start(t).Client()
-			}
+			rdb := tc.rdb(t)
 			for _, rule := range rules {
 				t.Run(rule.String(), func(t *testing.T) { serverClockChanges(t, rdb, rule, tc.flood) })
 			}
 		})
 	}
+}
+
+func startOne(t *testing.T) redis.UniversalClient { return redistest.Start(t).Client() }
+
+// startRing returns a go-redis Ring over two servers of its own.
+func startRing(t *testing.T) redis.UniversalClient {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
+	t.Cleanup(func() { ring.Close() })
+	return ring
 }
 
 func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.ChangeRule, flood bool) {
@@ -295,15 +309,26 @@ func TestPolicyChangeMemory(t *testing.T) {
 }
 
 // TestResetPolicies: Reset then ResetPolicies leave nothing of a store's
-// buckets in Redis, registries included, on a single server and a
-// cluster.
+// buckets in Redis, registries included, on a single server, a cluster
+// and a Ring (whose two shards each hold a registry first).
 func TestResetPolicies(t *testing.T) {
-	for _, rdb := range []redis.UniversalClient{redistest.Start(t).Client(), redistest.StartCluster(t).Client()} {
+	for _, rdb := range []redis.UniversalClient{redistest.Start(t).Client(), redistest.StartCluster(t).Client(), startRing(t)} {
 		s := newStore(t, rdb, redisstore.Config{})
-		keys := []string{"a", "b", "{x}c", "d"}
+		keys := []string{"a", "b", "{x}c", "d", "e", "f", "g", "h"}
 		for _, k := range keys {
 			if _, err := s.Take(ctxT(t), k, algo.PerHour(1).Burst(5), 1); err != nil {
 				t.Fatal(err)
+			}
+		}
+		if ring, ok := rdb.(*redis.Ring); ok {
+			var regs atomic.Int64
+			err := ring.ForEachShard(ctxT(t), func(ctx context.Context, c *redis.Client) error {
+				n, err := c.Exists(ctx, "pol:"+s.Key("")).Result()
+				regs.Add(n)
+				return err
+			})
+			if err != nil || regs.Load() != 2 {
+				t.Fatalf("a Ring of 2 shards holds %d registries (%v), want one on each", regs.Load(), err)
 			}
 		}
 		if err := s.Reset(ctxT(t), keys...); err != nil {
@@ -323,6 +348,8 @@ func TestResetPolicies(t *testing.T) {
 		}
 		if cc, ok := rdb.(*redis.ClusterClient); ok {
 			_ = cc.ForEachMaster(ctxT(t), scan) // concurrently, one call per master
+		} else if ring, ok := rdb.(*redis.Ring); ok {
+			_ = ring.ForEachShard(ctxT(t), scan)
 		} else {
 			_ = scan(ctxT(t), rdb.(*redis.Client))
 		}

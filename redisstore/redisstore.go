@@ -69,9 +69,10 @@
 // bucket stays one integer of 72 bytes; past 100 policies in a slot, or
 // for a deficit above about 4.3e12 level units, the value names its
 // policy in full (104 bytes). WIRE.md ("Policy changes", wire version 3)
-// has the details. On a *redis.Ring no registry can share a shard with
-// every key, so there a changed policy is read as it was before version
-// 3: approximately, until the key expires.
+// has the details. On a *redis.Ring each shard keeps a registry of its
+// own under the one name: a Ring sends a call to its first key's shard
+// and a single server takes any key, so a bucket and the registry its
+// value names are always on one server, as on a cluster's slot.
 //
 // Keys are only ever deleted by expiry or Reset. Under a maxmemory eviction
 // policy Redis may evict a key early, which refills its bucket: give the
@@ -433,9 +434,6 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s.leasePrefix = lp
 	regs := newRegistries(s.route, s.prefix)
 	s.regs = &regs
-	if s.route == ring {
-		s.change = "" // no registry can share a Ring shard with every key
-	}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
 	}
