@@ -31,7 +31,7 @@ const (
 // at once on its own goroutine, so a lone caller's latency is that of one
 // round trip, as without batching. Calls that arrive while a pipeline is in
 // flight wait in the queue and leave together in the next one: when a
-// writer's reply is in, or when 8 of them (or MaxBatch, if smaller) are
+// writer's reply is in, or when 4 of them (or MaxBatch, if smaller) are
 // waiting and fewer than Writers writers run, in which case one of them
 // starts another writer. A writer holding more than one call but fewer than MaxBatch yields
 // for up to MaxDelay to collect more, until a yield brings none; a writer
@@ -73,8 +73,12 @@ type PipelineConfig struct {
 // pipeline in flight (or MaxBatch, if smaller). Starting one for every
 // call that finds a writer slot free sent most pipelines nearly empty: at
 // 64 goroutines, 4 writers averaged 9.5 calls per pipeline, and 15 with
-// this rule, for about 1.2x the throughput (BENCHMARKS.md).
-const minLead = 8
+// this rule, for about 1.2x the throughput (BENCHMARKS.md). With 8 the
+// server sat idle at 16 goroutines (two pipelines of about 8.7 in
+// flight, redis-server at 0.72 of a core): 4 keeps up to four pipelines
+// of about 4.5 in flight there, 77k against 66k checks per second, and
+// leaves 64 goroutines' pipelines at 15.5 calls (issue 19, BENCHMARKS.md).
+const minLead = 4
 
 // call states.
 const (
