@@ -8,7 +8,9 @@
 # 50 clients, -P 16) on 100k random keys and on one hot key. The server
 # runs at hz 1, so its cron ticks, counted too, stay out of the figures.
 # CALLS="st sr sa sv" adds, for the working tree's script, a refund, a
-# partial grant of up to 5 and a reservation (maxWait 1 s) of cost 1.
+# partial grant of up to 5 and a reservation (maxWait 1 s) of cost 1;
+# "quota" a take of 1 on a calendar quota of 10^6 a month (UTC), and
+# "quotap" the same with wire v3's policy registry (stp), for both scripts.
 # Run from the repository root: bash bench/scriptcost.sh [REV]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,9 +39,11 @@ for round in $(seq "$ROUNDS"); do
       case $call in
         sa) args=(1 "$key" sa 100 500000 1 5) ;;
         sv) args=(1 "$key" sv 100 500000 1 1 1000000) ;;
+        quota) args=(1 "$key" st 1000000 0 -345599 1) ;; # refill -(3 + 4*(0 + 86399)): a month, UTC
+        quotap) args=(2 "$key" pol:rb: stp 1000000 0 -345599 1) ;;
       esac
       for i in "${!shas[@]}"; do
-        [ "$call" = st ] || [ "$i" = 0 ] || continue # the new calls: the working tree's script only
+        [ "$call" = st ] || [ "${call#quota}" != "$call" ] || [ "$i" = 0 ] || continue # the new calls: the working tree's script only
         cli FLUSHALL >/dev/null
         callgrind_control -z "$pid" >/dev/null 2>&1
         redis-benchmark -p "$port" -n "$N" -c 50 -P 16 "${rand[@]}" --csv evalsha "${shas[$i]}" "${args[@]}" >/dev/null
