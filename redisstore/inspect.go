@@ -103,20 +103,16 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 // ResetPolicies deletes the policy registries (WIRE.md, "Policy changes")
 // of the buckets at keys (without the prefix): on a single server the
 // Store's one registry, on a cluster that of each key's slot, on a Ring
-// that of each key's shard. Call it only when none of those slots holds a bucket any more
-// (after Reset of them all, as a benchmark's cleanup does): a bucket whose
-// policy's number its registry no longer holds is read as written under
-// the next call's policy.
+// that of each key's shard. Call it only when none of those slots holds a
+// bucket any more (after Reset of them all, as a benchmark's cleanup
+// does): a bucket whose policy's number its registry no longer holds is
+// read as written under the next call's policy.
 func (s *Store) ResetPolicies(ctx context.Context, keys ...string) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
-	if s.change == "" || len(keys) == 0 {
+	if len(keys) == 0 {
 		return nil
-	}
-	regs := map[string]bool{}
-	for _, k := range keys {
-		regs[s.regs.key(s.prefix+k)] = true
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -135,6 +131,10 @@ func (s *Store) ResetPolicies(ctx context.Context, keys ...string) error {
 			}
 		}
 		return nil
+	}
+	regs := map[string]bool{}
+	for _, k := range keys {
+		regs[s.regs.key(s.prefix+k)] = true
 	}
 	pipe := s.rdb.Pipeline()
 	for r := range regs {

@@ -376,7 +376,7 @@ type Store struct {
 	pipe        *pipeliner // nil: pipelining disabled
 	fo          *failover  // nil: not a cluster client
 	fn          *functions // nil: EVALSHA (Config.Functions unset)
-	change      string     // the call's last letter: "p" or "q" (Config.OnPolicyChange), "" without a registry
+	change      string     // the call's last letter: "p" or "q" (Config.OnPolicyChange); every call names the registry
 	regs        *registries
 	closed      atomic.Bool
 }

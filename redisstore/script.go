@@ -205,7 +205,7 @@ var (
 func init() {
 	for _, clock := range []string{"s", "c"} {
 		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost, opReserve, opCancel} {
-			for _, change := range []string{"", "p", "q"} { // Config.OnPolicyChange
+			for _, change := range []string{"p", "q"} { // Config.OnPolicyChange
 				argCall[clock+op+change] = clock + op + change
 				if op != opInspect {
 					argCall[clock+op+"k"+change] = clock + op + "k" + change
@@ -246,19 +246,14 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 	c.keys = slices.Grow(c.keys[:0], len(reqs)+1)[:len(reqs)]
 	args := slices.Grow(c.args[:0], 4+len(reqs)+nums+2)
 	verb, target := s.fn.head() // EVALSHA or FCALL
-	nkeys := len(reqs)
-	if s.change != "" {
-		nkeys++ // the policy registry, last
-	}
-	args = append(args, verb, target, nkeys)
+	// The keys, then the policy registry of the first one's slot or shard.
+	args = append(args, verb, target, len(reqs)+1)
 	for i, r := range reqs {
 		c.keys[i] = s.prefix + r.Key
 		args = append(args, &c.keys[i])
 	}
-	if s.change != "" {
-		c.keys = append(c.keys, s.regs.key(c.keys[0]))
-		args = append(args, &c.keys[len(reqs)])
-	}
+	c.keys = append(c.keys, s.regs.key(c.keys[0]))
+	args = append(args, &c.keys[len(reqs)])
 	keep := s.keep
 	if op == opInspect {
 		keep = "" // inspect never repairs

@@ -89,7 +89,7 @@ func crc16(s string) uint16 {
 // Redis Cluster one per hash slot, in that slot. Its name is "pol:",
 // the prefix, then on a cluster a hash tag chosen for the slot.
 type registries struct {
-	one   string   // a single server's registry
+	one   string   // a single server's registry, or each Ring shard's (one name)
 	slots []string // a cluster's, by slot; made on first use
 	once  *sync.Once
 	base  string
