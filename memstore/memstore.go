@@ -186,7 +186,9 @@ type Store struct {
 	rule     algo.ChangeRule // Config.OnPolicyChange
 
 	// The view CountTakes makes (observe.go) counts its Takes: tap is nil
-	// on a Store New returns; counts[i] is guarded by shard i's lock.
+	// on a Store New returns; counts[i] is guarded by shard i's lock. The
+	// view is a copy of the Store, so every field above that changes after
+	// New must be a pointer or a slice it shares (shards, over, pols).
 	tap    *store.TakeTap
 	counts []store.SlotCounts
 }
@@ -243,12 +245,11 @@ func newStore(cfg Config, floor int) (*Store, error) {
 // to New: 32 per core (GOMAXPROCS), but no more than leave each shard a
 // share of maxKeys of minSweep keys, and no fewer than 4 per core.
 //
-// A goroutine that finds its shard locked spins, then sleeps, for far
-// longer than the lock is held, so what the parallel rows of bench/ pay
-// for is how often two cores want one shard at once: 8 shards (4 per
-// core on 2) against 64 measured 125 against 100 ns per Take over 100k
-// keys from 2 goroutines, 240 against 195 ns of CPU (bench/cputime
-// BenchmarkShards, n=8, p=0.000); a sequential Take does not change.
+// The parallel rows of bench/ depend on how often two cores want one
+// shard at once: 8 shards (4 per core on 2) against 64 measured 125
+// against 100 ns per Take over 100k keys from 2 goroutines, 240 against
+// 195 ns of CPU (bench/cputime BenchmarkShards, n=8, p=0.000); a
+// sequential Take does not change.
 // The bound by maxKeys keeps a small Store's per-shard share of it (the
 // point where a shard starts to refuse new keys) from getting too small
 // for keys that spread unevenly.

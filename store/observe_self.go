@@ -51,8 +51,9 @@ func (t *TakeTap) Counting() bool { return t.w.flags.Load() == 0 }
 // and the Outcome a refusal has under those labels: OutcomeDenied, or
 // OutcomeShadowDenied for a shadow limit's call. A store adds 1 to
 // its SlotCounts[slot][outcome] under the lock that guards them, and calls
-// Next when that count reaches a multiple of 64, so that the wrapper times
-// a call now and then.
+// Next when that count reaches a multiple of some fixed n (the wrapper's
+// own counts use 64, memstore 256), so that the wrapper times a call now
+// and then.
 func (t *TakeTap) Slot(ctx context.Context) (int, Outcome) {
 	w := t.w
 	l := labelsOf(ctx)
