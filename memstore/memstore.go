@@ -26,7 +26,10 @@
 // with a plain addition under the shard lock it holds anyway, and the
 // exporter reads the counts under the same locks when scraped. One Take
 // in 256 per shard, label set and outcome, and every other operation, go
-// through Observe's wrapper, which times them. Without an Observer,
+// through Observe's wrapper, which times them. The counts take 2.5 KB per
+// shard (64 label sets × 5 outcomes × 8 bytes), read under each shard's
+// lock at every scrape: 160 KB for the 64 shards a Store has by default
+// on 2 cores, 2.5 MB for 1024 on 32 or more. Without an Observer,
 // Observe returns the Store itself and nothing is counted.
 //
 // # Bounded memory
