@@ -259,6 +259,12 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 		keep = "" // inspect never repairs
 	}
 	args = append(args, argCall[clock+op+keep+s.change])
+	// A take of one bucket on the server clock may share a script call
+	// with others (see pipeliner.exec): not one that keeps corrupt keys
+	// (its error would fail the others), not a quota's (the batch's fast
+	// path is a bucket's), and not on a Ring, which sends a call to its
+	// first key's shard.
+	c.batch = op == opTake && clock == "s" && len(reqs) == 1 && keep == "" && s.route != ring && !reqs[0].Policy.IsQuota()
 	n := c.nums
 	if clock != "s" {
 		n[0] = now
