@@ -10,7 +10,9 @@
 # CALLS="st sr sa sv" adds, for the working tree's script, a refund, a
 # partial grant of up to 5 and a reservation (maxWait 1 s) of cost 1;
 # "quota" a take of 1 on a calendar quota of 10^6 a month (UTC), and
-# "quotap" the same with wire v3's policy registry (stp), for both scripts.
+# "quotap" the same with wire v3's policy registry (stp), for both scripts;
+# "b4", "b8" (any bN) a batch: one stp call taking N keys, each alone (the
+# auto-pipeline's shared call), reported per key, the working tree's only.
 # Run from the repository root: bash bench/scriptcost.sh [REV]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +30,7 @@ if [ -n "$REV" ]; then
   names+=("$REV") shas+=("$(git show "$REV:redisstore/tokenbucket.lua" | cli -x SCRIPT LOAD)")
 fi
 echo "redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2), $N calls per run, -P 16, hz 1"
-echo "| round | keys | call | script | instructions/call |"
+echo "| round | keys | call | script | instructions/call (per key for bN) |"
 echo "|---|---|---|---|---:|"
 for round in $(seq "$ROUNDS"); do
   for keys in random hot; do
@@ -41,14 +43,17 @@ for round in $(seq "$ROUNDS"); do
         sv) args=(1 "$key" sv 100 500000 1 1 1000000) ;;
         quota) args=(1 "$key" st 1000000 0 -345599 1) ;; # refill -(3 + 4*(0 + 86399)): a month, UTC
         quotap) args=(2 "$key" pol:rb: stp 1000000 0 -345599 1) ;;
+        b*) args=($((${call#b} + 1))); for _ in $(seq "${call#b}"); do args+=("$key"); done
+          args+=(pol:rb: stp); for _ in $(seq "${call#b}"); do args+=(100 500000 1 1); done ;;
       esac
+      per=1; [ "${call#b}" != "$call" ] && per=${call#b}
       for i in "${!shas[@]}"; do
         [ "$call" = st ] || [ "${call#quota}" != "$call" ] || [ "$i" = 0 ] || continue # the new calls: the working tree's script only
         cli FLUSHALL >/dev/null
         callgrind_control -z "$pid" >/dev/null 2>&1
         redis-benchmark -p "$port" -n "$N" -c 50 -P 16 "${rand[@]}" --csv evalsha "${shas[$i]}" "${args[@]}" >/dev/null
         ir=$(callgrind_control -e Ir "$pid" 2>/dev/null | awk '$1 == "Th" { gsub(",", "", $3); n += $3 } END { print n }')
-        echo "| $round | $keys | $call | ${names[$i]} | $(awk "BEGIN{printf \"%.2fk\", $ir/$N/1000}") |"
+        echo "| $round | $keys | $call | ${names[$i]} | $(awk "BEGIN{printf \"%.2fk\", $ir/$N/$per/1000}") |"
       done
     done
   done
