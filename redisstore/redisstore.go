@@ -23,8 +23,11 @@
 // which Redis answers in one round trip. A call that finds no writer
 // running is sent at once on the caller's goroutine, so a lone caller pays
 // one plain round trip, as without pipelining; while a pipeline is in
-// flight, calls wait for the next one, and another writer starts once 8
-// are waiting. A call whose context ends while it is queued (or, for a
+// flight, calls wait for the next one, and another writer starts once 4
+// are waiting. The Takes of one bucket each on the server clock that leave
+// in one pipeline go as one script call (a batch, per cluster slot), which
+// decides them one by one, each as if alone, and pays the call's own cost
+// once. A call whose context ends while it is queued (or, for a
 // context without a deadline, whose Config.Timeout passes: a deadline the
 // call carries as a value, with no timer of its own) is never sent and
 // charges nothing; each call gets its own result or error; only
