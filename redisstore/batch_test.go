@@ -236,6 +236,7 @@ func TestBatchRefusedWritesNothing(t *testing.T) {
 		{"general path (a quota first), bad cost", []string{k1, k2, reg}, []any{"stp", 100, 0, qRefill, 1, 10, 1000, 1, 11}, ""},
 		{"general path (a new policy first), bad cost", []string{k1, k2, reg}, []any{"stp", 7, 1000, 1, 1, 10, 1000, 1, 11}, ""},
 		{"refund", []string{k1, k2}, []any{"sr", 10, 1000, 1, 1, 10, 1000, 1, 11}, "5000"},
+		{"keeping corrupt keys", []string{k1, k2, reg}, []any{"stkp", 10, 1000, 1, 1, 10, 1000, 1, 1}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := rdb.Del(ctx, k1, k2).Err(); err != nil {

@@ -577,6 +577,9 @@ end
 if op ~= 'm' and op ~= 'r' and op ~= 't' and n ~= 1 then
   error({err = 'RBARG only take, multi-take and refund are for several keys'})
 end
+if op == 't' and n > 1 and keep then -- its RBCORRUPT would come after the keys before it were written
+  error({err = 'RBARG a batch of takes cannot keep corrupt keys'})
+end
 if clock ~= 's' then
   now = arg(2, 0, MAXTIME)
   margin = arg(3, -1, MAXTIME)
