@@ -304,7 +304,7 @@ func (r *demoReport) print(w io.Writer) {
 		fmt.Fprintf(w, "\nredis      %d EVALSHA for %d requests in %d round trips (%.2f per request)\n",
 			rr.Sent["evalsha"], r.Requests, rr.RoundTrips, rr.PerRequest)
 		for _, text := range []string{
-			"sent " + fmtCommands(rr.Sent) + sentNote(rr),
+			"sent " + fmtCommands(rr.Sent) + sentNote(rr, r.Requests),
 			"server ran " + fmtCommands(rr.Server) + " (with the calls the script makes inside Redis)",
 		} {
 			for i, line := range wrap(text, 80-13) {
@@ -315,9 +315,9 @@ func (r *demoReport) print(w io.Writer) {
 	}
 }
 
-// sentNote explains the commands other than EVALSHA a run may send, and
-// pipelining.
-func sentNote(rr *redisReport) string {
+// sentNote explains the commands other than EVALSHA a run of requests
+// may send, pipelining, and fewer script calls than requests.
+func sentNote(rr *redisReport, requests int) string {
 	var notes []string
 	if rr.Sent["eval"] > 0 {
 		notes = append(notes, "eval: loading the script after NOSCRIPT")
@@ -327,6 +327,9 @@ func sentNote(rr *redisReport) string {
 	}
 	if rr.RoundTrips < rr.SentTotal {
 		notes = append(notes, "redisstore pipelines concurrent calls")
+	}
+	if rr.Sent["evalsha"] < int64(requests) {
+		notes = append(notes, "the takes that leave in one pipeline share one script call")
 	}
 	if len(notes) == 0 {
 		return ""
