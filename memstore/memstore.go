@@ -1,6 +1,8 @@
 // Package memstore is the in-process [store.Store]: bucket state in
 // sharded hash tables, guarded by one mutex per shard, with the clock
-// injected.
+// injected. The common Take (a bucket that exists, under its own policy,
+// no observer) locks only its bucket's slot, not the shard: two
+// goroutines then share no cache line but the bucket's own.
 //
 // Use it for a single process, for tests and for the simulator; use
 // redisstore when several processes must share one limit.
@@ -284,9 +286,16 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	}
 	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
+	// The usual case without an observer (which counts under the lock):
+	// the key's bucket, under p, updated under its slot's own lock.
+	if s.tap == nil && s.takeFast(sh, h, key, p, now, cost, &res) {
+		return res, nil
+	}
 	sh.mu.Lock()
 	sl := sh.b.home(h)
-	if !sl.holds(key) {
+	if sl.holds(key) {
+		sl.free()
+	} else {
 		sl = sh.b.find(h, key) // nil on a closed shard too
 	}
 	if sl == nil {

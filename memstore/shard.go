@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/ratebucket/ratebucket/algo"
 )
@@ -12,14 +13,17 @@ const minSweep = 1024
 
 // shard is one lock and the keys that hash to it: token buckets in b, or,
 // under another algorithm, states in w (table.go), and lease keys in
-// leases (lease.go). All fields are guarded by mu.
+// leases (lease.go). All fields are guarded by mu, but a bucket's value,
+// which the lock-free Take (fast.go) also updates under its slot's own
+// lock: a holder of mu waits for a slot to be free before it reads or
+// moves it (see slot).
 //
 // Measured (issue 19; bench/, DistinctKeys over 100k keys; old and new
 // binaries alternated; figures in the commit that made it): with the
 // map[uint64]*entry that this replaced, a bucket cost 88 B of heap and a
 // Take 814 instructions; see table for what changed and why.
 type shard struct {
-	mu      sync.Mutex
+	mu      shardLock
 	b       table[bucket] // token buckets (Store.tb)
 	w       table[wide]   // states under another algorithm (!Store.tb)
 	closed  bool
@@ -49,10 +53,34 @@ func (sh *shard) init(limit, floor int, tb bool) {
 // that a lookup needs no check of closed: it finds nothing, and the path
 // that handles a new key checks closed.
 func (sh *shard) close() {
-	sh.b, sh.w = table[bucket]{}, table[wide]{}
+	retire(sh.b.slots)
+	retire(sh.w.slots)
+	sh.b.n, sh.b.peak, sh.w.n, sh.w.peak = 0, 0, 0, 0
 	sh.b.init(1)
 	sh.w.init(1)
 	sh.leases, sh.lost, sh.closed = nil, nil, true
+}
+
+// shardLock is a shard's mutex, and a flag that says it is held: a
+// lock-free Take (fast.go) that finds the flag set, before or after it
+// locks its slot, leaves the slot alone and takes the mutex instead. So
+// every holder of the mutex sees only slots that no Take changes, once
+// each slot it reads or moves is free (slot.free).
+type shardLock struct {
+	mu   sync.Mutex
+	held atomic.Bool
+}
+
+// Lock locks the mutex and sets the flag.
+func (l *shardLock) Lock() {
+	l.mu.Lock()
+	l.held.Store(true)
+}
+
+// Unlock clears the flag and unlocks the mutex.
+func (l *shardLock) Unlock() {
+	l.held.Store(false)
+	l.mu.Unlock()
 }
 
 // size returns the number of keys held: buckets and lease keys.

@@ -1,6 +1,8 @@
 package memstore
 
 import (
+	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -36,22 +38,73 @@ type table[V any] struct {
 	shift uint // 64 − log2(len(slots)): a hash's home slot is h >> shift
 	n     int  // slots in use
 	peak  int  // the largest n since the table last shrank
+	// view is slots and shift for the lock-free Take (fast.go), which
+	// reads them without the shard's lock: set by init, after which a
+	// resize has marked every used slot of the old array moved.
+	view atomic.Pointer[view[V]]
+}
+
+// view is a table's array as the lock-free Take reads it.
+type view[V any] struct {
+	slots []slot[V]
+	shift uint
 }
 
 // slot is one key's entry in a table. meta is 0 in an empty slot, never
 // in a used one (keys are not empty).
+//
+// meta is also the slot's lock (fast.go): its bit locked (bit 31, above
+// the key's length) is set, with a compare-and-swap, by a Take that
+// updates the slot without the shard's lock, and cleared when it is done.
+// meta is therefore read and written atomically everywhere; key and v are
+// written only by a holder of the shard's lock, or by the holder of the
+// slot's bit. A holder of the shard's lock waits for the bit to clear
+// (free) before it reads v or moves the slot.
 type slot[V any] struct {
 	key  unsafe.Pointer // the key's bytes (nil when empty)
-	meta uint64         // the key's hash's top 32 bits << 32 | its length
+	meta uint64         // the key's hash's top 32 bits << 32 | its length; bit 31: locked
 	v    V
 }
+
+// locked is the bit of a slot's meta word that a lock-free Take holds;
+// moved, a meta word no key has, marks a used slot of an array that a
+// resize or a close left behind: its lock never clears.
+const (
+	locked uint64 = 1 << 31
+	moved         = locked
+)
+
+// load returns sl's meta word, with its locked bit.
+func (sl *slot[V]) load() uint64 { return atomic.LoadUint64(&sl.meta) }
+
+// free waits until no lock-free Take holds sl and returns its meta word
+// (without the locked bit, which is then clear). Only a holder of the
+// shard's lock calls it; a Take holds the bit for a few dozen
+// nanoseconds, or yields it at once when it finds the shard's lock held.
+func (sl *slot[V]) free() uint64 {
+	for spins := 0; ; spins++ {
+		if m := sl.load(); m&locked == 0 {
+			return m
+		}
+		if spins == 0 && hook != nil {
+			hook("free: waiting")
+		}
+		if spins >= 64 {
+			runtime.Gosched() // its holder may have been descheduled
+		}
+	}
+}
+
+// set writes sl's meta word; the shard's lock is held and sl is free.
+func (sl *slot[V]) set(m uint64) { atomic.StoreUint64(&sl.meta, m) }
 
 // minSlots is the size of a new table.
 const minSlots = 8
 
 // maxKeyBytes is the longest key a table holds: its length must fit in the
-// low 32 bits of the meta word. (Store clamps MaxKeyLen to it.)
-const maxKeyBytes = 1<<32 - 1
+// low 31 bits of the meta word, below the locked bit. (Store clamps
+// MaxKeyLen to it.)
+const maxKeyBytes = 1<<31 - 1
 
 // metaOf returns the meta word of key, whose hash is h.
 func metaOf(h uint64, key string) uint64 { return h&^(1<<32-1) | uint64(len(key)) }
@@ -61,7 +114,7 @@ func keyOf[V any](sl *slot[V]) string {
 	return *(*string)(unsafe.Pointer(&struct {
 		p unsafe.Pointer
 		n int
-	}{sl.key, int(uint32(sl.meta))}))
+	}{sl.key, int(uint32(sl.load() &^ locked))}))
 }
 
 func (t *table[V]) init(size int) {
@@ -70,6 +123,18 @@ func (t *table[V]) init(size int) {
 		b++
 	}
 	t.slots, t.shift = make([]slot[V], 1<<b), 64-b
+	t.view.Store(&view[V]{t.slots, t.shift})
+}
+
+// retire marks every used slot of old moved, once each is free: a
+// lock-free Take that read the old array finds nothing it can lock there,
+// and takes the shard's lock instead.
+func retire[V any](old []slot[V]) {
+	for i := range old {
+		if old[i].free() != 0 {
+			old[i].set(moved)
+		}
+	}
 }
 
 // home returns the slot at which a probe for a key whose hash is h
@@ -84,10 +149,10 @@ func (t *table[V]) home(h uint64) *slot[V] {
 // holds reports whether the used slot sl holds key's very bytes (not
 // only equal ones).
 func (sl *slot[V]) holds(key string) bool {
-	return sl.key == unsafe.Pointer(unsafe.StringData(key)) && uint32(sl.meta) == uint32(len(key))
+	return sl.key == unsafe.Pointer(unsafe.StringData(key)) && uint32(sl.load()&^locked) == uint32(len(key))
 }
 
-// find returns key's slot, or nil. h is the key's hash.
+// find returns key's slot, free (see slot), or nil. h is the key's hash.
 //
 // The loop compares only meta words; the key's bytes are compared once a
 // meta word matches, and not at all when the slot points at the very
@@ -99,11 +164,12 @@ func (t *table[V]) find(h uint64, key string) *slot[V] {
 	base, m := unsafe.Pointer(unsafe.SliceData(t.slots)), uint64(len(t.slots)-1)
 	for i := h >> (t.shift & 63); ; i++ {
 		sl := (*slot[V])(unsafe.Add(base, uintptr(i&m)*unsafe.Sizeof(slot[V]{})))
-		if sl.meta == meta {
+		if mm := sl.load() &^ locked; mm == meta {
 			if sl.key == kp || keyOf(sl) == key {
+				sl.free()
 				return sl
 			}
-		} else if sl.meta == 0 {
+		} else if mm == 0 {
 			return nil
 		}
 	}
@@ -118,30 +184,39 @@ func (t *table[V]) insert(h uint64, key string, v V) *slot[V] {
 	}
 	t.n++
 	t.peak = max(t.peak, t.n)
-	return t.place(slot[V]{key: unsafe.Pointer(unsafe.StringData(key)), meta: metaOf(h, key), v: v})
+	return t.place(unsafe.Pointer(unsafe.StringData(key)), metaOf(h, key), v)
 }
 
-// place puts s in the first free slot from its home on and returns it.
-func (t *table[V]) place(s slot[V]) *slot[V] {
+// place puts a key (its bytes, its meta word) and its value in the first
+// empty slot from its home on and returns it. An empty slot is never
+// locked: its meta word is published last.
+func (t *table[V]) place(key unsafe.Pointer, meta uint64, v V) *slot[V] {
 	m := uint64(len(t.slots) - 1)
-	for i := s.meta >> t.shift; ; i++ {
-		if sl := &t.slots[i&m]; sl.meta == 0 {
-			*sl = s
+	for i := meta >> t.shift; ; i++ {
+		if sl := &t.slots[i&m]; sl.load() == 0 {
+			sl.key, sl.v = key, v
+			sl.set(meta)
 			return sl
 		}
 	}
 }
 
 // resize moves every key to a new array of size slots (a power of two
-// that holds them).
+// that holds them), and retires the old one.
 func (t *table[V]) resize(size int) {
 	old := t.slots
-	t.init(size)
+	b := uint(0)
+	for 1<<b < size {
+		b++
+	}
+	t.slots, t.shift = make([]slot[V], 1<<b), 64-b
 	for i := range old {
-		if old[i].meta != 0 {
-			t.place(old[i])
+		if m := old[i].free(); m != 0 {
+			t.place(old[i].key, m, old[i].v)
+			old[i].set(moved)
 		}
 	}
+	t.view.Store(&view[V]{t.slots, t.shift})
 }
 
 // index returns the position of the slot sl of t.
@@ -152,23 +227,35 @@ func (t *table[V]) index(sl *slot[V]) uint64 {
 // remove empties the used slot sl, shifting back the slots after it whose
 // probe passed through it, so that every key stays reachable from its home
 // without tombstones. Slots other than sl may move.
+//
+// Each slot is free before it is read or moved (see slot), and a moved
+// key's meta word is written after its key and value: a lock-free Take
+// finds a key at its old place or its new one, or not at all and then
+// takes the shard's lock.
 func (t *table[V]) remove(sl *slot[V]) {
 	m := uint64(len(t.slots) - 1)
 	i := t.index(sl)
+	t.slots[i].free()
 	for j := i; ; {
 		j = (j + 1) & m
 		next := &t.slots[j]
-		if next.meta == 0 {
+		nm := next.free()
+		if nm == 0 {
 			break
 		}
 		// next may fill the hole at i unless its home lies after i, on
 		// the cyclic way from i to j.
-		if (j-next.meta>>t.shift)&m >= (j-i)&m {
-			t.slots[i] = *next
+		if (j-nm>>t.shift)&m >= (j-i)&m {
+			t.slots[i].key, t.slots[i].v = next.key, next.v
+			if hook != nil {
+				hook("remove: slot copied")
+			}
+			t.slots[i].set(nm)
 			i = j
 		}
 	}
-	t.slots[i] = slot[V]{}
+	t.slots[i].set(0)
+	t.slots[i].key, t.slots[i].v = nil, *new(V)
 	t.n--
 }
 
@@ -188,12 +275,12 @@ func (t *table[V]) sweep(floor int, idle func(*slot[V]) int64, now int64) int64 
 		// back only slots of its own cluster, at i and after it, which
 		// the scan has yet to see.
 		start := uint64(0)
-		for t.slots[start].meta != 0 {
+		for t.slots[start].load() != 0 {
 			start++
 		}
 		for k := uint64(1); k <= m+1; {
 			sl := &t.slots[(start+k)&m]
-			if sl.meta == 0 {
+			if sl.free() == 0 {
 				k++
 				continue
 			}
