@@ -157,7 +157,7 @@ type Config struct {
 	// MaxKeyLen bounds a key's length in bytes: a longer key is refused
 	// with an error matching store.ErrKeyTooLong, and charges nothing.
 	// The default (0) is store.DefaultMaxKeyLen (256); a negative value
-	// means the largest bound a table holds, 2^32−1 bytes (as does any
+	// means the largest bound a table holds, 2^31−1 bytes (as does any
 	// larger value). With MaxKeys it bounds the store's memory: at most
 	// MaxKeys × (MaxKeyLen + 73 bytes) for buckets; a lease key takes
 	// about 99 bytes with one lease, and at most its policy's Limit ×
