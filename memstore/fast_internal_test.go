@@ -2,12 +2,14 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
@@ -194,5 +196,28 @@ func sameHome(t *testing.T, s *Store) (first, second string) {
 			return f, k
 		}
 		homes[home] = k
+	}
+}
+
+// TestLockFreeTakeAcrossClose: a lock-free Take that read the table's
+// array before Close finds its key's slot retired and, at the shard's
+// lock, a closed store: store.ErrClosed, nothing charged.
+func TestLockFreeTakeAcrossClose(t *testing.T) {
+	s := newOneShard(t)
+	p := algo.PerHour(1).Burst(10)
+	mustTake(t, s, "a", p, 1)
+	ps := pauseAt(t, "fast: view read")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Take(context.Background(), "a", p, 1)
+		errc <- err
+	}()
+	<-ps["fast: view read"].reached
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ps.resume("fast: view read")
+	if err := <-errc; !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("take across Close = %v, want store.ErrClosed", err)
 	}
 }
