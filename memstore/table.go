@@ -95,7 +95,8 @@ func (sl *slot[V]) free() uint64 {
 	}
 }
 
-// set writes sl's meta word; the shard's lock is held and sl is free.
+// set writes sl's meta word: by a holder of the shard's lock, once sl is
+// free, or by the lock-free Take that holds sl, to unlock it.
 func (sl *slot[V]) set(m uint64) { atomic.StoreUint64(&sl.meta, m) }
 
 // minSlots is the size of a new table.
@@ -117,13 +118,24 @@ func keyOf[V any](sl *slot[V]) string {
 	}{sl.key, int(uint32(sl.load() &^ locked))}))
 }
 
+// init gives t a new empty array of size slots (rounded up to a power
+// of two) and publishes it to the lock-free Take.
 func (t *table[V]) init(size int) {
+	t.alloc(size)
+	t.publish()
+}
+
+// publish makes t's array the one the lock-free Take reads.
+func (t *table[V]) publish() { t.view.Store(&view[V]{t.slots, t.shift}) }
+
+// alloc gives t a new empty array of size slots, rounded up to a power of
+// two, not yet published (see init).
+func (t *table[V]) alloc(size int) {
 	b := uint(0)
 	for 1<<b < size {
 		b++
 	}
 	t.slots, t.shift = make([]slot[V], 1<<b), 64-b
-	t.view.Store(&view[V]{t.slots, t.shift})
 }
 
 // retire marks every used slot of old moved, once each is free: a
@@ -205,18 +217,14 @@ func (t *table[V]) place(key unsafe.Pointer, meta uint64, v V) *slot[V] {
 // that holds them), and retires the old one.
 func (t *table[V]) resize(size int) {
 	old := t.slots
-	b := uint(0)
-	for 1<<b < size {
-		b++
-	}
-	t.slots, t.shift = make([]slot[V], 1<<b), 64-b
+	t.alloc(size)
 	for i := range old {
 		if m := old[i].free(); m != 0 {
 			t.place(old[i].key, m, old[i].v)
-			old[i].set(moved)
 		}
 	}
-	t.view.Store(&view[V]{t.slots, t.shift})
+	retire(old)
+	t.publish()
 }
 
 // index returns the position of the slot sl of t.
