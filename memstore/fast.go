@@ -25,7 +25,7 @@ import (
 // shard's lines (its flag, its table's view) are read, and stay shared
 // while nothing takes the lock.
 func (s *Store) takeFast(sh *shard, h uint64, key string, p algo.Policy, now, cost int64, res *algo.Result) bool {
-	if sh.mu.held.Load() {
+	if !s.fast.Load() || sh.mu.held.Load() {
 		return false
 	}
 	v := sh.b.view.Load()
@@ -51,14 +51,12 @@ func (s *Store) takeFast(sh *shard, h uint64, key string, p algo.Policy, now, co
 			return false // not here; locked by another Take; a retired array
 		}
 	}
-	if hook != nil {
-		hook("fast: slot locked")
-	}
 	// The slot is ours. A holder of the shard's lock may have come first:
 	// it may be moving slots, this one too, so leave the slot as it is
 	// now (unlock it only if its meta word is still ours: the holder may
-	// have rewritten it).
-	if sh.mu.held.Load() {
+	// have rewritten it). So does a Take that finds lock-free Takes turned
+	// off (lockedOnly): its holders no longer set the flag.
+	if sh.mu.held.Load() || !s.fast.Load() {
 		atomic.CompareAndSwapUint64(&sl.meta, meta|locked, meta)
 		if hook != nil {
 			hook("fast: left to the lock")
@@ -89,8 +87,31 @@ func (s *Store) takeFast(sh *shard, h uint64, key string, p algo.Policy, now, co
 	return true
 }
 
+// lockedOnly turns the lock-free Take off for good, for s and the views
+// that share its shards: once it returns, no Take holds a slot without
+// its shard's lock, and the shards' holders stop setting their flag.
+// CountTakes calls it, since an observed Take counts under the shard's
+// lock, and the flag's two locked instructions per holding cost an
+// observed hot-key Take 16% (BENCHMARKS.md, "Observing").
+func (s *Store) lockedOnly() {
+	if !s.fast.Swap(false) {
+		return
+	}
+	// A Take that locked a slot after the Swap sees fast off and leaves
+	// it; one that had passed its checks before holds its slot until it
+	// is done: wait for every slot to be free.
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for j := range sh.b.slots {
+			sh.b.slots[j].free()
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // hook, when tests set it, is called at the named points of the
-// lock-free Take and of table.remove, so that a test can hold one
+// lock-free Take, of table.remove and of slot.free, so that a test can hold one
 // goroutine there while another changes the table: the interleavings a
 // stress test would hit once in millions of runs, made on purpose. It is
 // nil outside tests.

@@ -221,3 +221,38 @@ func TestLockFreeTakeAcrossClose(t *testing.T) {
 		t.Fatalf("take across Close = %v, want store.ErrClosed", err)
 	}
 }
+
+// TestLockedOnlyWaitsForTakes: turning the lock-free Take off (as
+// CountTakes does) waits for a Take that holds its slot past its checks,
+// and afterwards the shards' holders no longer set their flag.
+func TestLockedOnlyWaitsForTakes(t *testing.T) {
+	s := newOneShard(t)
+	p := algo.PerHour(1).Burst(10)
+	mustTake(t, s, "a", p, 1) // 9 left
+	ps := pauseAt(t, "fast: passed the lock's check", "free: waiting")
+	taken := goTake(t, s, "a", p)
+	<-ps["fast: passed the lock's check"].reached
+	off := make(chan struct{})
+	go func() { s.lockedOnly(); close(off) }()
+	select {
+	case <-ps["free: waiting"].reached: // it waits for a's slot
+	case <-off:
+		t.Error("lockedOnly returned while a lock-free take held a slot")
+	}
+	ps.resume("fast: passed the lock's check")
+	ps.resume("free: waiting")
+	<-off
+	if res := <-taken; !res.Allowed || res.Remaining != 8 {
+		t.Fatalf("take = %+v, want admitted with 8 left", res)
+	}
+	sh := &s.shards[0]
+	sh.mu.Lock()
+	held := sh.mu.held.Load()
+	sh.mu.Unlock()
+	if s.fast.Load() || held {
+		t.Fatalf("after lockedOnly: lock-free Takes on %v, the flag set under the lock %v; want neither", s.fast.Load(), held)
+	}
+	if res := mustTake(t, s, "a", p, 1); res.Remaining != 7 {
+		t.Fatalf("a locked take after = %+v, want 7 left", res)
+	}
+}

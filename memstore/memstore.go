@@ -115,6 +115,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -186,6 +187,7 @@ type Store struct {
 	perShard int
 	maxKey   int // the longest key accepted, in bytes
 	shards   []shard
+	fast     *atomic.Bool // lock-free Takes are on (fast.go); shared with views
 	over     *overflow
 	pols     *policies       // the policies buckets were written under
 	rule     algo.ChangeRule // Config.OnPolicyChange
@@ -193,7 +195,7 @@ type Store struct {
 	// The view CountTakes makes (observe.go) counts its Takes: tap is nil
 	// on a Store New returns; counts[i] is guarded by shard i's lock. The
 	// view is a copy of the Store, so every field above that changes after
-	// New must be a pointer or a slice it shares (shards, over, pols).
+	// New must be a pointer or a slice it shares (shards, fast, over, pols).
 	tap    *store.TakeTap
 	counts []store.SlotCounts
 }
@@ -239,8 +241,10 @@ func newStore(cfg Config, floor int) (*Store, error) {
 	s.mask, s.perShard = uint64(n-1), (maxKeys+n-1)/n
 	s.maxKey = int(min(uint64(store.MaxKeyLen(cfg.MaxKeyLen)), maxKeyBytes))
 	s.shards = make([]shard, n)
+	s.fast = new(atomic.Bool)
+	s.fast.Store(s.tb)
 	for i := range s.shards {
-		s.shards[i].init(s.perShard, floor, s.tb)
+		s.shards[i].init(s.perShard, floor, s.tb, s.fast)
 	}
 	s.over.m = make(map[algo.Policy]algo.State)
 	return s, nil

@@ -39,7 +39,8 @@ type shard struct {
 	_      [64]byte
 }
 
-func (sh *shard) init(limit, floor int, tb bool) {
+func (sh *shard) init(limit, floor int, tb bool, fast *atomic.Bool) {
+	sh.mu.fast = fast
 	if tb {
 		sh.b.init(minSlots)
 	} else {
@@ -66,20 +67,30 @@ func (sh *shard) close() {
 // locks its slot, leaves the slot alone and takes the mutex instead. So
 // every holder of the mutex sees only slots that no Take changes, once
 // each slot it reads or moves is free (slot.free).
+//
+// The flag is set only while the Store's lock-free Takes are on (fast,
+// shared by all shards; see Store.lockedOnly): setting and clearing it
+// are two more locked instructions per holding, which a Store whose Takes
+// all take the mutex (an observed one) does not pay.
 type shardLock struct {
 	mu   sync.Mutex
 	held atomic.Bool
+	fast *atomic.Bool
 }
 
-// Lock locks the mutex and sets the flag.
+// Lock locks the mutex and, while lock-free Takes are on, sets the flag.
 func (l *shardLock) Lock() {
 	l.mu.Lock()
-	l.held.Store(true)
+	if l.fast.Load() {
+		l.held.Store(true)
+	}
 }
 
-// Unlock clears the flag and unlocks the mutex.
+// Unlock clears the flag if it is set and unlocks the mutex.
 func (l *shardLock) Unlock() {
-	l.held.Store(false)
+	if l.held.Load() {
+		l.held.Store(false)
+	}
 	l.mu.Unlock()
 }
 
