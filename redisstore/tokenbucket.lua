@@ -110,8 +110,9 @@
 -- and the 19-digit value (BENCHMARKS.md, "Policy changes"). A quota's
 -- take has a fast path of its own, after the bucket's (QUOTA below).
 -- A batch (below) costs per key, with the same callgrind run on 100k
--- random keys, one policy: 85.5k instructions alone, 72.7k in twos, 59.5k
--- in fours and 51.5k in eights; one hot key 31.0k in eights.
+-- random keys, one policy (CALLS="b2 b4 b8" bench/scriptcost.sh): 86k
+-- instructions alone, 71.3k in twos, 58.3k in fours and 50.3k in
+-- eights; one hot key 29.9k in eights.
 local A, K = ARGV, KEYS
 -- The same call with a policy registry (wire v3: "stp" or "stq", the
 -- registry the last key) runs here too when its policy already has its
@@ -134,14 +135,11 @@ if reg then nk = nk - 1 end
 local FIRST, NOW, REPLY = 1
 if (reg or A[1] == 'st') and nk >= 1 and #A == 1 + 4 * nk then
   local call, format = redis.call, string.format
-  local now, reply, all = false, false, 1
+  local now, reply = false, false
   local pc, pu, pr, f = false, false, false, 0 -- the last key's policy, and its number (v3)
   local lk, ld, lt, lv -- the last key, and the state its take left
   local P, i = A, 1 -- P: the arguments, as numbers in a batch
   if nk > 1 then
-    -- A batch checks every key's arguments before it writes anything: one
-    -- it does not take (bad, or a quota's) leaves the whole call to the
-    -- general path, which refuses bad arguments before writing.
     -- Lua's strings are interned: an argument equal to the previous key's
     -- (a run of one policy, one cost) is the same string, compared at
     -- once and not converted again.
@@ -149,20 +147,14 @@ if (reg or A[1] == 'st') and nk >= 1 and #A == 1 + 4 * nk then
     for j = 2, #A do
       if j > 5 and A[j] == A[j - 4] then P[j] = P[j - 4] else P[j] = tonumber(A[j]) end
     end
-    for j = 1, nk do
-      local b = 4 * j - 3
-      local cap, unit, refill, cost = P[b + 1], P[b + 2], P[b + 3], P[b + 4]
-      if not (cap and unit and refill and cost and cap >= 1 and cap <= 1000000000000 and unit >= 1 and
-        refill >= 1 and refill <= 4503599627370496 and cost >= 0 and cost <= cap and cap % 1 == 0 and
-        unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496) then
-        i = nk + 2
-        break
-      end
-    end
   end
-  while i <= nk do
-    local b = 4 * i - 3
-    local cap, unit, refill, cost
+  -- Every key's arguments are checked before anything is written: one
+  -- this path does not take (bad, or a quota's) leaves the whole call to
+  -- the general path, which refuses bad arguments before writing. One
+  -- key's are converted here, and kept.
+  local cap, unit, refill, cost
+  for j = 1, nk do
+    local b = 4 * j - 3
     if nk == 1 then
       cap, unit, refill, cost = tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), tonumber(A[5])
     else
@@ -170,7 +162,14 @@ if (reg or A[1] == 'st') and nk >= 1 and #A == 1 + 4 * nk then
     end
     if not (cap and unit and refill and cost and cap >= 1 and cap <= 1000000000000 and unit >= 1 and
       refill >= 1 and refill <= 4503599627370496 and cost >= 0 and cost <= cap and cap % 1 == 0 and
-      unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496) then break end
+      unit % 1 == 0 and refill % 1 == 0 and cost % 1 == 0 and cap * unit <= 4503599627370496) then
+      i = nk + 2
+      break
+    end
+  end
+  while i <= nk do
+    local b = 4 * i - 3
+    if nk > 1 then cap, unit, refill, cost = P[b + 1], P[b + 2], P[b + 3], P[b + 4] end
     local key, full, ok = K[i], cap * unit, true
     local same = cap == pc and unit == pu and refill == pr
     if reg and not same then
@@ -431,6 +430,18 @@ local function arg(i, lo, hi)
   return x
 end
 
+-- calendar returns a quota's kind and offset from its refill (argument
+-- i): -(kind + 4*(offset + 86399)), kind 1-3, |offset| < 86400.
+local function calendar(i, refill)
+  local code = -refill
+  local kind = fmod(code, 4)
+  local off = (code - kind) / 4 - 86399
+  if code ~= floor(code) or kind == 0 or off > 86399 then
+    error({err = 'RBARG argument ' .. i .. ' (' .. tostring(ARGV[i]) .. ') not a quota'})
+  end
+  return kind, off
+end
+
 local call1, n = tostring(ARGV[1]), #KEYS
 local clock, op, keep = string.sub(call1, 1, 1), string.sub(call1, 2, 2), string.sub(call1, 3)
 -- A last letter "p" (keep tokens) or "q" (proportional) asks for a bucket
@@ -592,11 +603,8 @@ if n > 1 and op ~= 'm' then
   for i = FIRST, n do
     local b = base + per * (i - 1)
     local cap, unit, refill = arg(b + 1, 1, MAXCAP), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-    if unit == 0 and refill and refill < 0 then -- a quota: the loop's quota checks
-      local kind = fmod(-refill, 4)
-      if -refill ~= floor(-refill) or kind == 0 or (-refill - kind) / 4 - 86399 > 86399 then
-        error({err = 'RBARG argument ' .. (b + 3) .. ' (' .. tostring(ARGV[b + 3]) .. ') not a quota'})
-      end
+    if unit == 0 and refill and refill < 0 then -- a quota
+      calendar(b + 3, refill)
     elseif arg(b + 2, 1, MAXLEVEL) * cap > MAXLEVEL then
       error({err = 'RBARG capacity*unit above 2^52'})
     else
@@ -932,12 +940,7 @@ end
 local function quota(i, b, cap)
   local unit, refill = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
   if unit ~= 0 or refill == nil or refill >= 0 then return false end
-  local code = -refill
-  local kind = fmod(code, 4)
-  local off = (code - kind) / 4 - 86399
-  if code ~= floor(code) or kind == 0 or off > 86399 then
-    error({err = 'RBARG argument ' .. (b + 3) .. ' (' .. tostring(ARGV[b + 3]) .. ') not a quota'})
-  end
+  local kind, off = calendar(b + 3, refill)
   if op ~= 't' and op ~= 'm' and op ~= 'i' and op ~= 'r' then error({err = 'RBARG a quota is only taken, refunded or inspected'}) end
   local cost = arg(b + 4, 0, cap)
   if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
