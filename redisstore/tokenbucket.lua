@@ -93,7 +93,8 @@
 -- below is a closure built anew on every call). So the common call, a take
 -- on one bucket with the server clock whose key is absent or holds digits,
 -- runs first, before anything else is built: its arguments are checked with
--- plain comparisons, the state decoded with one tonumber, divisions done
+-- plain comparisons, the state decoded by the arithmetic itself once a
+-- pattern has found only digits (tonumber converts twice), divisions done
 -- with the % operator (exact here: see ceildiv below; every dividend on
 -- this path is at most 2^52, the fill time's excepted, which uses fmod),
 -- numbers written with '%d' (integer formatting, not printf's float code),
@@ -187,9 +188,9 @@ if (reg or A[1] == 'st') and nk >= 1 and #A == 1 + 4 * nk then
       if v then
         if reg then -- OFFSET + d*10^5 + u*100 + number, read in parts
           ok = type(v) == 'string' and #v == 19 and v >= '9007199254740993000' and v <= '9223372036854775807' and
-            not string.find(v, '%D')
-          if ok then
-            local a, c = tonumber(string.sub(v, 1, 10)) - 9007199254, tonumber(string.sub(v, 11)) - 740993000
+            string.find(v, '^[0-9]+$')
+          if ok then -- digits only: the arithmetic converts them
+            local a, c = string.sub(v, 1, 10) - 9007199254, string.sub(v, 11) - 740993000
             if c < 0 then a, c = a - 1, c + 1000000000 end
             local g = c % 100
             c = (c - g) / 100
@@ -198,8 +199,9 @@ if (reg or A[1] == 'st') and nk >= 1 and #A == 1 + 4 * nk then
             ok = g == f
           end
         else -- version 2: d*1000 + u
-          local x = tonumber(v)
-          ok = type(v) == 'string' and x and x < 1e14 and not string.find(v, '%D')
+          ok = type(v) == 'string' and string.find(v, '^[0-9]+$')
+          local x = ok and v + 0
+          ok = ok and x < 1e14
           if ok then
             u = x % 1000
             d = (x - u) / 1000
@@ -216,7 +218,7 @@ if (reg or A[1] == 'st') and nk >= 1 and #A == 1 + 4 * nk then
     end
     if not now then
       local tm = call('TIME')
-      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      now = tm[1] * 1000000 + tm[2] -- digits: the arithmetic converts them
     end
     if t > now then break end -- a stamp ahead of the server's clock: the general path
     local d0, t0 = d, t
@@ -344,16 +346,16 @@ if A[3] == '0' and (reg or (A[1] == 'st' and #K == 1)) and #A == 5 then
     if v then
       if reg then -- OFFSET + c*10^5 + 0*100 + number
         ok = type(v) == 'string' and #v == 19 and v >= '9007199254740993000' and v <= '9223372036854775807' and
-          not string.find(v, '%D')
+          string.find(v, '^[0-9]+$')
         if ok then
-          local a, b = tonumber(string.sub(v, 1, 10)) - 9007199254, tonumber(string.sub(v, 11)) - 740993000
+          local a, b = string.sub(v, 1, 10) - 9007199254, string.sub(v, 11) - 740993000
           if b < 0 then a, b = a - 1, b + 1000000000 end
           local r = b % 100000
           c, ok = a * 10000 + (b - r) / 100000, r == f
         end
       else -- version 2: the count's digits
-        ok = type(v) == 'string' and v ~= '' and #v <= 13 and not string.find(v, '%D')
-        if ok then c = tonumber(v) end
+        ok = type(v) == 'string' and #v <= 13 and string.find(v, '^[0-9]+$')
+        if ok then c = v + 0 end
       end
       if ok then
         local e = call('PEXPIRETIME', key)
@@ -363,7 +365,7 @@ if A[3] == '0' and (reg or (A[1] == 'st' and #K == 1)) and #A == 5 then
     end
     if ok then
       local tm = call('TIME')
-      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      local now = tm[1] * 1000000 + tm[2]
       if c > cap then c = cap end
       if now >= t then c, t = 0, quotaend(kind, off, now) end
       local admit, retry, reset = 0, 0, 0
