@@ -358,7 +358,18 @@ func TestQuotaValuesWithRegistry(t *testing.T) {
 	if want := fmt.Sprint(9007199254740993000 + 3*100_000 + n); v != want {
 		t.Errorf("server clock with a registry stored %q, want %s (count 3, u 0, number %d)", v, want, n)
 	}
-	// Version 2's values, read with and without a registry.
+	// Version 2's values, read with and without a registry. The server
+	// clock's cases expire their keys at the end of the server's own day
+	// (TIME), not of the fixed now's: a key whose expiry has passed reads
+	// as absent, whatever the date the test runs on.
+	tm, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srvEnd := p.QuotaPeriod(tm.UnixMicro())
+	if srvEnd-tm.UnixMicro() < 10e6 {
+		t.Skip("within 10s of midnight UTC on the server's clock: the day's keys below would expire during the test")
+	}
 	for _, c := range []struct {
 		name  string
 		clock string
@@ -366,9 +377,9 @@ func TestQuotaValuesWithRegistry(t *testing.T) {
 		reg   bool
 		left  int64 // remaining after a peek
 	}{
-		{"digits expiring at the day's end", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(end)) }, true, 7},
-		{"digits expiring within the day", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(end-1500)) }, true, 10},
-		{"digits expiring within the day, no registry", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(end-1500)) }, false, 7},
+		{"digits expiring at the day's end", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(srvEnd)) }, true, 7},
+		{"digits expiring within the day", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(srvEnd-1500)) }, true, 10},
+		{"digits expiring within the day, no registry", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(srvEnd-1500)) }, false, 7},
 		{"count:end at the day's end", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end), 0) }, true, 7},
 		{"count:end at a later midnight", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end+86400e6*4), 0) }, true, 7},
 		{"count:end at another offset's midnight", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end-3600e6), 0) }, true, 10},
