@@ -54,8 +54,8 @@ const (
 // (so per slot on a cluster), which the script decides key by key, each as
 // a take alone, in order, at one server time (WIRE.md, "Pipelines"). The
 // script's own cost per call, about a third of a lone take's, is paid once
-// per batch: 86k instructions of Redis per take alone, 58.3k each in
-// fours, 50.3k in eights. A take that would fail the others (KeepCorrupt),
+// per batch: 84k instructions of Redis per take alone, 57.3k each in
+// fours, 50.0k in eights. A take that would fail the others (KeepCorrupt),
 // a quota's and every call on a Ring are sent as their own call.
 type PipelineConfig struct {
 	// Disabled turns auto-pipelining off: each call is its own round

@@ -105,15 +105,15 @@
 -- missing expiry, a bucket in debt, a stamp ahead of the server's clock, a
 -- bucket full again only past 2^53 µs) falls through, having written nothing, to the general
 -- path, which checks and reports everything. Measured with callgrind on
--- redis-server 7.0 (100k random keys, -P 16): 70k instructions per call,
--- against 93k when the common call went through the general functions.
--- The version 3 call ("stp") costs 85k: its HGET of the policy's number
--- and the 19-digit value (BENCHMARKS.md, "Policy changes"). A quota's
--- take has a fast path of its own, after the bucket's (QUOTA below).
--- A batch (below) costs per key, with the same callgrind run on 100k
--- random keys, one policy (CALLS="b2 b4 b8" bench/scriptcost.sh): 86k
--- instructions alone, 71.3k in twos, 58.3k in fours and 50.3k in
--- eights; one hot key 29.9k in eights.
+-- redis-server 7.0 (100k random keys, -P 16): 71.6k instructions per
+-- call, against 93k when the common call went through the general
+-- functions. The version 3 call ("stp") costs 84k: its HGET of the
+-- policy's number and the 19-digit value (BENCHMARKS.md, "Policy
+-- changes"). A quota's take has a fast path of its own, after the
+-- bucket's (QUOTA below). A batch (below) costs per key, with the same
+-- callgrind run on 100k random keys, one policy (CALLS="b2 b4 b8"
+-- bench/scriptcost.sh): 84k instructions alone, 70.4k in twos, 57.3k
+-- in fours and 50.0k in eights; one hot key 29.1k in eights.
 local A, K = ARGV, KEYS
 -- The same call with a policy registry (wire v3: "stp" or "stq", the
 -- registry the last key) runs here too when its policy already has its
