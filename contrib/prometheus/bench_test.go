@@ -35,19 +35,9 @@ func BenchmarkTake(b *testing.B) {
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
-	// A Store of its own for each: observing a memstore turns its
-	// lock-free Take off (an observed Take counts under the shard's lock),
-	// so none must be a Store that was never observed.
+	// A store of its own for each row (see obstest.Filled).
 	filled := func() store.Store {
-		ms, err := memstore.New(memstore.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { ms.Close() })
-		for _, k := range keys {
-			ms.Take(context.Background(), k, p, 1)
-		}
-		return ms
+		return obstest.Filled(b, func() (*memstore.Store, error) { return memstore.New(memstore.Config{}) }, keys, p)
 	}
 	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /api/feed", Policy: "burst"})
 	observers := []struct {
