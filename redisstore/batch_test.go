@@ -111,6 +111,7 @@ func TestBatchOneScriptCall(t *testing.T) {
 // earlier ones on its key; on one server and on a cluster, whose batches
 // are per slot (two keys of each of two hash tags).
 func TestBatchDifferential(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	for _, b := range []struct {
 		name string
 		rdb  func(t *testing.T) redis.UniversalClient

@@ -44,9 +44,15 @@ var modes = []struct {
 	{"direct", redisstore.PipelineConfig{Disabled: true}},
 }
 
-func TestConformanceStandalone(t *testing.T) { conform(t, redistest.Start(t).Client()) }
+func TestConformanceStandalone(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
+	conform(t, redistest.Start(t).Client())
+}
 
-func TestConformanceCluster(t *testing.T) { conform(t, redistest.StartCluster(t).Client()) }
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel() // a cluster of its own, CPU-bound: runs beside the others
+	conform(t, redistest.StartCluster(t).Client())
+}
 
 // conform runs storetest against stores on rdb in every mode.
 func conform(t *testing.T, rdb redis.UniversalClient) {

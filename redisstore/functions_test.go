@@ -38,6 +38,7 @@ func TestFunctionLibrary(t *testing.T) {
 // TestConformanceFunctions: through FCALL the store passes storetest, as
 // through EVALSHA, pipelined and not.
 func TestConformanceFunctions(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	rdb := redistest.Start(t).Client()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {

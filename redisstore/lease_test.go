@@ -54,6 +54,7 @@ var topologies = []struct {
 // expire in real time between calls, with no sleep: the calls themselves
 // take that long.
 func TestLeaseServerClockMatchesAlgo(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	for _, tc := range topologies {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := tc.rdb(t)
@@ -132,6 +133,7 @@ func TestLeaseServerClockMatchesAlgo(t *testing.T) {
 // implies this; here the two stores meet directly, on a sequence neither
 // chose.)
 func TestLeaseDifferential(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	t.Run("standalone", func(t *testing.T) { leaseDifferential(t, redistest.Start(t).Client()) })
 	t.Run("cluster", func(t *testing.T) { leaseDifferential(t, redistest.StartCluster(t).Client()) })
 }

@@ -55,6 +55,7 @@ type layout struct {
 // each, Lua's garbage collected before both readings); its cause is not
 // found (the values are int-encoded alike), hence the goal of 136.
 func TestMemoryPerKey(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	if testing.Short() {
 		t.Skip("writes 300k keys")
 	}

@@ -30,6 +30,7 @@ const opsRounds = 8
 // be algo.TokenBucket's, memstore's and redisstore's alike. It logs how
 // many calls of each operation it compared.
 func TestOpsDifferential(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	for _, tc := range []struct {
 		name string
 		rdb  func(t *testing.T) redis.UniversalClient

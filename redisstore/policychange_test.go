@@ -27,6 +27,7 @@ var rules = []algo.ChangeRule{algo.KeepTokens, algo.Proportional}
 // registry) and on a Ring of two servers (each with its own), under each
 // rule.
 func TestPolicyChangeConformance(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	for _, srv := range []struct {
 		name string
 		rdb  func(t *testing.T) redis.UniversalClient
@@ -60,6 +61,7 @@ func TestPolicyChangeConformance(t *testing.T) {
 // each slot has its registry, and "ring" on a Ring of two servers, where
 // each shard has its own.
 func TestPolicyChangeServerClock(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	for _, tc := range []struct {
 		name  string
 		rdb   func(t *testing.T) redis.UniversalClient

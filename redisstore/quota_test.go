@@ -72,6 +72,7 @@ func drawQuota(t *rapid.T) algo.Policy {
 // charged), that now lies between two readings of Redis's TIME, and the
 // key's PEXPIRETIME is the end of the period algo computes, in ms.
 func TestQuotaServerClock(t *testing.T) {
+	t.Parallel() // a server of its own, CPU-bound: runs beside the others
 	for _, c := range []struct {
 		name string
 		rdb  func(t *testing.T) redis.UniversalClient
