@@ -1,0 +1,63 @@
+package limitheader
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFixture: Render gives exactly the fixture's values.
+func TestFixture(t *testing.T) {
+	cases, err := ReadCases("../testdata/ratelimit-headers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		f := Render(c.Now(), c.Answer())
+		got := map[string]string{"X-RateLimit-Limit": f.Limit, "X-RateLimit-Remaining": f.Remaining,
+			"X-RateLimit-Reset": f.Reset, "RateLimit": f.RateLimit}
+		if f.RetryAfter != "" {
+			got["Retry-After"] = f.RetryAfter
+		}
+		if len(got) != len(c.Headers) {
+			t.Errorf("%s: %v, want %v", c.Case, got, c.Headers)
+		}
+		for k, want := range c.Headers {
+			if got[k] != want {
+				t.Errorf("%s: %s = %q, want %q", c.Case, k, got[k], want)
+			}
+		}
+	}
+}
+
+func TestRounding(t *testing.T) {
+	for _, c := range []struct {
+		d            time.Duration
+		delay, retry int64
+	}{
+		{-time.Second, 0, 1},
+		{0, 0, 1},
+		{time.Nanosecond, 1, 1},
+		{time.Second, 1, 1},
+		{time.Second + time.Microsecond, 2, 2},
+	} {
+		if got := DelaySeconds(c.d); got != c.delay {
+			t.Errorf("DelaySeconds(%v) = %d, want %d", c.d, got, c.delay)
+		}
+		if got := RetryAfterSeconds(c.d); got != c.retry {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", c.d, got, c.retry)
+		}
+	}
+	now := time.Unix(100, 0)
+	if got := ResetUnix(now, 0); got != 100 {
+		t.Errorf("ResetUnix(full) = %d, want 100", got)
+	}
+	if got := ResetUnix(now.Add(time.Nanosecond), 0); got != 101 {
+		t.Errorf("ResetUnix(1ns past a second) = %d, want 101", got)
+	}
+}
+
+func TestAppendName(t *testing.T) {
+	if got := string(AppendName(nil, "a\"b\\c\x01é")); got != `"a\"b\\c???"` {
+		t.Errorf("AppendName = %s", got)
+	}
+}
