@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 )
@@ -45,5 +46,27 @@ func serveBench(b *testing.B, m *Middleware) {
 		if w.Code != http.StatusOK {
 			b.Fatalf("status %d", w.Code)
 		}
+	}
+}
+
+// BenchmarkHeaders measures writeHeaders alone: both header sets for one
+// and two limits, into a cleared header map.
+func BenchmarkHeaders(b *testing.B) {
+	now := newClock().Now()
+	burst, daily := algo.PerSecond(10).Burst(100), algo.PerDay(10000).Burst(10000)
+	res := algo.Result{Allowed: true, Remaining: 42, ResetAfter: 5800 * time.Millisecond}
+	for _, n := range []int{1, 2} {
+		b.Run(strconv.Itoa(n)+"-limits", func(b *testing.B) {
+			d := Decision{Allowed: true, Limits: []LimitResult{
+				{Name: "burst", Policy: burst, Result: res},
+				{Name: "daily", Policy: daily, Result: res},
+			}[:n]}
+			h := http.Header{}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(h)
+				writeHeaders(h, DefaultHeaders, d, now)
+			}
+		})
 	}
 }

@@ -17,12 +17,16 @@
 //
 // An admitted request is served with X-RateLimit-Limit (the capacity of the
 // policy applied, [LimitResult].Policy: an [algo.Result] does not carry the
-// limit), X-RateLimit-Remaining and X-RateLimit-Reset, and the IETF draft's
-// RateLimit-Policy and RateLimit fields (see [Headers]). A refused one gets
-// 429 Too Many Requests, the same headers, Retry-After in whole seconds
-// rounded up (never 0), and
+// limit), X-RateLimit-Remaining (whole tokens left) and X-RateLimit-Reset
+// (the Unix time in seconds, rounded up, at which the bucket is full
+// again), and the IETF draft's RateLimit-Policy and RateLimit
+// ("name";r=remaining;t=delay-seconds until full, rounded up) fields (see
+// [Headers]). A refused one gets 429 Too Many Requests, the same headers,
+// Retry-After in delay-seconds rounded up (never 0), and
 // {"error":"rate_limited","retry_after_ms":N}, or an RFC 9457 problem with
-// [ProblemDenied], or your own [DeniedHandler].
+// [ProblemDenied], or your own [DeniedHandler]. grpclimit's metadata and
+// rls's headers have the same names, in lower case, and the same meanings;
+// internal/testdata/ratelimit-headers.json pins them for all three.
 //
 // # Keys: who is limited
 //

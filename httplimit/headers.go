@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/limitheader"
 )
 
 // Headers chooses which rate-limit header sets the middleware sends. Combine
@@ -109,16 +110,11 @@ func (d Decision) Violated() []string {
 
 // ceilSeconds rounds d up to whole seconds: a client told to wait ⌈d⌉ is
 // never early. Retry-After and the draft's t parameter are delay-seconds.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
+func ceilSeconds(d time.Duration) int64 { return limitheader.DelaySeconds(d) }
 
 // retryAfterSeconds is Retry-After for a refusal: rounded up, and never 0,
 // which clients read as "retry at once".
-func retryAfterSeconds(d time.Duration) int64 { return max(1, ceilSeconds(d)) }
+func retryAfterSeconds(d time.Duration) int64 { return limitheader.RetryAfterSeconds(d) }
 
 // retryAfterMillis is the body's retry_after_ms: rounded up, at least 1.
 func retryAfterMillis(d time.Duration) int64 {
@@ -126,7 +122,9 @@ func retryAfterMillis(d time.Duration) int64 {
 }
 
 // writeHeaders sets the chosen rate-limit headers for d; now is the
-// middleware's clock, for X-RateLimit-Reset.
+// middleware's clock, for X-RateLimit-Reset. The values are
+// internal/limitheader's, which grpclimit and rls send too, pinned by
+// internal/testdata/ratelimit-headers.json.
 //
 // The draft fields follow draft-ietf-httpapi-ratelimit-headers-10
 // (https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/),
@@ -175,16 +173,11 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 	if x {
 		l := d.Limits[d.Decider]
 		r := l.Result
-		reset := now.Add(r.ResetAfter)
-		resetSec := reset.Unix()
-		if reset.Nanosecond() > 0 {
-			resetSec++
-		}
 		b = strconv.AppendInt(b, l.Policy.Capacity(), 10)
 		cut[0] = len(b)
 		b = strconv.AppendInt(b, r.Remaining, 10)
 		cut[1] = len(b)
-		b = strconv.AppendInt(b, resetSec, 10)
+		b = strconv.AppendInt(b, limitheader.ResetUnix(now, r.ResetAfter), 10)
 	}
 	cut[2] = len(b)
 	if draft {
@@ -192,19 +185,14 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			// Names are validName, so they need no escaping in an sf-string.
-			b = append(append(append(b, '"'), l.Name...), `";q=`...)
-			b = strconv.AppendInt(b, l.Policy.Capacity(), 10)
-			b = strconv.AppendInt(append(b, ";w="...), window(l.Policy, now), 10)
+			b = limitheader.AppendPolicy(b, l.Name, l.Policy.Capacity(), window(l.Policy, now))
 		}
 		cut[3] = len(b)
 		for i, l := range listed {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(append(append(b, '"'), l.Name...), `";r=`...)
-			b = strconv.AppendInt(b, l.Result.Remaining, 10)
-			b = strconv.AppendInt(append(b, ";t="...), ceilSeconds(l.Result.ResetAfter), 10)
+			b = limitheader.AppendRateLimit(b, l.Name, l.Result.Remaining, l.Result.ResetAfter)
 		}
 	}
 	all := string(b)
