@@ -2,10 +2,14 @@ package limitheader
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // Case is one case of internal/testdata/ratelimit-headers.json: the clock,
@@ -38,6 +42,46 @@ func (c Case) RetryAfter() time.Duration { return time.Duration(c.RetryAfterUS) 
 func (c Case) Answer() Answer {
 	return Answer{Name: c.Name, Capacity: c.Capacity, Remaining: c.Remaining,
 		ResetAfter: c.ResetAfter(), RetryAfter: c.RetryAfter(), Denied: !c.Allowed}
+}
+
+// Result is the case's store answer.
+func (c Case) Result() algo.Result {
+	return algo.Result{Allowed: c.Allowed, Remaining: c.Remaining, ResetAfter: c.ResetAfter(), RetryAfter: c.RetryAfter()}
+}
+
+// Store returns a store answering every Take with the case's Result,
+// whatever the bucket: the front ends' tests put it behind their real
+// header-writing code. It is a store with a fixed answer, not a mock of a
+// backend.
+func (c Case) Store() store.Store { return answerStore{c.Result()} }
+
+type answerStore struct{ res algo.Result }
+
+func (s answerStore) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+	return s.res, nil
+}
+
+// Names are the fields the fixture pins, in its spelling. A front end may
+// send others (RateLimit-Policy); these it must send exactly as the case
+// says, and Retry-After only when the case has it.
+var Names = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "Retry-After"}
+
+// Mismatches compares what a front end sent, get(name) giving the values
+// of the field in the fixture's spelling, with the case's headers, and
+// describes each difference.
+func (c Case) Mismatches(get func(name string) []string) []string {
+	var bad []string
+	for _, name := range Names {
+		want, sent := c.Headers[name]
+		got := get(name)
+		switch {
+		case !sent && len(got) > 0:
+			bad = append(bad, fmt.Sprintf("%s: %q, want none", name, got))
+		case sent && (len(got) != 1 || got[0] != want):
+			bad = append(bad, fmt.Sprintf("%s: %q, want %q", name, got, want))
+		}
+	}
+	return bad
 }
 
 // ReadCases reads the fixture at path (from a package directory,
