@@ -48,8 +48,12 @@
 // (capacity), x-ratelimit-remaining (whole tokens left), x-ratelimit-reset
 // (Unix seconds, rounded up, when the bucket is full again), and the IETF
 // draft-10 ratelimit-policy ("name";q=capacity;w=fill seconds) and ratelimit
-// ("name";r=remaining;t=seconds until full). gRPC sends header metadata
-// even with an error status, so a refused call carries them too.
+// ("name";r=remaining;t=delay-seconds until full, rounded up). gRPC sends
+// header metadata even with an error status, so a refused call carries them
+// too, and retry-after (delay-seconds until the call could be admitted,
+// rounded up, never 0), which only a refused call gets. The names are
+// httplimit's HTTP headers and rls's in lower case, with the same meanings:
+// internal/testdata/ratelimit-headers.json pins the values for all three.
 //
 // A refused call ends with codes.ResourceExhausted and a google.rpc.RetryInfo
 // detail whose retry_delay is the exact wait (to the microsecond) after

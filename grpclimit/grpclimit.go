@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/limitheader"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -235,10 +235,10 @@ func compile(where string, r, base Rule) (*rule, error) {
 	if err := store.CheckRequest(store.Request{Key: "k", Policy: r.Policy, Cost: r.Cost}, 1); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, where, err)
 	}
-	w := max(1, ceilSeconds(r.Policy.FillTime()))
+	w := max(1, limitheader.DelaySeconds(r.Policy.FillTime()))
 	return &rule{
 		name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail, exempt: r.Exempt,
-		draftPolicy: `"` + r.Name + `";q=` + strconv.FormatInt(r.Policy.Capacity(), 10) + ";w=" + strconv.FormatInt(w, 10),
+		draftPolicy: string(limitheader.AppendPolicy(nil, r.Name, r.Policy.Capacity(), w)),
 	}, nil
 }
 
@@ -367,30 +367,35 @@ func (l *Limiter) log(ctx context.Context, msg, method string, err error, attrs 
 	l.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 }
 
-// Response metadata keys. gRPC metadata keys are lower case.
+// Response metadata keys. gRPC metadata keys are lower case. The names
+// and values are httplimit's HTTP headers' and rls's, from one definition
+// (internal/limitheader), pinned by
+// internal/testdata/ratelimit-headers.json.
 const (
-	MDLimit     = "x-ratelimit-limit"     // the bucket's capacity
-	MDRemaining = "x-ratelimit-remaining" // whole tokens left
-	MDReset     = "x-ratelimit-reset"     // Unix seconds, rounded up, when the bucket is full
-	MDPolicy    = "ratelimit-policy"      // draft-10: "name";q=capacity;w=fill seconds
-	MDRateLimit = "ratelimit"             // draft-10: "name";r=remaining;t=seconds until full
+	MDLimit      = limitheader.Limit      // the bucket's capacity
+	MDRemaining  = limitheader.Remaining  // whole tokens left
+	MDReset      = limitheader.Reset      // Unix seconds, rounded up, when the bucket is full
+	MDPolicy     = limitheader.Policy     // draft-10: "name";q=capacity;w=fill seconds
+	MDRateLimit  = limitheader.RateLimit  // draft-10: "name";r=remaining;t=delay-seconds until full, rounded up
+	MDRetryAfter = limitheader.RetryAfter // on a refusal only: delay-seconds until admitted, rounded up, at least 1
 )
 
 // metadata renders res as response metadata, in the formats httplimit
 // uses for the same HTTP headers.
 func (l *Limiter) metadata(r *rule, res algo.Result) metadata.MD {
-	reset := l.clock.Now().Add(res.ResetAfter)
-	resetSec := reset.Unix()
-	if reset.Nanosecond() > 0 {
-		resetSec++
-	}
-	return metadata.MD{
-		MDLimit:     {strconv.FormatInt(r.policy.Capacity(), 10)},
-		MDRemaining: {strconv.FormatInt(res.Remaining, 10)},
-		MDReset:     {strconv.FormatInt(resetSec, 10)},
+	f := limitheader.Render(l.clock.Now(), limitheader.Answer{Name: r.name, Capacity: r.policy.Capacity(),
+		Remaining: res.Remaining, ResetAfter: res.ResetAfter, RetryAfter: res.RetryAfter, Denied: !res.Allowed})
+	md := metadata.MD{
+		MDLimit:     {f.Limit},
+		MDRemaining: {f.Remaining},
+		MDReset:     {f.Reset},
 		MDPolicy:    {r.draftPolicy},
-		MDRateLimit: {`"` + r.name + `";r=` + strconv.FormatInt(res.Remaining, 10) + ";t=" + strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)},
+		MDRateLimit: {f.RateLimit},
 	}
+	if f.RetryAfter != "" {
+		md[MDRetryAfter] = []string{f.RetryAfter}
+	}
+	return md
 }
 
 // denial is the status of a refused call: ResourceExhausted with the exact
@@ -401,14 +406,6 @@ func denial(r *rule, res algo.Result) error {
 		st = d
 	}
 	return st.Err()
-}
-
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
 }
 
 // contextError returns the status of a store error caused by the call's
