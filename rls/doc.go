@@ -23,11 +23,24 @@
 //
 // and the overall code is OVER_LIMIT if any descriptor not in shadow mode
 // is over its limit. With [Options].ResponseHeaders the response also
-// carries x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset
-// for the descriptor with the fewest tokens left (or the refusing one with
-// the longest wait), plus retry-after when refused; Envoy adds them to the
-// client's response, as with envoyproxy/ratelimit's
-// LIMIT_RESPONSE_HEADERS_ENABLED.
+// carries x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset and
+// ratelimit for the descriptor with the fewest tokens left (or the
+// refusing one with the longest wait), plus retry-after when refused;
+// Envoy adds them to the client's response, as with envoyproxy/ratelimit's
+// LIMIT_RESPONSE_HEADERS_ENABLED. The names and meanings are httplimit's
+// HTTP headers and grpclimit's metadata, pinned for all three by
+// internal/testdata/ratelimit-headers.json:
+//
+//	x-ratelimit-limit      the bucket's capacity
+//	x-ratelimit-remaining  whole tokens left
+//	x-ratelimit-reset      Unix seconds, rounded up, when the bucket is full again
+//	ratelimit              draft-ietf-httpapi-ratelimit-headers: "name";r=remaining;t=seconds until full
+//	retry-after            when refused: seconds until the request could pass, at least 1
+//
+// envoyproxy/ratelimit sends x-ratelimit-reset as a delta, the seconds
+// until its window resets, as the IETF draft does. Here that delta is
+// ratelimit's t (rounded up, until the bucket is full), and the wait of a
+// refused request is retry-after; x-ratelimit-reset is a Unix time.
 //
 // # Configuration
 //

@@ -2,7 +2,6 @@ package rls
 
 import (
 	"math"
-	"strconv"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/limitheader"
 )
 
 // respond builds the response from decided items.
@@ -88,28 +88,43 @@ func better(a, b *pb.RateLimitResponse_DescriptorStatus, ia, ib *item) bool {
 	return a.LimitRemaining < b.LimitRemaining
 }
 
-// addHeaders adds the x-ratelimit-* headers describing st.
+// addHeaders adds the rate-limit headers describing st (of item it):
+// internal/limitheader's values, httplimit's and grpclimit's, pinned by
+// internal/testdata/ratelimit-headers.json.
 func (s *Service) addHeaders(resp *pb.RateLimitResponse, st *pb.RateLimitResponse_DescriptorStatus, it *item) {
 	limit := it.policy.Capacity()
 	if it.policy == (algo.Policy{}) {
 		limit = int64(it.proto.RequestsPerUnit)
 	}
-	reset := st.DurationUntilReset.AsDuration()
+	f := limitheader.Render(s.clock.Now(), limitheader.Answer{
+		Name:       it.limit.draftName(),
+		Capacity:   limit,
+		Remaining:  int64(st.LimitRemaining),
+		ResetAfter: it.res.ResetAfter,
+		RetryAfter: it.res.RetryAfter,
+		Denied:     resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT,
+	})
 	resp.ResponseHeadersToAdd = []*core.HeaderValue{
-		{Key: s.opt.HeaderLimit, Value: strconv.FormatInt(limit, 10)},
-		{Key: s.opt.HeaderRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: s.opt.HeaderReset, Value: strconv.FormatInt(ceilSeconds(reset), 10)},
+		{Key: s.opt.HeaderLimit, Value: f.Limit},
+		{Key: s.opt.HeaderRemaining, Value: f.Remaining},
+		{Key: s.opt.HeaderReset, Value: f.Reset},
+		{Key: limitheader.RateLimit, Value: f.RateLimit},
 	}
-	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+	if f.RetryAfter != "" {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
-			&core.HeaderValue{Key: "retry-after", Value: strconv.FormatInt(max(1, ceilSeconds(reset)), 10)})
+			&core.HeaderValue{Key: limitheader.RetryAfter, Value: f.RetryAfter})
 	}
 }
 
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
+// draftName is the limit's name in the ratelimit header: its configured
+// name, "override" for a limit Envoy sent with the descriptor (nil here),
+// "default" for an unnamed one.
+func (l *Limit) draftName() string {
+	switch {
+	case l == nil:
+		return "override"
+	case l.Name == "":
+		return "default"
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	return l.Name
 }

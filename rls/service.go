@@ -51,11 +51,16 @@ type Options struct {
 	// does: see HeaderLimit. Envoy adds them to the client's response.
 	ResponseHeaders bool
 	// Header names, defaults x-ratelimit-limit (the bucket's capacity),
-	// x-ratelimit-remaining (whole tokens left) and x-ratelimit-reset
-	// (seconds, rounded up, until the bucket is full, or when over the
-	// limit until the request could pass). An OVER_LIMIT response also
-	// gets retry-after (seconds, rounded up, at least 1).
+	// x-ratelimit-remaining (whole tokens left) and x-ratelimit-reset (the
+	// Unix time in seconds, rounded up, at which the bucket is full again,
+	// as httplimit and grpclimit send it). Every such response also gets
+	// the IETF draft's ratelimit, "name";r=remaining;t=seconds until full
+	// (rounded up): t is the delta envoyproxy/ratelimit sends as
+	// x-ratelimit-reset. An OVER_LIMIT response also gets retry-after
+	// (seconds, rounded up, at least 1, until the request could pass).
 	HeaderLimit, HeaderRemaining, HeaderReset string
+	// Clock is read for x-ratelimit-reset only. Default: the real clock.
+	Clock store.Clock
 	// Metrics receives the decisions; nil keeps none.
 	Metrics *Metrics
 	// Logger receives store failures, at most one record a second.
@@ -75,7 +80,12 @@ type Service struct {
 	metrics *Metrics
 	logger  *slog.Logger
 	logged  logEvery
+	clock   store.Clock
 }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
 
 // NewService returns a Service deciding with the configuration src gives
 // at each request.
@@ -98,7 +108,10 @@ func NewService(src ConfigSource, opt Options) (*Service, error) {
 	if opt.HeaderReset == "" {
 		opt.HeaderReset = "x-ratelimit-reset"
 	}
-	s := &Service{src: src, opt: opt, metrics: opt.Metrics, logger: opt.Logger}
+	s := &Service{src: src, opt: opt, metrics: opt.Metrics, logger: opt.Logger, clock: opt.Clock}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}

@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,9 @@ func apiRig(t *testing.T, opt rls.Options) (*rig, *storetest.Clock) {
 	clk := storetest.NewClock()
 	if opt.Store == nil {
 		opt.Store, _ = memory.open(t, clk)
+	}
+	if opt.Clock == nil {
+		opt.Clock = clk
 	}
 	return serve(t, cfg, opt, nil), clk
 }
@@ -98,14 +102,16 @@ ratebucket_rls_requests_total{code="ok"} 5
 }
 
 // TestResponseHeaders: with ResponseHeaders, the response carries the
-// x-ratelimit-* headers of the tightest descriptor, and retry-after when
-// refused.
+// x-ratelimit-* and ratelimit headers of the tightest descriptor, and
+// retry-after when refused: x-ratelimit-reset is the Unix second the
+// bucket is full again, ratelimit's t the delta to it.
 func TestResponseHeaders(t *testing.T) {
 	r, _ := apiRig(t, rls.Options{ResponseHeaders: true})
+	full := strconv.FormatInt(storetest.Start.Unix()+18, 10) // 3 tokens at 10 a minute
 	resp := r.ask(t, "api", 3, desc("client=a"), hits(desc("client=b"), 1))
-	wantHeaders(t, resp.ResponseHeadersToAdd, "x-ratelimit-limit=4 x-ratelimit-remaining=1 x-ratelimit-reset=18")
+	wantHeaders(t, resp.ResponseHeadersToAdd, `x-ratelimit-limit=4 x-ratelimit-remaining=1 x-ratelimit-reset=`+full+` ratelimit="default";r=1;t=18`)
 	resp = r.ask(t, "api", 2, desc("client=a"))
-	wantHeaders(t, resp.ResponseHeadersToAdd, "x-ratelimit-limit=4 x-ratelimit-remaining=1 x-ratelimit-reset=6 retry-after=6")
+	wantHeaders(t, resp.ResponseHeadersToAdd, `x-ratelimit-limit=4 x-ratelimit-remaining=1 x-ratelimit-reset=`+full+` ratelimit="default";r=1;t=18 retry-after=6`)
 	resp = r.ask(t, "api", 0, desc("nothing=here"))
 	wantHeaders(t, resp.ResponseHeadersToAdd, "")
 }

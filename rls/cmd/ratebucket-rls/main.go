@@ -17,7 +17,7 @@
 //	-redis-prefix P     Redis key prefix, default "rb:"
 //	-no-pipeline        turn off redisstore's auto-pipelining
 //	-hash-tag T         first (default), descriptor or domain: see package rls
-//	-response-headers   add x-ratelimit-* headers [LIMIT_RESPONSE_HEADERS_ENABLED=true]
+//	-response-headers   add x-ratelimit-*, ratelimit, retry-after headers [LIMIT_RESPONSE_HEADERS_ENABLED=true]
 //	-shutdown-timeout D how long in-flight calls may take at SIGTERM, default 10s
 //
 // The configuration is reloaded when its files change and on SIGHUP; a

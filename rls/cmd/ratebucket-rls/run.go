@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 		prefix       = fs.String("redis-prefix", redisstore.DefaultPrefix, "Redis key prefix")
 		noPipeline   = fs.Bool("no-pipeline", false, "turn off auto-pipelining of Redis calls")
 		hashTag      = fs.String("hash-tag", "first", "Cluster hash tag of bucket keys: first, descriptor or domain")
-		headers      = fs.Bool("response-headers", env("LIMIT_RESPONSE_HEADERS_ENABLED", "") == "true", "add x-ratelimit-* response headers")
+		headers      = fs.Bool("response-headers", env("LIMIT_RESPONSE_HEADERS_ENABLED", "") == "true", "add x-ratelimit-*, ratelimit and retry-after response headers")
 		shutdown     = fs.Duration("shutdown-timeout", 10*time.Second, "how long in-flight calls may take at shutdown")
 	)
 	if err := fs.Parse(args); err != nil {
