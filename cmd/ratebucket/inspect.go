@@ -31,6 +31,11 @@ KEY is the key the application passes to the store, without the store's
 A key holding something that is not a bucket is reported as corrupt; clear
 it with 'ratebucket reset'.
 
+--json prints one object per key: key, redis_key, exists, evaluated_at
+(RFC 3339), tokens, capacity, full_in_ms, deficit_units, updated_at
+(RFC 3339, absent for an absent key), ttl_ms (null without expiry) and,
+for a corrupt key, error. Durations are whole milliseconds, rounded up.
+
 Examples:
   ratebucket inspect --redis 127.0.0.1:6379 --capacity 100 --rate 2/s \
       'h:default:user{test-user}'
@@ -71,9 +76,13 @@ Examples:
 				rows = append(rows, row)
 			}
 			if *asJSON {
+				out := make([]inspectJSON, len(rows))
+				for i, r := range rows {
+					out[i] = r.json()
+				}
 				enc := json.NewEncoder(e.stdout)
 				enc.SetIndent("", "  ")
-				err = enc.Encode(rows)
+				err = enc.Encode(out)
 			} else {
 				err = printInspect(e, rows)
 			}
@@ -87,9 +96,62 @@ Examples:
 
 // inspectRow is one key's answer.
 type inspectRow struct {
-	Key string `json:"key"`
+	Key string // as given, without the store's prefix
 	redisstore.Bucket
+	Error string // why the key is not a bucket, if it is not
+}
+
+// inspectJSON is one key's answer as --json prints it: one field per
+// fact, snake_case, durations in whole milliseconds rounded up (the unit
+// in the name), times in RFC 3339 (UTC, to the microsecond).
+type inspectJSON struct {
+	Key      string `json:"key"`       // the key as the application passes it to the store
+	RedisKey string `json:"redis_key"` // the Redis key: the store's prefix and key
+	Exists   bool   `json:"exists"`    // Redis holds the key; an absent key is a full bucket
+	// EvaluatedAt is the time the bucket was read at: the Redis server's
+	// clock.
+	EvaluatedAt string `json:"evaluated_at,omitempty"`
+	Tokens      int64  `json:"tokens"`     // whole tokens available now
+	Capacity    int64  `json:"capacity"`   // the policy's capacity (--capacity)
+	FullInMS    int64  `json:"full_in_ms"` // until the bucket is full again with no traffic; 0 when full
+	// DeficitUnits and UpdatedAt are the stored state (algo.State): the
+	// deficit below full in 1/unit tokens (the policy's Unit), and the
+	// time of the last update; 0 and absent for an absent key.
+	DeficitUnits int64  `json:"deficit_units"`
+	UpdatedAt    string `json:"updated_at,omitempty"`
+	// TTLMS is the key's remaining time to live in Redis: 0 when the key
+	// is absent, null when it has no expiry.
+	TTLMS *int64 `json:"ttl_ms"`
+	// Error says why the key is not a bucket (store.ErrCorruptState).
 	Error string `json:"error,omitempty"`
+}
+
+// json returns r as --json prints it.
+func (r inspectRow) json() inspectJSON {
+	j := inspectJSON{Key: r.Key, RedisKey: r.Bucket.Key, Exists: r.Exists, EvaluatedAt: rfc3339(r.Now),
+		Tokens: r.Tokens, Capacity: r.Limit, FullInMS: ceilMillis(r.FullIn), DeficitUnits: r.Deficit,
+		UpdatedAt: rfc3339(r.Stamp), Error: r.Error}
+	if r.TTL >= 0 {
+		ms := ceilMillis(r.TTL)
+		j.TTLMS = &ms
+	}
+	return j
+}
+
+// ceilMillis rounds d up to whole milliseconds, 0 for d <= 0.
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// rfc3339 formats t in UTC to the microsecond, "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Truncate(time.Microsecond).Format("2006-01-02T15:04:05.999999Z07:00")
 }
 
 // printInspect writes rows as a table.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"regexp"
@@ -102,22 +101,33 @@ func TestInspectReset(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("inspect exited %d: %s", code, stderr)
 	}
-	var rows []inspectRow
-	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
-		t.Fatalf("%v\n%s", err, stdout)
-	}
+	rows := decodeInspect(t, stdout) // strictly: the fields inspectJSON names, none twice
 	if len(rows) != 2 {
 		t.Fatalf("got %d rows, want 2", len(rows))
 	}
 	// 3 of 10 taken a moment ago at 1 per minute: 7 left, full again in
-	// at most 3 minutes, with a TTL to match.
+	// at most 3 minutes, with a TTL to match, in milliseconds; the
+	// times in RFC 3339.
 	got := rows[0]
-	if !got.Exists || got.Tokens != 7 || got.Limit != 10 || got.FullIn <= 2*time.Minute || got.FullIn > 3*time.Minute ||
-		got.TTL <= 2*time.Minute || got.TTL > 3*time.Minute || got.Key != "user:42" {
+	const minute = int64(time.Minute / time.Millisecond)
+	if !got.Exists || got.Tokens != 7 || got.Capacity != 10 || got.FullInMS <= 2*minute || got.FullInMS > 3*minute ||
+		got.TTLMS == nil || *got.TTLMS <= 2*minute || *got.TTLMS > 3*minute || got.Key != "user:42" ||
+		got.RedisKey != prefix+"user:42" || got.DeficitUnits <= 0 {
 		t.Fatalf("inspect user:42 = %+v", got)
 	}
-	if a := rows[1]; a.Exists || a.Tokens != 10 || a.FullIn != 0 {
+	for _, at := range []string{got.EvaluatedAt, got.UpdatedAt} {
+		if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
+			t.Fatalf("inspect user:42: %v in %+v", err, got)
+		}
+	}
+	if a := rows[1]; a.Exists || a.Tokens != 10 || a.FullInMS != 0 || a.UpdatedAt != "" || a.TTLMS == nil || *a.TTLMS != 0 {
 		t.Fatalf("inspect of an absent key = %+v, want a full bucket", a)
+	}
+	for _, name := range []string{`"key"`, `"redis_key"`, `"exists"`, `"evaluated_at"`, `"tokens"`, `"capacity"`,
+		`"full_in_ms"`, `"deficit_units"`, `"updated_at"`, `"ttl_ms"`} {
+		if !strings.Contains(stdout, name+":") {
+			t.Fatalf("inspect --json has no %s:\n%s", name, stdout)
+		}
 	}
 
 	stdout, _, code = runCLI(t, append([]string{"inspect", "user:42"}, policy...)...)
@@ -260,13 +270,16 @@ func TestCluster(t *testing.T) {
 	}
 	args := append([]string{"inspect", "--cluster", "--redis", url, "--prefix", prefix, "--capacity", "5", "--rate", "60/h", "--json"}, keys...)
 	stdout, stderr, code = runCLI(t, args...)
-	var rows []inspectRow
-	if code != exitOK || json.Unmarshal([]byte(stdout), &rows) != nil || len(rows) != 4 {
+	if code != exitOK {
 		t.Fatalf("inspect on the cluster exited %d: %s%s", code, stdout, stderr)
+	}
+	rows := decodeInspect(t, stdout)
+	if len(rows) != 4 {
+		t.Fatalf("inspect on the cluster: %d rows, want 4:\n%s", len(rows), stdout)
 	}
 	for _, r := range rows {
 		if !r.Exists || r.Tokens != 3 {
-			t.Fatalf("inspect %s = %+v, want 3 tokens left", r.Key, r.Bucket)
+			t.Fatalf("inspect %s = %+v, want 3 tokens left", r.Key, r)
 		}
 	}
 	if _, stderr, code = runCLI(t, append([]string{"reset", "--cluster", "--redis", url, "--prefix", prefix}, keys...)...); code != exitOK {
