@@ -23,7 +23,10 @@ separate processes would). Then it runs its own load generator, like
 round-robin over the instances, and reports the 200s and 429s, how many
 were admitted after the first burst by refill against the law
 admitted <= capacity + rate*elapsed, the latency of the limiter's own check
-and of whole requests, and on Redis the commands it ran and memory per key.
+and of whole requests, and on Redis the commands it ran, memory per key,
+and the 'ratebucket inspect' command that reads the load's bucket: the
+run's keys are under a --prefix of its own (rb:demo:RUN:), which that
+command carries. With --serve on Redis it prints that command first.
 On Redis each client's pool holds c/N connections, opened before the run,
 and the script is loaded first, as in an app that has been up a while.
 
@@ -78,7 +81,7 @@ Examples:
 			if cfg.policy, err = pf.policy(); err != nil {
 				return err
 			}
-			cfg.redis = rf
+			cfg.redis, cfg.rate = rf, pf.rate.text
 			if err := cfg.check(); err != nil {
 				return err
 			}
@@ -91,6 +94,7 @@ Examples:
 type demoConfig struct {
 	redis                 *redisFlags
 	policy                algo.Policy
+	rate                  string // --rate as given, for the inspect line
 	instances, n, c, port int
 	qps                   float64
 	user, userHeader      string

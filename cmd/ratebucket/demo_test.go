@@ -108,6 +108,14 @@ func TestDemoText(t *testing.T) {
 // does and checks that it exits cleanly. stop also runs at cleanup.
 func serveDemo(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
+	base, _, stop = serveDemoHead(t, args...)
+	return base, stop
+}
+
+// serveDemoHead is serveDemo, also returning the lines the demo printed
+// up to its first URL.
+func serveDemoHead(t *testing.T, args ...string) (base string, head []string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	var stderr strings.Builder
@@ -120,6 +128,7 @@ func serveDemo(t *testing.T, args ...string) (base string, stop func()) {
 	url := ""
 	sc := bufio.NewScanner(pr)
 	for url == "" && sc.Scan() {
+		head = append(head, sc.Text())
 		if f := strings.Fields(sc.Text()); len(f) == 1 && strings.HasSuffix(f[0], "/api/feed") {
 			url = f[0]
 		}
@@ -140,7 +149,7 @@ func serveDemo(t *testing.T, args ...string) (base string, stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return strings.TrimSuffix(url, "/api/feed"), stop
+	return strings.TrimSuffix(url, "/api/feed"), head, stop
 }
 
 // call sends one request as the demo's user and returns the response with

@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +84,10 @@ type redisReport struct {
 	Server map[string]int64 `json:"server"`
 	Prefix string           `json:"prefix"`
 	Keys   []string         `json:"keys"`
+	// Inspect is the ratebucket inspect command line that reads the
+	// load generator's bucket: the run's --prefix, --redis and policy.
+	Inspect      string   `json:"inspect"`
+	inspectWords []string // Inspect's words, for the text report to wrap
 	// BytesPerKey is the mean MEMORY USAGE of the run's keys.
 	BytesPerKey int64 `json:"bytes_per_key"`
 }
@@ -117,6 +122,16 @@ func runDemo(ctx context.Context, e *env, cfg *demoConfig) error {
 	if !cfg.serve {
 		return nil
 	}
+	// The inspect command first, where it is seen: the text report
+	// already ended with it.
+	onRedis := f.backends[0].onRedis()
+	if onRedis && (cfg.n == 0 || cfg.json) {
+		words, err := inspectWords(cfg, f.prefix)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "inspect the bucket, once requests have come:\n%s\n", wrapCommand(words, "  ", 80))
+	}
 	fmt.Fprintf(e.stdout, "\nserving until interrupted (Ctrl-C):\n")
 	for _, u := range f.urls {
 		fmt.Fprintf(e.stdout, "  %s/api/feed\n", u)
@@ -134,18 +149,67 @@ func runDemo(ctx context.Context, e *env, cfg *demoConfig) error {
 	fmt.Fprintf(e.stdout, "try: curl -i%s %s/api/feed\n", hdr, f.urls[0])
 	fmt.Fprintf(e.stdout, " or: ab -n 1000 -c 200%s %s/api/feed\n", hdr, f.urls[0])
 	fmt.Fprintf(e.stdout, "metrics (Prometheus text, the whole process): curl %s/metrics\n", f.urls[0])
-	if f.backends[0].onRedis() {
-		key, err := demoKey(cfg)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "and: ratebucket inspect --redis %s --prefix %s --capacity %d --rate %s '%s'\n",
-			cfg.redis.url, f.prefix, cfg.policy.Capacity(), cfg.policy.Rate(), key)
+	if onRedis {
 		fmt.Fprintf(e.stdout, "then stop Redis and: curl -i%s %s/api/feed\n", hdr, f.urls[0])
 		fmt.Fprintf(e.stdout, "                and: curl -i -X POST%s %s/api/login\n", hdr, f.urls[0])
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// inspectWords is the ratebucket inspect command, each word quoted for
+// a POSIX shell, that reads the bucket of the load generator's requests:
+// the demo's Redis (--cluster when it is one), its run's --prefix, its
+// policy as given, and demoKey.
+func inspectWords(cfg *demoConfig, prefix string) ([]string, error) {
+	key, err := demoKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"ratebucket", "inspect"}
+	if cfg.redis.cluster {
+		args = append(args, "--cluster")
+	}
+	args = append(args, "--redis", cfg.redis.url, "--prefix", prefix,
+		"--capacity", strconv.FormatInt(cfg.policy.Capacity(), 10), "--rate", cfg.rate, key)
+	for i, a := range args {
+		args[i] = shellQuote(a)
+	}
+	return args, nil
+}
+
+// wrapCommand writes a command's shell words on lines of at most width
+// columns where it can, each but the last ending in " \" (the shell's
+// line continuation), the first indented by indent and the rest by four
+// more spaces: one command to copy and paste.
+func wrapCommand(words []string, indent string, width int) string {
+	var b strings.Builder
+	col := 0
+	for i, w := range words {
+		switch {
+		case i == 0:
+			b.WriteString(indent)
+			col = len(indent)
+		case col+1+len(w)+2 > width:
+			b.WriteString(" \\\n" + indent + "    ")
+			col = len(indent) + 4
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(w)
+		col += len(w)
+	}
+	return b.String()
+}
+
+// shellQuote returns s as one POSIX shell word: as it is when it holds
+// only characters no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@,+=%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // demoKey is the bucket key httplimit gives the load generator's requests:
@@ -235,6 +299,11 @@ func (f *demoFleet) load(ctx context.Context, e *env, cfg *demoConfig, r *demoRe
 	if len(rr.Keys) > 0 {
 		rr.BytesPerKey = bytes / int64(len(rr.Keys))
 	}
+	words, err := inspectWords(cfg, f.prefix)
+	if err != nil {
+		return err
+	}
+	rr.Inspect, rr.inspectWords = strings.Join(words, " "), words
 	r.Redis = rr
 	return nil
 }
@@ -312,6 +381,7 @@ func (r *demoReport) print(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "           %d key(s) under %s, %d bytes per key (MEMORY USAGE)\n", len(rr.Keys), rr.Prefix, rr.BytesPerKey)
+		fmt.Fprintf(w, "\ninspect the bucket:\n%s\n", wrapCommand(rr.inspectWords, "  ", 80))
 	}
 }
 

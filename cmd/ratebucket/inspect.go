@@ -36,6 +36,9 @@ it with 'ratebucket reset'.
 (RFC 3339, absent for an absent key), ttl_ms (null without expiry) and,
 for a corrupt key, error. Durations are whole milliseconds, rounded up.
 
+'ratebucket demo' on Redis prints the inspect command for its bucket,
+with the run's own --prefix.
+
 Examples:
   ratebucket inspect --redis 127.0.0.1:6379 --capacity 100 --rate 2/s \
       'h:default:user{test-user}'
