@@ -16,6 +16,9 @@ import (
 // one limit, the store's answer, and the header values every front end
 // must send for them.
 type Case struct {
+	// Case names the case; the others are the fixture's inputs as it
+	// names them: the clock in Unix milliseconds, the limit, and the
+	// store's answer with its durations in microseconds.
 	Case         string `json:"case"`
 	NowUnixMS    int64  `json:"now_unix_ms"`
 	Name         string `json:"name"`

@@ -95,6 +95,8 @@ func AppendPolicy(b []byte, name string, quota, window int64) []byte {
 
 // Fields are one limit's header values, as strings.
 type Fields struct {
+	// Limit, Remaining, Reset and RateLimit are X-RateLimit-Limit,
+	// X-RateLimit-Remaining, X-RateLimit-Reset and RateLimit.
 	Limit, Remaining, Reset, RateLimit string
 	// RetryAfter is empty unless the request was denied.
 	RetryAfter string
