@@ -10,6 +10,9 @@
 //	mw, err := httplimit.New(httplimit.Config{})
 //	http.ListenAndServe(":8080", mw.Handler(mux))
 //
+// That wraps every route of mux in one limit; routes with limits of their
+// own are wired one by one (see "Routes").
+//
 // For a fleet, pass a redisstore as Config.Store: every instance then draws
 // from the same buckets, and N instances admit one limit, not N.
 //
@@ -179,14 +182,29 @@
 // # Routes
 //
 // One [Config] configures everything. [Middleware.With] derives a route's
-// middleware from the fields a route Config sets, sharing the store:
+// middleware from the fields a route Config sets, sharing the store and,
+// for a limit of the same name, the bucket. Wrap each route's handler
+// once, by its own middleware, and serve the mux as it is:
 //
-//	mw, _ := httplimit.New(cfg)
-//	upload, _ := mw.With(httplimit.Config{Cost: 10})
-//	login, _ := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
-//	mux.Handle("GET /api/feed", mw.Handler(feed))
-//	mux.Handle("POST /api/upload", upload.Handler(uploadFile))
+//	mw, err := httplimit.New(httplimit.Config{
+//		Store:  st, // a memstore, or a redisstore to share the limit across instances
+//		Key:    httplimit.UserOr(httplimit.IP),
+//		Limits: []httplimit.Limit{{Policy: algo.PerMinute(60).Burst(10)}},
+//	})
+//	login, err := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
+//	upload, err := mw.With(httplimit.Config{Cost: 10})
+//
+//	mux := http.NewServeMux()
+//	mux.Handle("GET /feed", mw.Handler(feed))
 //	mux.Handle("POST /login", login.Handler(logIn))
+//	mux.Handle("POST /upload", upload.Handler(uploadFile))
+//	srv := &http.Server{Addr: ":8080", Handler: mux} // not mw.Handler(mux): that would charge every route twice
+//
+// Wrapping the mux in mw.Handler as well puts every request through two
+// middlewares that charge the same "default" bucket: with the burst of 10
+// above, a client's 20 logins in a row get 5 through instead of 10, and
+// an upload (10 + 1 tokens) never passes. mw.Handler(mux) is right only
+// when no route has a middleware of its own, as in the one-line setup.
 //
 // Config.Skip exempts health checks and internal callers, and an [Observer]
 // receives an [Event] per request (pattern, outcome, limit, tier, key class,
