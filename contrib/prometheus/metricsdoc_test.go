@@ -11,23 +11,19 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// TestREADMEQueries checks the operator's queries in the repository's
-// README against what this Observer exports: every metric they name is a
-// family gathered, every label they group or match by is one of its
-// labels, and every value they match is one it takes.
-func TestREADMEQueries(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestMetricsPageQueries checks the operator's queries on the repository's
+// metrics page (docs/metrics.md) against what this Observer exports: every
+// metric they name is a family gathered, every label they group or match
+// by is one of its labels, and every value they match is one it takes.
+func TestMetricsPageQueries(t *testing.T) {
+	page, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "## Metrics\n")
-	if !ok {
-		t.Fatal("README has no Metrics section")
-	}
-	_, block, ok := strings.Cut(after, "```promql\n")
+	_, block, ok := strings.Cut(string(page), "```promql\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {
-		t.Fatal("README's Metrics section has no promql block")
+		t.Fatal("docs/metrics.md has no promql block")
 	}
 	reg, obs := newObserver(t, promobserver.Options{})
 	ctx := context.Background()
@@ -82,6 +78,6 @@ func TestREADMEQueries(t *testing.T) {
 		}
 	}
 	if queries < 3 {
-		t.Fatalf("%d query lines in README's promql block, want the three queries", queries)
+		t.Fatalf("%d query lines in docs/metrics.md's promql block, want the three queries", queries)
 	}
 }
