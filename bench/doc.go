@@ -31,5 +31,6 @@
 // redis_rate, the reference hash script ([RefScript]), throttled's and
 // ulule's Redis stores, the redis-benchmark ceiling on the same server, and
 // memory per key. run.sh runs everything and cmd/benchtables turns the
-// output into the tables of BENCHMARKS.md.
+// output into Markdown tables (bench/out/generated.md), from which
+// BENCHMARKS.md's tables are copied.
 package bench

@@ -17,7 +17,7 @@ import (
 // again (which removes the key): the caller then takes the shard's lock
 // and does it all there, at the same now.
 //
-// Why (issue 19, BENCHMARKS.md): from two goroutines over 100k keys, a
+// Why (bench/HISTORY.md, "Where the time goes"): from two goroutines over 100k keys, a
 // Take under the shard's lock paid for two cache lines moving between
 // cores, the lock's and the bucket's; without the lock writes at all
 // (a scratch build, racy) the parallel Take went from 92 to 53 ns. A Take
@@ -92,7 +92,7 @@ func (s *Store) takeFast(sh *shard, h uint64, key string, p algo.Policy, now, co
 // its shard's lock, and the shards' holders stop setting their flag.
 // CountTakes calls it, since an observed Take counts under the shard's
 // lock, and the flag's two locked instructions per holding cost an
-// observed hot-key Take 16% (BENCHMARKS.md, "Observing").
+// observed hot-key Take 16% (bench/HISTORY.md, "Observing").
 func (s *Store) lockedOnly() {
 	if !s.fast.Swap(false) {
 		return

@@ -14,7 +14,7 @@ import (
 // hash above the key's length) and the value inline; for the token bucket
 // (V = bucket) a slot is 32 bytes, two to a cache line.
 //
-// Why not a Go map (BENCHMARKS.md, "Where the time goes", issue 19): with
+// Why not a Go map (bench/HISTORY.md, "Where the time goes"): with
 // map[uint64]*entry a bucket cost 88 B (a 64-byte entry plus ~24 B of
 // map slot) and a Take on an existing key spent half its time in the map
 // lookup and the dependent load of the separately allocated entry. A map
