@@ -1,7 +1,8 @@
 // ratebucket for Node.js: token buckets in Redis shared with the Go
-// package, through the same Lua script (redisstore/tokenbucket.lua, read by
-// path at start, never copied) and the wire contract it implements
-// (redisstore/WIRE.md).
+// package, through the same Lua script (redisstore/tokenbucket.lua, copied
+// into this package as tokenbucket.lua by the prepack script and checked
+// against the source by test/package.test.js) and the wire contract it
+// implements (redisstore/WIRE.md).
 
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -19,8 +20,12 @@ export const DEFAULT_TIMEOUT_MS = 1000;
 /** The longest key accepted, in bytes, without the prefix (store.DefaultMaxKeyLen). */
 export const DEFAULT_MAX_KEY_LEN = 256;
 
-/** Where the script lives: the Go package's file, in this repository. */
-export const SCRIPT_PATH = new URL('../../redisstore/tokenbucket.lua', import.meta.url);
+/**
+ * Where the script lives: this package's copy of the Go package's file
+ * (redisstore/tokenbucket.lua), beside src/. It is read by each new
+ * RateBucket.
+ */
+export const SCRIPT_PATH = new URL('../tokenbucket.lua', import.meta.url);
 
 /**
  * ioredis options a standalone client must have (spread them into yours):
@@ -98,8 +103,8 @@ export class RateBucket {
    *   new one (the wire contract's policy registry): its tokens, capped at
    *   the new capacity (default), or its fraction of a full bucket; as Go's
    *   redisstore.Config.OnPolicyChange, which every caller should share
-   * @param {string | URL} [options.scriptPath] the script; default the Go
-   *   package's file
+   * @param {string | URL} [options.scriptPath] the script; default
+   *   SCRIPT_PATH, the package's copy of the Go package's file
    */
   constructor(client, options = {}) {
     const { prefix = DEFAULT_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, corrupt = 'repair', onRepair, maxKeyLen = DEFAULT_MAX_KEY_LEN, onPolicyChange = 'keep-tokens' } = options;

@@ -43,7 +43,7 @@ describe('policy', () => {
 });
 
 describe('script', () => {
-  test("is the Go package's file, by path", () => {
+  test("is the package's copy of the Go package's file, by path", () => {
     const { lua, sha } = loadScript();
     assert.equal(lua, readFileSync(SCRIPT_PATH, 'utf8'));
     assert.equal(sha, createHash('sha1').update(readFileSync(SCRIPT_PATH)).digest('hex'));
