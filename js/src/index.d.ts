@@ -25,12 +25,14 @@ export declare const CLUSTER_OPTIONS: Readonly<{
 
 /**
  * What went wrong: RB_CORRUPT (the key holds something that is not a
- * bucket), RB_TIMEOUT (no reply within the timeout: the script may have
+ * bucket), RB_CONNECT (no connection to Redis: the last attempt failed, or
+ * none was ready within the timeout; nothing was sent), RB_TIMEOUT (the call
+ * was written and no reply came within the timeout: the script may have
  * run), RB_CROSSSLOT (multi-take keys in several Cluster slots), RB_SCRIPT
  * (the script refused its arguments, or speaks another wire version),
- * RB_CLOSED (the client was closed).
+ * RB_CLOSED (the client was closed; nothing was sent).
  */
-export type RateBucketErrorCode = 'RB_CORRUPT' | 'RB_TIMEOUT' | 'RB_CROSSSLOT' | 'RB_SCRIPT' | 'RB_CLOSED';
+export type RateBucketErrorCode = 'RB_CORRUPT' | 'RB_CONNECT' | 'RB_TIMEOUT' | 'RB_CROSSSLOT' | 'RB_SCRIPT' | 'RB_CLOSED';
 
 /** An error of this package; code says which. */
 export declare class RateBucketError extends Error {

@@ -50,9 +50,12 @@ export const CLUSTER_OPTIONS = Object.freeze({
 /**
  * An error of this package; `code` says which: RB_CORRUPT (the key holds
  * something that is not a bucket, with corrupt: 'keep' or on inspect),
- * RB_TIMEOUT (the call took longer than its timeout: the script may have
- * run), RB_CROSSSLOT (multi-take keys in several Cluster slots), RB_SCRIPT
- * (the script refused its arguments: a bug), RB_CLOSED.
+ * RB_CONNECT (no connection to Redis: its last attempt failed, or none was
+ * ready within the timeout; nothing was sent, nothing charged), RB_TIMEOUT
+ * (the call was written and no reply came within its timeout: the script
+ * may have run), RB_CROSSSLOT (multi-take keys in several Cluster slots),
+ * RB_SCRIPT (the script refused its arguments: a bug), RB_CLOSED (the
+ * client was closed; nothing was sent).
  */
 export class RateBucketError extends Error {
   /** @param {string} code @param {string} message @param {object} [options] */
@@ -198,7 +201,7 @@ export class RateBucket {
   /** Deletes the bucket at key: it is full again. @param {string} key */
   async reset(key) {
     checkKey(key, this.maxKeyLen);
-    await this.#timed(this.#ready().then(() => this.client.del(this.key(key))));
+    await this.#send(() => this.client.del(this.key(key)));
   }
 
   async #run(op, reqs) {
@@ -217,7 +220,7 @@ export class RateBucket {
     for (const { policy: p, cost } of reqs) args.push(p.capacity, p.unit, p.refill, cost);
     let vals;
     try {
-      vals = await this.#timed(this.#ready().then(() => this.client[this.command](...args)));
+      vals = await this.#send(() => this.client[this.command](...args));
     } catch (err) {
       throw scriptError(err);
     }
@@ -241,34 +244,69 @@ export class RateBucket {
     return { now: vals[0], results, extra: vals.slice(2 + 4 * reqs.length, want) };
   }
 
-  #waiting = null; // one wait for 'ready' shared by every call
+  #waiting = null; // one wait for the connection attempt under way, shared by every call
 
-  // ready waits for the client to connect (it queues nothing offline).
+  // send calls write once the client is ready, bounded by the timeout: a
+  // call never written fails with RB_CONNECT (nothing was sent), one written
+  // and not answered in time with RB_TIMEOUT (it may have run), and its late
+  // reply is dropped (never replayed). Nothing is written after the timeout.
+  #send(write) {
+    let written = false;
+    let expired = false;
+    let timer;
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        expired = true;
+        reject(written
+          ? new RateBucketError('RB_TIMEOUT', `ratebucket: no reply within ${this.timeoutMs} ms (the script may have run)`)
+          : this.#connectError(`no connection ready within ${this.timeoutMs} ms`));
+      }, this.timeoutMs);
+    });
+    const p = this.#ready().then(() => {
+      if (expired) throw this.#connectError('timed out'); // nobody waits: send nothing
+      written = true;
+      return write();
+    });
+    p.catch(() => {}); // a reply after the timeout is nobody's
+    return Promise.race([p, late]).finally(() => clearTimeout(timer));
+  }
+
+  // ready resolves when the client can write a call now. ioredis queues
+  // nothing offline (REDIS_OPTIONS), so a client whose last connection
+  // attempt failed (reconnecting: its retryStrategy waits before the next)
+  // fails at once with RB_CONNECT rather than waiting for a connection that
+  // may come; a client still connecting is waited for until that attempt
+  // ends, bounded by the call's timeout.
   #ready() {
     const c = this.client;
     if (c.status === 'ready') return Promise.resolve();
-    if (c.status === 'end') return Promise.reject(new RateBucketError('RB_CLOSED', 'ratebucket: the client is closed'));
+    if (c.status === 'end') return Promise.reject(new RateBucketError('RB_CLOSED', 'ratebucket: the client is closed (nothing was sent)'));
+    if (c.status !== 'wait' && c.status !== 'connecting' && c.status !== 'connect') {
+      return Promise.reject(this.#connectError(`the last connection attempt failed (ioredis: ${c.status})`));
+    }
     if (c.status === 'wait') c.connect().catch(() => {});
-    this.#waiting ??= new Promise((resolve) => {
-      c.once('ready', () => {
+    this.#waiting ??= new Promise((resolve, reject) => {
+      const done = (err) => {
+        c.removeListener('ready', ok);
+        c.removeListener('close', failed);
+        c.removeListener('end', failed);
         this.#waiting = null;
-        resolve();
-      });
+        if (err) reject(err);
+        else resolve();
+      };
+      const ok = () => done();
+      const failed = () => done(this.#connectError('the connection attempt failed'));
+      c.once('ready', ok);
+      c.once('close', failed);
+      c.once('end', failed);
     });
     return this.#waiting;
   }
 
-  // timed bounds p by the timeout; a late reply is dropped (never replayed).
-  #timed(p) {
-    let timer;
-    const late = new Promise((_, reject) => {
-      timer = setTimeout(
-        () => reject(new RateBucketError('RB_TIMEOUT', `ratebucket: no reply within ${this.timeoutMs} ms (the script may have run)`)),
-        this.timeoutMs,
-      );
-    });
-    p.catch(() => {}); // a reply after the timeout is nobody's
-    return Promise.race([p, late]).finally(() => clearTimeout(timer));
+  #connectError(why) {
+    const o = this.client.options;
+    const to = this.isCluster ? 'Redis Cluster' : `Redis at ${o.path ?? `${o.host ?? 'localhost'}:${o.port ?? 6379}`}`;
+    return new RateBucketError('RB_CONNECT', `ratebucket: cannot reach ${to}: ${why} (nothing was sent)`);
   }
 }
 

@@ -80,6 +80,7 @@ export async function startRedis({ bus = false, args = [] } = {}) {
   return {
     port,
     host: '127.0.0.1',
+    pid: child.pid, // redis-server's: setpriv execs it
     async stop() {
       process.removeListener('exit', kill);
       kill();
