@@ -11,6 +11,8 @@ import type { Policy, RateBucket } from './index.js';
 export declare const DEFAULT_PREFIX: string;
 /** Longest ID kept verbatim in a key (httplimit.MaxIDLen): 64. */
 export declare const MAX_ID_LEN: number;
+/** The least time between two error log records, ms (httplimit's LogEvery): 10000. */
+export declare const DEFAULT_LOG_EVERY_MS: number;
 
 /** An Express request, as far as the middleware reads it. */
 export interface Request extends IncomingMessage {
@@ -51,11 +53,27 @@ export interface RateLimitOptions {
   failMode?: 'open' | 'closed';
   /** Retry-After of a 503, ms; default 1000. */
   failRetryAfterMs?: number;
-  /** Told of every store error; default console.error. */
+  /** Told of every store error; default: logged through logger at most once per logEvery. */
   onError?: (err: Error, req: Request) => void;
+  /** Where the default onError writes; default console.error. */
+  logger?: Logger;
+  /** Least ms between two log records; the next one passed says how many were suppressed. Default 10000. */
+  logEvery?: number;
+  /** The clock, Unix ms; default Date.now. */
+  now?: () => number;
   /** Told how long each limiter call took, in ms. */
   onLatency?: (ms: number) => void;
 }
+
+/** A log sink: the message and its fields (error, path, and suppressed when records were held back). */
+export type Logger = (message: string, fields: { error?: unknown; path?: string; suppressed?: number; [k: string]: unknown }) => void;
+
+/**
+ * log(message, fields) passes a record to logger unless one was passed less
+ * than every ms ago by now(); the next one passed carries the count held
+ * back as fields.suppressed (httplimit's log throttle).
+ */
+export declare function logThrottle(logger: Logger, now: () => number, every: number): (message: string, fields: Record<string, unknown>) => void;
 
 export type Middleware = (req: Request, res: ServerResponse, next: (err?: unknown) => void) => Promise<void>;
 

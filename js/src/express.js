@@ -8,6 +8,8 @@ import { createHash } from 'node:crypto';
 export const DEFAULT_PREFIX = 'h:';
 /** Longest ID kept verbatim in a key (httplimit.MaxIDLen); longer ones are hashed. */
 export const MAX_ID_LEN = 64;
+/** The least time between two error log records, in ms, as httplimit's LogEvery. */
+export const DEFAULT_LOG_EVERY_MS = 10_000;
 
 /**
  * Keys by the client's address (Express's req.ip: set Express's "trust
@@ -55,12 +57,24 @@ export function bucketID(id) {
  * @param {string} [options.prefix] default "h:"
  * @param {'open'|'closed'} [options.failMode] default 'open'
  * @param {number} [options.failRetryAfterMs] Retry-After of a 503; default 1000
- * @param {(err: Error, req) => void} [options.onError] told of store errors; default console.error
+ * @param {(err: Error, req) => void} [options.onError] told of every store
+ *   error; default: log it through logger, at most once per logEvery
+ * @param {(message: string, fields: object) => void} [options.logger] where
+ *   the default onError writes; default console.error
+ * @param {number} [options.logEvery] least ms between two log records
+ *   (httplimit's Config.LogEvery): during an outage under load one record
+ *   per interval, with the count of the records suppressed since the last
+ *   one; default 10000
+ * @param {() => number} [options.now] the clock, Unix ms, read for the log's
+ *   interval; default Date.now
  * @param {(ms: number) => void} [options.onLatency] told how long each limiter call took, in ms
  */
 export function rateLimit(options) {
   const { limiter, policy, name = 'default', key = ip, cost = 1, prefix = DEFAULT_PREFIX, failMode = 'open', failRetryAfterMs = 1000, onLatency } = options;
-  const onError = options.onError ?? ((err) => console.error('rate_limiter_error', err));
+  const { logger = (message, fields) => console.error(message, fields), logEvery = DEFAULT_LOG_EVERY_MS, now = Date.now } = options;
+  if (!(Number.isFinite(logEvery) && logEvery >= 1)) throw new RangeError(`ratebucket: logEvery ${logEvery} is not at least 1 ms`);
+  const log = logThrottle(logger, now, logEvery);
+  const onError = options.onError ?? ((err, req) => log('ratebucket: store failed', { path: req.originalUrl ?? req.url, error: err }));
   if (!/^[A-Za-z0-9_.-]{1,32}$/.test(name)) throw new TypeError(`ratebucket: limit name ${JSON.stringify(name)} is not 1 to 32 of [A-Za-z0-9_.-]`);
   if (typeof cost === 'number' && (cost < 0 || cost > policy.capacity)) throw new RangeError(`ratebucket: cost ${cost} outside [0, ${policy.capacity}]`);
   const window = Math.max(1, ceilSeconds(policy.fillTimeUs()));
@@ -94,6 +108,33 @@ export function rateLimit(options) {
     if (r.allowed) return next();
     res.setHeader('Retry-After', String(Math.max(1, ceilSeconds(r.retryAfterUs))));
     return json(res, 429, { error: 'rate_limited', retry_after_ms: Math.max(1, Math.ceil(r.retryAfterUs / 1000)) });
+  };
+}
+
+/**
+ * Returns log(message, fields), which passes a record to logger unless one
+ * was passed less than every ms ago by the clock now, as httplimit's log
+ * throttle does (a token bucket of one, refilled once per interval; a clock
+ * that steps back holds the records until it passes the last one's time
+ * plus the interval). A record passed after some were held back carries
+ * their count as fields.suppressed.
+ * @param {(message: string, fields: object) => void} logger
+ * @param {() => number} now Unix ms
+ * @param {number} every ms
+ */
+export function logThrottle(logger, now, every) {
+  let last = -Infinity;
+  let suppressed = 0;
+  return (message, fields) => {
+    const t = now();
+    if (t < last + every) {
+      suppressed++;
+      return;
+    }
+    last = t;
+    const dropped = suppressed;
+    suppressed = 0;
+    logger(message, dropped > 0 ? { ...fields, suppressed: dropped } : fields);
   };
 }
 

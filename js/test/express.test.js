@@ -6,8 +6,8 @@ import express from 'express';
 import Redis from 'ioredis';
 
 import { RateBucket, REDIS_OPTIONS, perMinute } from '../src/index.js';
-import { bucketID, rateLimit } from '../src/express.js';
-import { standalone, startRedis } from '../testutil/redis.js';
+import { bucketID, logThrottle, rateLimit } from '../src/express.js';
+import { freePort, standalone, startRedis } from '../testutil/redis.js';
 
 let admin, rb;
 
@@ -92,4 +92,49 @@ test('a store failure is never a 429: open serves, closed answers 503', async ()
     await closed.close();
     c.disconnect();
   }
+});
+
+test("store failures are logged as httplimit logs them: once per logEvery, with the count suppressed", async () => {
+  const port = await freePort(); // refused: each call fails at once with RB_CONNECT
+  const c = new Redis({ port, host: '127.0.0.1', ...REDIS_OPTIONS });
+  c.on('error', () => {});
+  let clock = 1_700_000_000_000;
+  const records = [];
+  const app = await serve(new RateBucket(c), { logger: (message, fields) => records.push({ message, ...fields }), now: () => clock });
+  try {
+    for (let i = 0; i < 51; i++) assert.equal((await get(app.url, 'dave')).status, 200, 'fail-open serves');
+    assert.equal(records.length, 1, '51 failures in one instant log one record');
+    assert.equal(records[0].message, 'ratebucket: store failed');
+    assert.equal(records[0].error.code, 'RB_CONNECT');
+    assert.equal(records[0].path, '/api/feed');
+    assert.equal(records[0].suppressed, undefined);
+    clock += 9_999;
+    await get(app.url, 'dave');
+    assert.equal(records.length, 1, 'not before logEvery (10 s)');
+    clock += 1;
+    await get(app.url, 'dave');
+    assert.equal(records.length, 2);
+    assert.equal(records[1].suppressed, 51, 'the next record counts the ones held back');
+    clock += 10_000;
+    await get(app.url, 'dave');
+    assert.equal(records[2].suppressed, undefined, 'none held back since');
+  } finally {
+    await app.close();
+    c.disconnect();
+  }
+});
+
+test('the log throttle holds records while the clock steps back', () => {
+  let clock = 100_000;
+  const got = [];
+  const log = logThrottle((m, f) => got.push(f.suppressed ?? 0), () => clock, 1000);
+  log('x', {});
+  clock -= 5000;
+  log('x', {});
+  clock += 5999;
+  log('x', {});
+  clock += 1;
+  log('x', {});
+  assert.deepEqual(got, [0, 2]);
+  assert.throws(() => rateLimit({ limiter: rb, policy: perMinute(1).burst(1), logEvery: 0 }), RangeError);
 });
