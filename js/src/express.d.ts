@@ -59,11 +59,27 @@ export interface RateLimitOptions {
   logger?: Logger;
   /** Least ms between two log records; the next one passed says how many were suppressed. Default 10000. */
   logEvery?: number;
-  /** The clock, Unix ms; default Date.now. */
+  /** The clock, Unix ms, read for X-RateLimit-Reset and the log's interval; default Date.now. */
   now?: () => number;
   /** Told how long each limiter call took, in ms. */
   onLatency?: (ms: number) => void;
 }
+
+/** The store's answer the headers are written from (a Result of index.js). */
+export interface Answer {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  retryAfterUs: number;
+  resetAfterUs: number;
+}
+
+/**
+ * The rate-limit fields of an answer at nowMs (Unix ms): X-RateLimit-Limit,
+ * -Remaining, -Reset (Unix seconds, rounded up), RateLimit, and on a denial
+ * Retry-After (seconds, rounded up, never 0).
+ */
+export declare function rateLimitHeaders(name: string, r: Answer, nowMs: number): Record<string, string>;
 
 /** A log sink: the message and its fields (error, path, and suppressed when records were held back). */
 export type Logger = (message: string, fields: { error?: unknown; path?: string; suppressed?: number; [k: string]: unknown }) => void;

@@ -65,8 +65,8 @@ export function bucketID(id) {
  *   (httplimit's Config.LogEvery): during an outage under load one record
  *   per interval, with the count of the records suppressed since the last
  *   one; default 10000
- * @param {() => number} [options.now] the clock, Unix ms, read for the log's
- *   interval; default Date.now
+ * @param {() => number} [options.now] the clock, Unix ms, read for
+ *   X-RateLimit-Reset and the log's interval; default Date.now
  * @param {(ms: number) => void} [options.onLatency] told how long each limiter call took, in ms
  */
 export function rateLimit(options) {
@@ -99,16 +99,34 @@ export function rateLimit(options) {
     } finally {
       onLatency?.(performance.now() - t0);
     }
-    const resetSec = Math.ceil((Date.now() * 1000 + r.resetAfterUs) / 1e6);
-    res.setHeader('X-RateLimit-Limit', String(r.limit));
-    res.setHeader('X-RateLimit-Remaining', String(r.remaining));
-    res.setHeader('X-RateLimit-Reset', String(resetSec));
+    for (const [field, value] of Object.entries(rateLimitHeaders(name, r, now()))) res.setHeader(field, value);
     res.setHeader('RateLimit-Policy', policyField);
-    res.setHeader('RateLimit', `"${name}";r=${r.remaining};t=${ceilSeconds(r.resetAfterUs)}`);
     if (r.allowed) return next();
-    res.setHeader('Retry-After', String(Math.max(1, ceilSeconds(r.retryAfterUs))));
     return json(res, 429, { error: 'rate_limited', retry_after_ms: Math.max(1, Math.ceil(r.retryAfterUs / 1000)) });
   };
+}
+
+/**
+ * The rate-limit fields of an answer, as every front end writes them
+ * (internal/testdata/ratelimit-headers.json pins them): X-RateLimit-Limit,
+ * -Remaining, -Reset (the Unix second, rounded up, at which the bucket is
+ * full again), RateLimit `"name";r=R;t=T` (T: seconds until full, rounded
+ * up), and on a denial only Retry-After (seconds, rounded up, never 0).
+ * @param {string} name the limit's name
+ * @param {{allowed: boolean, limit: number, remaining: number, retryAfterUs: number, resetAfterUs: number}} r
+ *   the store's answer
+ * @param {number} nowMs the clock, Unix ms
+ * @returns {Record<string, string>}
+ */
+export function rateLimitHeaders(name, r, nowMs) {
+  const h = {
+    'X-RateLimit-Limit': String(r.limit),
+    'X-RateLimit-Remaining': String(r.remaining),
+    'X-RateLimit-Reset': String(Math.ceil((nowMs * 1000 + r.resetAfterUs) / 1e6)),
+    RateLimit: `"${name}";r=${r.remaining};t=${ceilSeconds(r.resetAfterUs)}`,
+  };
+  if (!r.allowed) h['Retry-After'] = String(Math.max(1, ceilSeconds(r.retryAfterUs)));
+  return h;
 }
 
 /**
