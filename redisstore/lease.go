@@ -44,9 +44,14 @@ const (
 // Arguments of the lease script boxed once, as for the bucket script.
 var (
 	argLeaseSHA  any = leaseScript.Hash()
-	argLeaseCall     = map[string]any{"sa": "sa", "sr": "sr", "sn": "sn", "ca": "ca", "cr": "cr", "cn": "cn",
-		"sak": "sak", "srk": "srk", "snk": "snk", "cak": "cak", "crk": "crk", "cnk": "cnk"}
+	argLeaseCall     = map[string][]byte{} // the call's letters: see written
 )
+
+func init() {
+	for _, k := range []string{"sa", "sr", "sn", "ca", "cr", "cn", "sak", "srk", "snk", "cak", "crk", "cnk"} {
+		argLeaseCall[k] = []byte(k)
+	}
+}
 
 // evalSource returns the source of the script whose SHA1 is sha, to send
 // as EVAL when Redis answered NOSCRIPT.
@@ -148,7 +153,8 @@ func (s *Store) lease(ctx context.Context, op, key string, p algo.LeasePolicy, i
 func (s *Store) leaseArgs(c *call, op, clock string, now int64, lkey string, p algo.LeasePolicy, id string) {
 	c.keys = append(c.keys[:0], lkey, id)
 	c.nums = append(c.nums[:0], now, p.Limit, p.TTL.Microseconds())
-	args := append(c.args[:0], "evalsha", argLeaseSHA, 1, &c.keys[0], argLeaseCall[clock+op+s.keep])
+	args := append(c.args[:0], "evalsha", argLeaseSHA, 1, &c.keys[0], &c.mark)
+	c.mark.word = argLeaseCall[clock+op+s.keep]
 	if clock != "s" {
 		args = append(args, &c.nums[0], s.marginArg)
 	}

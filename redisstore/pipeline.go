@@ -38,13 +38,18 @@ const (
 // holding one call never waits.
 //
 // Each call gets its own result or error. A call whose context ends while
-// it is queued is dropped and charges nothing; once its pipeline is sent, a
-// call whose context ends returns the context's error (the script may have
-// run, as with any timed-out call), and the late reply is discarded. The
-// store's Timeout, for a call whose context has no deadline, ends it the
-// same way, with context.DeadlineExceeded, without a timer per call: the
-// writers drop calls whose deadline has passed, and one timer per store
-// wakes a caller still waiting at its deadline. A
+// it is queued is dropped and charges nothing (its error matches
+// ErrNotSent); once its pipeline is sent, a call whose context ends returns
+// the context's error, and the late reply is discarded: the script may have
+// run, as with any timed-out call, unless go-redis had not begun to write
+// it (it was still waiting for a connection) and it was sent alone or
+// with its pipeline's deadline passed, when it is withdrawn (go-redis will
+// never write it) and its error matches ErrNotSent. The store's Timeout,
+// for a call whose context has no deadline, ends it the same way, with
+// context.DeadlineExceeded, without a timer per call: the writers drop
+// calls whose deadline has passed, and one timer per store wakes a caller
+// still waiting at its deadline, and stops go-redis waiting for a
+// connection for a call sent alone. A
 // failed pipeline fails only the calls in it, and nothing is replayed
 // except the commands that replied NOSCRIPT, which are sent again as EVAL.
 // On Redis Cluster go-redis splits each pipeline by node.
@@ -116,9 +121,19 @@ type call struct {
 	cmd   *redis.IntSliceCmd
 	state atomic.Int32
 	done  chan struct{} // buffered: the writer never blocks on a caller that left
-	// dctx is what go-redis is given for a timed call sent alone: ctx
-	// with dl as its deadline, for the socket.
-	dctx deadlineCtx
+	// dctx is what go-redis is given for a timed call sent alone whose
+	// ctx has no Done channel: ctx with dl as its deadline, for the
+	// socket, and dead as its Done channel, which the alarm closes at dl,
+	// for go-redis's waits (a dial, the pool). For a ctx with a Done
+	// channel, cancel ends the context.WithDeadline it is sent under.
+	dctx   deadlineCtx
+	dead   chan struct{}
+	cancel context.CancelFunc
+	// What go-redis did with the command (unwritten, writing, withdrawn:
+	// see written), and how it was sent (see markUntil).
+	wrote atomic.Int32
+	until atomic.Int64
+	mark  written // the call's letters argument
 	// The alarm's list of timed calls, in order of dl; guarded by the
 	// pipeliner's mu.
 	prev, next *call
@@ -135,7 +150,12 @@ type call struct {
 
 // calls holds calls free for reuse, each with its done channel and its
 // arguments' storage: a call costs no allocation of its own.
-var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+var calls = sync.Pool{New: func() any {
+	c := &call{done: make(chan struct{}, 1), dead: make(chan struct{})}
+	c.mark.one[0] = c
+	c.mark.calls = c.mark.one[:]
+	return c
+}}
 
 // maxFree bounds the arguments of a call kept for reuse, so that one
 // large TakeMulti does not leave large calls in the pool.
@@ -157,41 +177,81 @@ func (c *call) free() {
 	}
 	clear(c.args)
 	clear(c.keys)
-	c.ctx, c.dl, c.timed, c.cmd, c.dctx, c.batch = nil, time.Time{}, false, nil, deadlineCtx{}, false
+	c.ctx, c.dl, c.timed, c.cmd, c.dctx, c.batch, c.mark.word = nil, time.Time{}, false, nil, deadlineCtx{}, false, nil
 	c.args, c.keys, c.nums = c.args[:0], c.keys[:0], c.nums[:0]
 	c.state.Store(queued)
+	c.wrote.Store(unwritten)
+	c.until.Store(0)
 	calls.Put(c)
 }
 
 // sendCtx returns the context the call is sent under when it is sent
-// alone: its own, or for a timed call one that carries dl.
+// alone: its own, or for a timed call one that ends at dl. go-redis needs
+// both ends: the deadline for the socket, and a Done channel that closes
+// at dl, without which it waits out a dial's retries (DialerRetries, 100
+// ms apart) or a full pool (PoolTimeout) past dl. A timed call whose ctx
+// has no Done channel gets dctx, whose channel the alarm closes: no timer
+// of its own; one whose ctx has one gets a context.WithDeadline, which
+// unsend ends.
 func (c *call) sendCtx() context.Context {
 	if !c.timed {
 		return c.ctx
 	}
-	c.dctx = deadlineCtx{Context: c.ctx, dl: c.dl}
-	return &c.dctx
+	if c.ctx.Done() == nil {
+		c.dctx = deadlineCtx{Context: c.ctx, dl: c.dl, dead: c.dead}
+		return &c.dctx
+	}
+	ctx, cancel := context.WithDeadline(c.ctx, c.dl)
+	c.cancel = cancel
+	return ctx
 }
 
-// deadlineCtx is a context with a deadline and no timer: Deadline reports
-// dl, and everything else is its parent's (its Done channel does not close
-// at dl). go-redis reads the deadline for the socket's and the dial's.
+// unsend ends what sendCtx started, once go-redis has returned.
+func (c *call) unsend() {
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
+	}
+}
+
+// deadlineCtx is a context with a deadline and no timer, whose parent has
+// no Done channel: Deadline reports dl, Done is dead, which the alarm
+// closes at dl, and Err is DeadlineExceeded once it is closed. go-redis
+// reads the deadline for the socket's and the dial's, and waits on Done.
 type deadlineCtx struct {
 	context.Context
-	dl time.Time
+	dl   time.Time
+	dead chan struct{}
 }
 
 // Deadline reports dl.
 func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }
 
-// leave is how a call ended without its reply, with the context's error
-// cerr (nil: the store's Timeout).
-func leave(st int32, cerr error) error {
+// Done returns dead.
+func (c *deadlineCtx) Done() <-chan struct{} { return c.dead }
+
+// Err reports context.DeadlineExceeded once dead is closed.
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.dead:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// leave is how the call c ended without its reply, in state st, with the
+// context's error cerr (nil: the store's Timeout): never sent (queued, or
+// sent to go-redis and withdrawn before it wrote the command), or sent.
+func leave(c *call, st int32, cerr error) error {
 	if cerr == nil {
 		cerr = context.DeadlineExceeded
 	}
-	if st == dropped {
-		return fmt.Errorf("redisstore: %w before the pipeline was sent (nothing charged)", cerr)
+	switch {
+	case st == dropped:
+		return notSent{fmt.Errorf("redisstore: %w before the pipeline was sent (nothing charged)", cerr)}
+	case c.unsent(time.Now()):
+		return connFailed(cerr, nil)
 	}
 	return fmt.Errorf("redisstore: %w after the pipeline was sent (the script may have run)", cerr)
 }
@@ -294,9 +354,9 @@ func (p *pipeliner) waitSlot(c *call) error {
 	case p.slots <- struct{}{}:
 		return nil
 	case <-c.ctx.Done():
-		return fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", c.ctx.Err())
+		return notSent{fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", c.ctx.Err())}
 	case <-expired:
-		return fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", context.DeadlineExceeded)
+		return notSent{fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", context.DeadlineExceeded)}
 	}
 }
 
@@ -310,16 +370,16 @@ func (p *pipeliner) wait(c *call) error {
 		case <-c.done:
 		case <-done:
 			if c.state.CompareAndSwap(queued, dropped) || c.state.CompareAndSwap(sent, abandoned) {
-				return leave(c.state.Load(), c.ctx.Err())
+				return leave(c, c.state.Load(), c.ctx.Err())
 			}
 			if st := c.state.Load(); st != replied {
-				return leave(st, c.ctx.Err()) // a writer dropped it, or the alarm
+				return leave(c, st, c.ctx.Err()) // a writer dropped it, or the alarm
 			}
 			<-c.done // the writer is signalling its reply
 		}
 	}
 	if st := c.state.Load(); st != replied {
-		return leave(st, c.ctx.Err())
+		return leave(c, st, c.ctx.Err())
 	}
 	return nil
 }
@@ -397,6 +457,7 @@ func (p *pipeliner) expire(now time.Time) {
 	for c := p.head; c != nil && !now.Before(c.dl); c = p.head {
 		p.unlist(c)
 		if c.state.CompareAndSwap(queued, dropped) || c.state.CompareAndSwap(sent, abandoned) {
+			close(c.dead) // go-redis, if it holds the call, stops waiting (dctx)
 			c.done <- struct{}{}
 		}
 	}
@@ -445,18 +506,20 @@ type sender struct {
 }
 
 // takes is a group of calls that share one script call (see exec): args
-// is that call's command, cmd its reply.
+// is that call's command, cmd its reply, mark its letters, which mark
+// every call of the group written.
 type takes struct {
 	calls []*call
 	args  []any
 	cmd   *redis.IntSliceCmd
+	mark  written
 }
 
 // joins reports whether the batchable call c can share a script call
 // with the batchable call head: the same verb and script, the same
 // registry (so on a cluster the same slot) and the same call letters.
 func joins(head, c *call) bool {
-	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && c.keys[1] == head.keys[1] && c.args[5] == head.args[5]
+	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && c.keys[1] == head.keys[1] && sameWord(c.mark.word, head.mark.word)
 }
 
 // exit ends a writer; p.mu is held.
@@ -560,8 +623,15 @@ func (p *pipeliner) flush(w *sender, batch []*call) {
 func (p *pipeliner) send(w *sender, live []*call, bounded bool, deadline time.Time) {
 	p.obs.batch(len(live))
 	var ctx context.Context
+	if !bounded {
+		deadline = time.Time{}
+	}
+	for _, c := range live {
+		c.markUntil(len(live) == 1, deadline)
+	}
 	if len(live) == 1 {
 		ctx = live[0].sendCtx() // alone, a call is sent under its own deadline
+		defer live[0].unsend()
 	} else {
 		var cancel context.CancelFunc = func() {}
 		ctx = context.Background()
@@ -581,6 +651,7 @@ func (p *pipeliner) send(w *sender, live []*call, bounded bool, deadline time.Ti
 func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick func(*call) bool) {
 	if len(calls) == 1 {
 		if c := calls[0]; pick(c) {
+			c.wrote.CompareAndSwap(writing, unwritten) // sent again: the first did not run
 			c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
 			_ = p.rdb.Process(ctx, noRetry{c.cmd})
 			p.fo.check(c.cmd.Err())
@@ -595,6 +666,7 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 		if !pick(c) {
 			continue
 		}
+		c.wrote.CompareAndSwap(writing, unwritten) // sent again: the first did not run
 		if c.batch {
 			g := 0
 			for g < len(groups) && !joins(groups[g].calls[0], c) {
@@ -622,7 +694,7 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 			cmds = append(cmds, noRetry{c.cmd})
 			continue
 		}
-		g.args = takeBatch(g.args[:0], g.calls)
+		g.args = takeBatch(g.args[:0], g)
 		g.cmd = redis.NewIntSliceCmd(ctx, g.args...)
 		cmds = append(cmds, noRetry{g.cmd})
 	}
@@ -632,7 +704,7 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 		if g := &groups[i]; g.cmd != nil {
 			split(ctx, g.cmd, g.calls)
 			clear(g.args)
-			g.cmd = nil
+			g.cmd, g.mark.calls, g.mark.word = nil, nil, nil
 		}
 		clear(groups[i].calls)
 	}
@@ -641,17 +713,20 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 	p.fo.checkCalls(calls)
 }
 
-// takeBatch appends to args one script call for the takes of calls, each
-// of one bucket (wire v3: a take with several keys, each alone, in order):
-// the verb and script, the keys, the registry, the call, then each take's
-// capacity, unit, refill and cost. The arguments are the calls' own.
-func takeBatch(args []any, calls []*call) []any {
+// takeBatch appends to args one script call for the takes of g's calls,
+// each of one bucket (wire v3: a take with several keys, each alone, in
+// order): the verb and script, the keys, the registry, the call (g's mark,
+// which marks each call written), then each take's capacity, unit, refill
+// and cost. The other arguments are the calls' own.
+func takeBatch(args []any, g *takes) []any {
+	calls := g.calls
 	head := calls[0]
+	g.mark.word, g.mark.calls = head.mark.word, calls
 	args = append(args, head.args[0], head.args[1], len(calls)+1)
 	for _, c := range calls {
 		args = append(args, c.args[3])
 	}
-	args = append(args, head.args[4], head.args[5])
+	args = append(args, head.args[4], &g.mark)
 	for _, c := range calls {
 		args = append(args, c.args[6:10]...)
 	}

@@ -157,6 +157,25 @@
 // the client's ReadTimeout (default 5s) bounds a slow call. [New] refuses a
 // *redis.Client or *redis.ClusterClient that would wait forever.
 //
+// A call returns by its deadline (its context's, or the Timeout) however
+// the connection fails, on every path: pipelined or not, standalone or on a
+// cluster. Whether the script may have run is in the error. The store
+// learns, from go-redis asking for the bytes of the call's arguments, when
+// its request is being written; a call go-redis never began to write (a
+// refused or failed dial, an unanswered handshake, no free connection in
+// the pool, or still queued for a pipeline) fails with an error matching
+// [ErrNotSent]: nothing was sent and nothing charged, and a caller may
+// retry it or answer locally. A call whose request was written and that
+// got no reply by its deadline (a hung or partitioned server) says "the
+// script may have run": Redis may still run it. A refused dial fails at
+// once when the client dials once (DialerRetries: 1); with go-redis's
+// default of 5 attempts 100 ms apart it fails after 0.4 s, or at the
+// Timeout if that is sooner. Measured on loopback with a Timeout of 150 ms
+// (go test -run 'Refused|Hung' -v): refused, 0.1 to 0.3 ms with one dial
+// and 150 ms with the default dials, on every path; a stopped server or a
+// listener that never answers, 150 to 152 ms, "may have run" on a
+// connection made before it stopped and ErrNotSent on a fresh one.
+//
 // # Failover
 //
 // When a Redis Cluster master dies, the cluster fails it after
@@ -181,7 +200,8 @@
 // after it, at most 0.2 s after the promotion; without the reloads every
 // key of the dead master still failed 5 s after the promotion. Until then
 // the dead master's keys fail ("connection refused", each call within
-// 0.5 s while go-redis retries the dial), every key answers CLUSTERDOWN
+// 0.5 s while go-redis retries the dial, or by the Timeout if sooner, with
+// ErrNotSent for a call that got no connection), every key answers CLUSTERDOWN
 // for the 0.8 to 1.1 s before the promotion, and with auto-pipelining
 // about 5% of the keys on the healthy masters time out too (after
 // Config.Timeout), as their calls shared a pipeline with calls to the dead
@@ -194,8 +214,9 @@
 // (the promotion came 1.0 to 3.0 s after it; with Redis's default of 15 s,
 // expect 16 to 18 s of errors); the client's DialerRetries (5, 100 ms
 // apart), which make each call to a dead master wait 0.4 s, and a pipeline
-// up to MaxRedirects+1 times that (with DialerRetries: 1 no call to a
-// healthy master timed out); the Store's Timeout; and what a failed call
+// up to MaxRedirects+1 times that, each bounded by the call's deadline
+// (with DialerRetries: 1 no call to a healthy master timed out); the
+// Store's Timeout; and what a failed call
 // means: httplimit.FailOpen (the default) admits it, so the dead master's
 // keys are unlimited meanwhile, httplimit.FailClosed refuses it, and
 // hybrid.NewFallback answers from a local store with this instance's share
@@ -229,7 +250,8 @@
 // gives an error matching store.ErrCorruptState; [Store.Reset] deletes the
 // key. Redis failures
 // are returned wrapped, so errors.Is reaches context errors and the go-redis
-// error underneath.
+// error underneath; a call that was never sent also matches [ErrNotSent]
+// (see "Retries and timeouts").
 package redisstore
 
 import (
@@ -284,8 +306,19 @@ type Config struct {
 	// server's clock (TIME inside the script), the right choice for a
 	// fleet. A github.com/benbjohnson/clock Clock satisfies it.
 	Clock store.Clock
-	// Timeout bounds a call whose context has no deadline. The default is
-	// 1 second; a negative value means no store-level timeout.
+	// Timeout bounds a call whose context has no deadline: the call
+	// returns by then, whatever Redis does, with an error matching
+	// context.DeadlineExceeded. The wait for a connection counts: a dial
+	// go-redis is still retrying, an unanswered handshake or a full pool
+	// end at the deadline too, with an error matching [ErrNotSent]
+	// (nothing was sent, nothing charged); once the call's request is
+	// written, the error says the script may have run. A refused dial
+	// fails the call sooner, as soon as go-redis gives up dialing, also
+	// with ErrNotSent: go-redis's DialerRetries (5 attempts 100 ms apart
+	// by default) make that 0.4 s, so build the client with
+	// DialerRetries: 1 for it to fail at once. The deadline reaches the
+	// socket only with ContextTimeoutEnabled: true. The default is 1
+	// second; a negative value means no store-level timeout.
 	Timeout time.Duration
 	// TTLMargin applies with a client Clock only. Redis expires keys on its
 	// own clock, which may run ahead of the client's (a mock clock that

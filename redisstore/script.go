@@ -134,33 +134,41 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 // through the pipeline when pipelined and the store has one, else on its
 // own (with EVAL after NOSCRIPT, or FCALL after loading a missing library,
 // as the pipeline does), bounded by the store's Timeout when ctx has no
-// deadline. It returns the script's reply, or an error from scriptError,
+// deadline. It returns the script's reply, or an error from callError,
 // and frees c when nothing else holds it.
 func (s *Store) send(c *call, pipelined bool) ([]int64, error) {
 	var cmd *redis.IntSliceCmd
-	ctx := c.ctx
+	var cerr error // the context's error, or DeadlineExceeded past c.dl
 	if s.pipe != nil && pipelined {
 		s.deadline(c)
 		if err := s.pipe.do(c); err != nil {
 			return nil, err // c may still be in a writer's hands: not freed
 		}
-		cmd, ctx = c.cmd, c.sendCtx()
+		cmd = c.cmd
+		if cerr = c.ctx.Err(); cerr == nil && !c.dl.IsZero() && !time.Now().Before(c.dl) {
+			cerr = context.DeadlineExceeded // the socket saw the deadline first
+		}
 	} else {
-		var cancel context.CancelFunc
-		ctx, cancel = s.bound(ctx)
+		ctx, cancel := s.bound(c.ctx)
 		defer cancel()
 		cmd = redis.NewIntSliceCmd(ctx, c.args...)
 		_ = s.rdb.Process(ctx, noRetry{cmd})
 		if s.fn.retry(ctx, cmd, c.args) { // NOSCRIPT, or no function library
+			c.wrote.CompareAndSwap(writing, unwritten) // the first did not run
 			cmd = redis.NewIntSliceCmd(ctx, c.args...)
 			_ = s.rdb.Process(ctx, noRetry{cmd})
+		}
+		if cerr = ctx.Err(); cerr == nil {
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				cerr = context.DeadlineExceeded // the socket saw the deadline first
+			}
 		}
 	}
 	var vals []int64
 	err := cmd.Err()
 	if err != nil {
 		s.fo.check(err)
-		err = scriptError(ctx, err)
+		err = callError(c.wrote.Load() == writing, cerr, err)
 	} else if vals, err = cmd.Result(); err != nil {
 		err = fmt.Errorf("redisstore: script reply: %w", err)
 	}
@@ -199,16 +207,16 @@ func repairError(key string, kind int64) error {
 // Arguments boxed once, so that building a call does not allocate them.
 var (
 	argSHA  any = script.Hash()
-	argCall     = map[string]any{} // clock+op, and "k" to keep corrupt keys (not inspect's)
+	argCall     = map[string][]byte{} // clock+op, and "k" to keep corrupt keys (not inspect's): see written
 )
 
 func init() {
 	for _, clock := range []string{"s", "c"} {
 		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost, opReserve, opCancel} {
 			for _, change := range []string{"p", "q"} { // Config.OnPolicyChange
-				argCall[clock+op+change] = clock + op + change
+				argCall[clock+op+change] = []byte(clock + op + change)
 				if op != opInspect {
-					argCall[clock+op+"k"+change] = clock + op + "k" + change
+					argCall[clock+op+"k"+change] = []byte(clock + op + "k" + change)
 				}
 			}
 		}
@@ -258,7 +266,8 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 	if op == opInspect {
 		keep = "" // inspect never repairs
 	}
-	args = append(args, argCall[clock+op+keep+s.change])
+	c.mark.word = argCall[clock+op+keep+s.change]
+	args = append(args, &c.mark)
 	// A take of one bucket on the server clock may share a script call
 	// with others (see pipeliner.exec): not one that keeps corrupt keys
 	// (its error would fail the others), not a quota's (the batch's fast
@@ -338,23 +347,26 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 	return repaired, nil
 }
 
-// scriptError maps the script's own error replies to sentinels, and adds
-// the context's error when it ended (a socket timeout at the context's
-// deadline is a net error, not context.DeadlineExceeded).
-func scriptError(ctx context.Context, err error) error {
+// callError maps err, the error go-redis gave a script call, to the
+// store's: a call go-redis never began to write failed to connect
+// (ErrNotSent); else the script's own error replies become sentinels, and
+// the context's error cerr, when it ended (a socket timeout at the
+// context's deadline is a net error, not context.DeadlineExceeded), says
+// that the script may have run.
+func callError(wrote bool, cerr, err error) error {
+	if !wrote {
+		return connFailed(cerr, err)
+	}
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, "RBCORRUPT"):
 		return fmt.Errorf("redisstore: %w: %w", store.ErrCorruptState, err)
 	case strings.HasPrefix(msg, "RBARG"):
 		return fmt.Errorf("redisstore: script refused its arguments (a bug): %w", err)
-	}
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
-		cerr = context.DeadlineExceeded // the socket saw the deadline first
-	}
-	if cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("redisstore: %w: redis: %w", cerr, err)
+	case cerr != nil && !errors.Is(err, cerr):
+		return fmt.Errorf("redisstore: %w after the call was sent (the script may have run): redis: %w", cerr, err)
+	case cerr != nil:
+		return fmt.Errorf("redisstore: %w after the call was sent (the script may have run)", cerr)
 	}
 	return fmt.Errorf("redisstore: redis: %w", err)
 }
