@@ -174,7 +174,13 @@
 // (go test -run 'Refused|Hung' -v): refused, 0.1 to 0.3 ms with one dial
 // and 150 ms with the default dials, on every path; a stopped server or a
 // listener that never answers, 150 to 152 ms, "may have run" on a
-// connection made before it stopped and ErrNotSent on a fresh one.
+// connection made before it stopped and ErrNotSent on a fresh one. One wait
+// is go-redis's own: a new *redis.ClusterClient loads COMMAND from a random
+// node before its first single command (for its routing policies), under a
+// 5 s timeout of its own and a lock that holds its other calls, so a
+// client made while a node hangs may keep its first calls 5 s; build it
+// with DisableRoutingPolicies: true (the store's calls name their keys and
+// need none), or let it make one call while the cluster is whole.
 //
 // # Failover
 //
