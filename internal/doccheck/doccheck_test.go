@@ -464,8 +464,16 @@ func addVet(vet map[string]map[string]bool, ex example) {
 
 // vetAll vets the packages (their tests and so their Examples included)
 // whose Examples hold a fragment: a fragment that stops compiling fails here.
+//
+// .ci/run sets RATEBUCKET_CI_VETS_ALL: it vets and tests every module itself
+// (go vet -race, then go test -race, which compiles every Example), so the
+// same packages are not compiled twice, at once, by two processes.
 func vetAll(t *testing.T, vet map[string]map[string]bool) {
 	t.Helper()
+	if os.Getenv("RATEBUCKET_CI_VETS_ALL") != "" {
+		t.Logf("not vetting %d modules' Examples here: .ci/run vets and tests every module", len(vet))
+		return
+	}
 	for module, dirs := range vet {
 		args := []string{"vet", "-race"} // the race build, which CI has cached
 		for dir := range dirs {
