@@ -108,16 +108,27 @@ func run(t *testing.T, have []string, fail string) (out string, apt []string, ok
 	return string(b), apt, err == nil
 }
 
+// packagesOf returns the packages an apt-get install call names: its
+// arguments less the options (and -o's value).
+func packagesOf(args []string) []string {
+	var pkgs []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-o":
+			i++
+		case !strings.HasPrefix(a, "-"):
+			pkgs = append(pkgs, a)
+		}
+	}
+	return pkgs
+}
+
 // installed returns the packages the apt-get calls installed, in order.
 func installed(apt []string) []string {
 	var pkgs []string
 	for _, c := range apt {
 		if f := strings.Fields(c); len(f) > 0 && f[0] == "install" {
-			for _, a := range f[1:] {
-				if !strings.HasPrefix(a, "-") {
-					pkgs = append(pkgs, a)
-				}
-			}
+			pkgs = append(pkgs, packagesOf(f[1:])...)
 		}
 	}
 	return pkgs
@@ -142,8 +153,7 @@ func TestFreshMachine(t *testing.T) {
 		if f[0] != "install" {
 			continue
 		}
-		pkgs := slices.DeleteFunc(f[1:], func(a string) bool { return strings.HasPrefix(a, "-") })
-		if len(pkgs) != 1 {
+		if len(packagesOf(f[1:])) != 1 {
 			t.Errorf("apt-get %s: want one package per install", c)
 		}
 	}
