@@ -208,9 +208,12 @@ type Config struct {
 	// (algo.Policy.MaxDelay) act as that. The wait uses Clock's timers
 	// when Clock is a github.com/benbjohnson/clock Clock (clock.NewMock()
 	// in tests), the real clock's otherwise. Delay needs a route with a
-	// single Limit and a Store implementing store.Reserver (memstore and
+	// single Limit, neither a shadow limit, nor a Resolve, nor a calendar
+	// quota (algo.Quota) as its Policy or a tier's, which cannot be
+	// reserved, and a Store implementing store.Reserver (memstore and
 	// redisstore do); New and With return an error wrapping
-	// ErrInvalidConfig otherwise (and store.ErrUnsupported for the
+	// ErrInvalidConfig otherwise, naming the limit (and
+	// algo.ErrQuotaUnsupported for a quota, store.ErrUnsupported for the
 	// store). Default: 0, no request is held.
 	Delay time.Duration
 	// Logger receives store failures and configuration errors met by

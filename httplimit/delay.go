@@ -43,6 +43,38 @@ import (
 // other limits on a route of their own, or use Delay on the one that
 // bursts.
 
+// A calendar quota (algo.Quota) cannot be reserved: its count resets at
+// the period's end, so there is no time within the period at which a
+// request over it would fit, and algo refuses the operation
+// (algo.ErrQuotaUnsupported). New and With therefore refuse Delay on a
+// limit whose Policy, or any of whose tiers, is a quota, with an error
+// wrapping ErrInvalidConfig and algo.ErrQuotaUnsupported that names the
+// limit (and the tier); a route that smooths bursts and counts a quota
+// puts the quota on a route without Delay. A Limit with Resolve, whose
+// policies are only known per request, cannot have Delay either (see
+// checkResolve), so no reservation ever meets a quota at request time.
+
+// checkDelayPolicies refuses Delay over a limit of ls whose policy, or a
+// tier's, is a calendar quota: its reservations could never be made.
+func checkDelayPolicies(ls []limit, delay time.Duration) error {
+	if delay == 0 {
+		return nil
+	}
+	for _, l := range ls {
+		if l.policy.IsQuota() {
+			return fmt.Errorf("%w: Delay cannot hold requests of limit %q, a calendar quota (%v): %w",
+				ErrInvalidConfig, l.name, l.policy, algo.ErrQuotaUnsupported)
+		}
+		for t, p := range l.tiers {
+			if p.IsQuota() {
+				return fmt.Errorf("%w: Delay cannot hold requests of limit %q tier %q, a calendar quota (%v): %w",
+					ErrInvalidConfig, l.name, t, p, algo.ErrQuotaUnsupported)
+			}
+		}
+	}
+	return nil
+}
+
 // checkDelay checks the route's Delay and builds what it needs: a
 // store.Limiter per policy of its single limit, whose timers hold the
 // requests (the Config's Clock when it is a github.com/benbjohnson/clock

@@ -151,7 +151,27 @@
 // Held requests proceed in the order they came, at the policy's rate. A
 // client that disconnects while held is not served and its reservation is
 // cancelled (its tokens come back when no later request of the key was
-// held behind it). Delay takes a route with a single Limit.
+// held behind it). Delay takes a route with a single Limit, which is not
+// a calendar quota: a quota is counted per period, not reserved.
+//
+// # What New refuses
+//
+// A route whose options its limits cannot honour is an error from New
+// and With, wrapping [ErrInvalidConfig] and naming the limit, never a
+// request that fails at runtime and is served by the FailMode: Delay
+// over several limits, a shadow limit, a Resolve or a calendar quota
+// (also wrapping algo.ErrQuotaUnsupported), a route of shadow limits
+// only with a Concurrency limit, a Cost above a capacity (wrapping
+// algo.ErrCostExceedsCapacity), and an option whose store lacks the
+// operation (store.ErrUnsupported). Everything else combines: a quota
+// beside a burst limit, under ChargeIf (its refunds go back to the
+// period's count), as a shadow limit, in a tier, behind a Concurrency
+// limit. What New cannot see is decided per request and answered 500
+// (Outcome Invalid), never served as an outage: a CostFunc's or a
+// resolved cost above the capacity, a tier without a policy, and a store
+// whose own configuration cannot apply a policy (memstore under a window
+// algorithm). TestConfigsHonoured generates configurations and checks
+// that none New accepts fails a valid request that way.
 //
 // # Shadow limits
 //

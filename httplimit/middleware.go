@@ -162,6 +162,9 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if err := checkResolve(m.limits, cfg.Delay); err != nil {
 		return nil, err
 	}
+	if err := checkDelayPolicies(m.limits, cfg.Delay); err != nil {
+		return nil, err
+	}
 	if err := m.checkShadow(cfg); err != nil {
 		return nil, err
 	}
@@ -422,11 +425,15 @@ func closer(a algo.Result, ca int64, b algo.Result, cb int64) bool {
 // make (ErrNoKey, a bad class) is found when its lease is asked for, and
 // is one too; so is store.ErrUnsupported, from a store that has the
 // method Delay calls but not the operation (memstore under a window
-// algorithm, a hybrid wrapper over a store without reservations).
+// algorithm, a hybrid wrapper over a store without reservations), and
+// algo.ErrQuotaUnsupported, from a store that cannot apply a calendar
+// quota (memstore under a window algorithm): New refuses every option a
+// quota cannot honour, so only the store's own configuration can.
 func isInputError(err error) bool {
 	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalidConfig) || errors.Is(err, store.ErrInvalidLeaseID) ||
 		errors.Is(err, store.ErrUnsupported) || errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrDuplicateKey) ||
-		errors.Is(err, algo.ErrInvalidPolicy) || errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity)
+		errors.Is(err, algo.ErrInvalidPolicy) || errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity) ||
+		errors.Is(err, algo.ErrQuotaUnsupported)
 }
 
 func (m *Middleware) invalid(w http.ResponseWriter, r *http.Request, ev Event, err error) {
