@@ -74,12 +74,16 @@ type LimiterConfig struct {
 // denied request at once (HTTP 429 with a Retry-After header built from
 // res.RetryAfter, rounded up to whole seconds). Wait blocks until admitted:
 // it suits clients and background jobs that pace themselves against a
-// quota. All three charge only when they admit.
+// rate or a calendar quota. All three charge only when they admit.
 //
 // With a Store that has them, a Limiter also gives tokens back (Refund),
 // grants part of a batch (TakeAtMost) and reserves tokens ahead, to proceed
 // after an exact, bounded delay instead of being refused (Reserve, which
 // Wait then uses); with one that does not, those return [ErrUnsupported].
+// A calendar quota (algo.Quota) is taken, waited for and refunded, never
+// partly granted or reserved: TakeAtMost and Reserve under one return an
+// error wrapping algo.ErrQuotaUnsupported, on every Store, without a
+// store call.
 //
 // With LimiterConfig.Resolver, each key's policy is chosen at runtime (a
 // tenant's plan), and a failure to resolve it is an error wrapping
@@ -230,6 +234,9 @@ func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, a
 	if err != nil {
 		return 0, algo.Result{}, err
 	}
+	if p.IsQuota() {
+		return 0, algo.Result{}, fmt.Errorf("store: TakeAtMost under %v: %w", p, algo.ErrQuotaUnsupported)
+	}
 	return am.TakeAtMost(ctx, l.prefix+key, p, n)
 }
 
@@ -322,6 +329,9 @@ func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait t
 	if err != nil {
 		return Reservation{}, err
 	}
+	if p.IsQuota() {
+		return Reservation{}, fmt.Errorf("store: Reserve under %v: %w", p, algo.ErrQuotaUnsupported)
+	}
 	return l.reserve(ctx, rs, key, p, cost, maxWait)
 }
 
@@ -376,8 +386,9 @@ func as[I any](l *Limiter, key, op string) (I, error) {
 // made on the key since; otherwise they stay spent (the reservations
 // behind were given their times counting on them) and refill as usual.
 //
-// With a Store that cannot reserve, Wait retries Take after each denial's
-// RetryAfter: the wait is exact when no one else takes from the bucket,
+// Under a calendar quota, which is not reserved, and with a Store that
+// cannot reserve, Wait retries Take after each denial's RetryAfter (for a
+// quota, the start of its next period): the wait is exact when no one else takes from the bucket,
 // but another caller may get there first, and Wait simply waits again (so
 // a large cost can be starved by a stream of small ones). A denied attempt
 // charges nothing, so such a Wait that gives up has cost nothing.
@@ -405,6 +416,9 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 	ctx, p, _, err := l.policy(ctx, key, OpReserve, cost)
 	if err != nil {
 		return algo.Result{}, err
+	}
+	if p.IsQuota() {
+		return l.waitTake(ctx, key, cost)
 	}
 	for {
 		r, err := l.reserve(ctx, rs, key, p, cost, p.MaxDelay())
