@@ -2,6 +2,7 @@ package algo
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -34,7 +35,7 @@ func TestMulDiv(t *testing.T) {
 		name           string
 		a, b, c, limit int64
 		floor, ceil    int64
-		ceilOK         bool // b ≤ c, so mulDivCeil applies
+		ceilOK         bool // b ≤ c, so the ceiling fits
 	}{
 		{"small exact", 6, 2, 3, 100, 4, 4, true},
 		{"small rounded", 7, 3, 4, 100, 5, 6, true},
@@ -44,12 +45,12 @@ func TestMulDiv(t *testing.T) {
 		{"zero", 0, big, big, 9, 0, 0, true},
 	}
 	for _, tt := range tests {
-		if got := mulDivFloor(tt.a, tt.b, tt.c, tt.limit); got != tt.floor {
-			t.Errorf("%s: mulDivFloor(%d, %d, %d, %d) = %d want %d", tt.name, tt.a, tt.b, tt.c, tt.limit, got, tt.floor)
+		if got := mulDiv(tt.a, tt.b, tt.c, false, tt.limit); got != tt.floor {
+			t.Errorf("%s: mulDiv(%d, %d, %d, floor, %d) = %d want %d", tt.name, tt.a, tt.b, tt.c, tt.limit, got, tt.floor)
 		}
 		if tt.ceilOK {
-			if got := mulDivCeil(tt.a, tt.b, tt.c); got != tt.ceil {
-				t.Errorf("%s: mulDivCeil(%d, %d, %d) = %d want %d", tt.name, tt.a, tt.b, tt.c, got, tt.ceil)
+			if got := mulDiv(tt.a, tt.b, tt.c, true, math.MaxInt64); got != tt.ceil {
+				t.Errorf("%s: mulDiv(%d, %d, %d, ceil) = %d want %d", tt.name, tt.a, tt.b, tt.c, got, tt.ceil)
 			}
 		}
 	}

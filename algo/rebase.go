@@ -2,7 +2,6 @@ package algo
 
 import (
 	"fmt"
-	"math/bits"
 )
 
 // ChangeRule says what a live bucket keeps when its policy changes: see
@@ -99,29 +98,11 @@ func (TokenBucket) Rebase(from, to Policy, s State, now int64, rule ChangeRule) 
 		num, den = fullT, fullF
 	}
 	if d <= fullF {
-		d = fullT - min(fullT, mulDiv(fullF-d, num, den, false))
+		d = fullT - min(fullT, mulDiv(fullF-d, num, den, false, 1<<62))
 	} else {
-		d = fullT + min(fullT, mulDiv(d-fullF, num, den, true))
+		d = fullT + min(fullT, mulDiv(d-fullF, num, den, true, 1<<62))
 	}
 	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
-}
-
-// mulDiv returns ⌊a·b/c⌋, or ⌈a·b/c⌉ when up is set, for a, b ≥ 0 and
-// c > 0, formed in 128 bits; a quotient that does not fit in 62 bits is
-// returned as 2^62 (every caller caps it far below).
-func mulDiv(a, b, c int64, up bool) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return 1 << 62
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if up && r > 0 {
-		q++
-	}
-	if q > 1<<62 {
-		return 1 << 62
-	}
-	return int64(q)
 }
 
 // rebaseQuota is Rebase when either policy is not a valid bucket: a
@@ -147,7 +128,7 @@ func rebaseQuota(from, to Policy, s State, now int64, rule ChangeRule) (State, e
 	}
 	c := min(s.Level, from.capacity)
 	if rule == Proportional {
-		c = mulDiv(c, to.capacity, from.capacity, true)
+		c = mulDiv(c, to.capacity, from.capacity, true, 1<<62)
 	}
 	return State{Level: min(c, to.capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
 }

@@ -1,7 +1,5 @@
 package algo
 
-import "math/bits"
-
 // FixedWindow is the naive window counter, kept to show why the token bucket
 // wins. Its zero value is ready to use; it has no fields.
 //
@@ -115,7 +113,7 @@ func (SlidingWindow) Take(p Policy, s State, now, cost int64) (State, Result, er
 	}
 	w, limit := p.window(), p.capacity
 	f := roll(s, now, w, limit)
-	avail := limit - f.curr - mulDivCeil(f.prev, w-f.elapsed, w)
+	avail := limit - f.curr - mulDiv(f.prev, w-f.elapsed, w, true, limit)
 	var res Result
 	if cost == 0 || cost <= avail {
 		res.Allowed = true
@@ -191,32 +189,10 @@ func (f frame) slidingRetry(limit, cost, w int64) int64 {
 		// Admitted once prev·(W−e) ≤ k·W with k = limit−curr−cost ≥ 0,
 		// that is e ≥ W − ⌊k·W/prev⌋; prev > 0, or it was not denied.
 		// At e = W the next window starts with prev = curr, which admits.
-		return f.start + w - mulDivFloor(limit-f.curr-cost, w, f.prev, w)
+		return f.start + w - mulDiv(limit-f.curr-cost, w, f.prev, false, w)
 	}
 	// Not in this window. In the next, prev = curr > limit−cost ≥ 0, and
 	// it admits once curr·(W−e) ≤ (limit−cost)·W; at e = W (two windows
 	// on) both counts are gone.
-	return f.start + 2*w - mulDivFloor(limit-cost, w, f.curr, w)
-}
-
-// mulDivFloor returns min(⌊a·b/c⌋, limit) for a, b ≥ 0 and c > 0, with the
-// product in 128 bits.
-func mulDivFloor(a, b, c, limit int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) { // the quotient needs more than 64 bits
-		return limit
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	return int64(min(q, uint64(limit)))
-}
-
-// mulDivCeil returns ⌈a·b/c⌉ for a ≥ 0 and 0 ≤ b ≤ c, c > 0. The result is
-// at most a, so the 128-bit division cannot overflow.
-func mulDivCeil(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	return int64(q)
+	return f.start + 2*w - mulDiv(limit-cost, w, f.curr, false, w)
 }
