@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 
@@ -115,7 +114,7 @@ func Check(p algo.Policy, adm []Admission, slack time.Duration) (Law, error) {
 		got += a.Cost
 	}
 	law.From, law.To, law.Admitted = from, to, got
-	law.Bound = c + mulDiv(r, (to-from+slack).Microseconds(), u)
+	law.Bound = p.Bound(to - from + slack)
 	law.Holds = law.Admitted <= law.Bound
 	law.excess = float64(law.Admitted-law.Bound) / float64(c)
 	return law, nil
@@ -159,23 +158,4 @@ func Peak(adm []Admission, w time.Duration) (peak int64, from time.Duration) {
 		sum -= adm[i].Cost
 	}
 	return peak, from
-}
-
-// windowBound returns Capacity + ⌊rate·w⌋ under p.
-func windowBound(p algo.Policy, w time.Duration) int64 {
-	return p.Capacity() + mulDiv(p.Refill(), w.Microseconds(), p.Unit())
-}
-
-// mulDiv returns ⌊a·b/c⌋ for a, b ≥ 0 and c > 0 without overflow in the
-// product, saturating at MaxInt64 when the quotient does not fit.
-func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
 }

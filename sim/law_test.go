@@ -175,7 +175,7 @@ func TestCheckMatchesBruteForce(t *testing.T) {
 			var sum int64
 			for j := i; j < len(a); j++ {
 				sum += a[j].Cost
-				if sum > windowBound(p, a[j].At-a[i].At+slack) {
+				if sum > p.Bound(a[j].At-a[i].At+slack) {
 					holds = false
 				}
 			}
@@ -183,8 +183,8 @@ func TestCheckMatchesBruteForce(t *testing.T) {
 		if l.Holds != holds {
 			t.Fatalf("Check says holds=%v (%v), brute force says %v", l.Holds, l, holds)
 		}
-		if len(a) > 0 && l.Bound != windowBound(p, l.To-l.From+slack) {
-			t.Fatalf("reported bound %d for [%v, %v], want %d", l.Bound, l.From, l.To, windowBound(p, l.To-l.From+slack))
+		if len(a) > 0 && l.Bound != p.Bound(l.To-l.From+slack) {
+			t.Fatalf("reported bound %d for [%v, %v], want %d", l.Bound, l.From, l.To, p.Bound(l.To-l.From+slack))
 		}
 	})
 }

@@ -114,7 +114,7 @@ func (r *recorder) record(c *client, e event, i int, out served) {
 // what it asked for over the run, cost-weighted, is at most rate·duration.
 func (r *recorder) legit(c *client) bool {
 	p := c.entitled
-	return mulDiv(p.Refill(), r.length.Microseconds(), p.Unit()) >= c.offered
+	return p.Bound(r.length)-p.Capacity() >= c.offered
 }
 
 // report completes head, the description of the finished run, with what
@@ -155,7 +155,7 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 		for _, k := range keys {
 			b := r.keys[k]
 			peak, from := Peak(b.adm, w)
-			bound := windowBound(b.policy, w)
+			bound := b.policy.Bound(w)
 			if best.Key == "" || peak*best.Bound > best.Peak*bound {
 				best = Window{Width: w, Key: k, From: from, Peak: peak, Bound: bound}
 			}

@@ -214,28 +214,24 @@ func (t *tracer) add(c *client, e event, i int, res algo.Result) {
 	sh.takes = append(sh.takes, take{at: now, before: before, after: t.room(s, now), s: s})
 }
 
-// room returns what a request could take from state s at µs now: the
-// algorithm's own state evaluated there by a peek (cost 0, which charges
-// nothing), converted to tokens.
+// room returns what a request could take from state s at µs now, in
+// tokens: the algorithm's own Room (algo's three have one), or else the
+// whole tokens a peek (cost 0, which charges nothing) reports.
 func (t *tracer) room(s algo.State, now int64) float64 {
-	ps, res, err := t.alg.Take(t.p, s, now, 0)
+	if a, ok := t.alg.(interface {
+		Room(algo.Policy, algo.State, int64) (float64, error)
+	}); ok {
+		v, err := a.Room(t.p, s, now)
+		if err != nil {
+			return math.NaN()
+		}
+		return v
+	}
+	_, res, err := t.alg.Take(t.p, s, now, 0)
 	if err != nil {
 		return math.NaN()
 	}
-	c := float64(t.p.Capacity())
-	switch t.alg.(type) {
-	case algo.TokenBucket:
-		return c - float64(ps.Level)/float64(t.p.Unit())
-	case algo.FixedWindow:
-		return c - float64(ps.Level)
-	case algo.SlidingWindow:
-		// The estimate of algo.SlidingWindow, unrounded: curr plus prev
-		// weighted by the part of the previous window still in sight.
-		w := t.window
-		e := min(max(now-(ps.Stamp-ps.Stamp%w), 0), w)
-		return c - float64(ps.Level) - float64(ps.Prev)*float64(w-e)/float64(w)
-	}
-	return float64(res.Remaining) // an algorithm we cannot see into: whole tokens
+	return float64(res.Remaining) // an algorithm we cannot see into
 }
 
 // levels draws each store's room over [0, length) from its takes.
@@ -351,7 +347,7 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	tl.Law = law
 	for w := time.Millisecond; w <= length; w = nextWidth(w) {
 		peak, from := Peak(adm, w)
-		tl.Peaks = append(tl.Peaks, Window{Width: w, Key: tl.Key, From: from, Peak: peak, Bound: windowBound(t.p, w+slack)})
+		tl.Peaks = append(tl.Peaks, Window{Width: w, Key: tl.Key, From: from, Peak: peak, Bound: t.p.Bound(w + slack)})
 	}
 	if len(adm) > 0 {
 		pad := max((law.To-law.From)/2, 500*time.Millisecond)
