@@ -101,6 +101,13 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	} else if err := store.CheckRequests(reqs, s.maxKey); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
+	if op != opTake && op != opMulti && op != opInspect && op != opRefund {
+		for _, r := range reqs {
+			if r.Policy.IsQuota() { // as algo answers it, and so memstore
+				return fmt.Errorf("redisstore: key %.64q: %w", r.Key, algo.ErrQuotaUnsupported)
+			}
+		}
+	}
 	if s.closed.Load() {
 		return store.ErrClosed
 	}

@@ -61,6 +61,9 @@
 //     deny until exactly the next period's first µs, are refunded as algo
 //     refunds them (store.Refunder), and, in a multi-limit take beside a
 //     token bucket, charge both or neither.
+//   - QuotaUnsupported: a calendar quota's TakeAtMost, Reserve and
+//     CancelReservation fail with algo.ErrQuotaUnsupported and its text,
+//     charging nothing, on every backend alike.
 //   - Leases, when the store implements [store.Leaser]: a rapid state
 //     machine of acquires, crashes (leases never released), releases,
 //     renewals and clock moves over a few keys gives algo's lease
@@ -146,6 +149,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clk *Clock) store.Store) {
 		{"Context", testContext},
 		{"Multi", testMulti},
 		{"Quota", testQuota},
+		{"QuotaUnsupported", testQuotaUnsupported},
 		{"Leases", testLeases},
 		{"Refund", testRefund},
 		{"TakeAtMost", testTakeAtMost},
