@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // Bounds the scenarios assert.
@@ -105,7 +106,7 @@ func runFault(t *testing.T, mode hybrid.Mode, fl fault) {
 		}
 		switch {
 		case c.err != nil:
-			if mode == hybrid.LocalFallback && !hybrid.IsInputError(c.err) {
+			if mode == hybrid.LocalFallback && !store.IsInputError(c.err) {
 				t.Errorf("call %d: local fallback returned %v", i, c.err)
 			}
 			if mode == hybrid.FailClosed && !errors.Is(c.err, hybrid.ErrOpen) {

@@ -333,7 +333,7 @@ func (l *Limiter) failure(ctx context.Context, method string, r *rule, err error
 	if err := contextError(ctx, err); err != nil {
 		return err
 	}
-	if badInput(err) {
+	if store.IsInputError(err) {
 		l.log(ctx, "grpclimit: the store refused the call's bucket", method, err)
 		return status.Error(codes.Internal, "rate limiter: misconfigured")
 	}
@@ -342,18 +342,6 @@ func (l *Limiter) failure(ctx context.Context, method string, r *rule, err error
 		return nil
 	}
 	return status.Error(codes.Unavailable, "rate limiter unavailable")
-}
-
-// badInput reports an error a store returns for a request it refused to
-// decide (store.CheckRequest's), as opposed to a failure to decide.
-func badInput(err error) bool {
-	for _, e := range []error{store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrInvalidPolicy,
-		store.ErrInvalidCost, store.ErrCostExceedsCapacity, store.ErrDuplicateKey} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // log writes one record unless one was written less than a second ago.

@@ -416,24 +416,15 @@ func closer(a algo.Result, ca int64, b algo.Result, cb int64) bool {
 	return na < nb || na == nb && a.ResetAfter > b.ResetAfter
 }
 
-// isInputError reports a store error that is about the request, not the
-// store: the same call would fail again. Such a request is Invalid (500),
-// never served by the FailMode as during an outage, nor charged to its
-// fallback. store.ErrKeyTooLong is one: New keeps every key within
-// store.DefaultMaxKeyLen, so it comes from a store configured with a
-// smaller MaxKeyLen. A Concurrency limit's key that its KeyFunc cannot
-// make (ErrNoKey, a bad class) is found when its lease is asked for, and
-// is one too; so is store.ErrUnsupported, from a store that has the
-// method Delay calls but not the operation (memstore under a window
-// algorithm, a hybrid wrapper over a store without reservations), and
-// algo.ErrQuotaUnsupported, from a store that cannot apply a calendar
-// quota (memstore under a window algorithm): New refuses every option a
-// quota cannot honour, so only the store's own configuration can.
+// isInputError reports an error that is about the request, not the store:
+// the same call would fail again (store.IsInputError, or a key the route's
+// KeyFunc cannot make: ErrNoKey, a bad class). Such a request is Invalid
+// (500), never served by the FailMode as during an outage, nor charged to
+// its fallback. New refuses every option a route's limits cannot honour, so
+// only a store's own configuration (a smaller MaxKeyLen, a window
+// algorithm) or a closed store gives one.
 func isInputError(err error) bool {
-	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalidConfig) || errors.Is(err, store.ErrInvalidLeaseID) ||
-		errors.Is(err, store.ErrUnsupported) || errors.Is(err, store.ErrEmptyKey) || errors.Is(err, store.ErrKeyTooLong) || errors.Is(err, store.ErrDuplicateKey) ||
-		errors.Is(err, algo.ErrInvalidPolicy) || errors.Is(err, algo.ErrInvalidCost) || errors.Is(err, algo.ErrCostExceedsCapacity) ||
-		errors.Is(err, algo.ErrQuotaUnsupported)
+	return store.IsInputError(err) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalidConfig)
 }
 
 func (m *Middleware) invalid(w http.ResponseWriter, r *http.Request, ev Event, err error) {

@@ -143,7 +143,7 @@
 // wrapping [ErrOpen]; [FailOpen] admits. Nothing queues: callers beyond the
 // probes are answered at once, and no goroutine is started.
 //
-// Bad input (algo and store sentinels, see [IsInputError]) is returned as
+// Bad input (algo and store sentinels, see store.IsInputError) is returned as
 // the primary returned it and never trips the breaker, nor does a caller's
 // own context ending. State changes are logged with log/slog and reported
 // to [FallbackConfig.OnStateChange].

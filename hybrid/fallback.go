@@ -299,7 +299,7 @@ func classify(ctx context.Context, primary bool, err error) outcome {
 	switch {
 	case err == nil && primary:
 		return success
-	case err == nil, IsInputError(err), errors.Is(ctx.Err(), context.Canceled):
+	case err == nil, store.IsInputError(err), errors.Is(err, ErrNotMultiTaker), errors.Is(ctx.Err(), context.Canceled):
 		return neutral // a local answer, the caller's mistake, or the caller gave up
 	}
 	return failure

@@ -68,28 +68,6 @@ func takeMultiFrom(ctx context.Context, s store.Store, reqs []store.Request) (st
 	return mr, true, err
 }
 
-// IsInputError reports whether err is the caller's fault rather than the
-// store's: an empty or too long key, a bad policy or cost, keys in different cluster
-// slots, a key named twice in a multi-limit take, a corrupt key, a closed
-// store, an operation the store does not implement, a reservation
-// ticket no store made, or a bad lease policy or id. Such errors are returned as they are and never count
-// against a primary's health.
-func IsInputError(err error) bool {
-	for _, e := range inputErrors {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-var inputErrors = []error{
-	store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, store.ErrCorruptState, store.ErrNotTogether, store.ErrDuplicateKey,
-	algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity,
-	algo.ErrInvalidTime, algo.ErrInvalidState, ErrNotMultiTaker,
-	store.ErrUnsupported, algo.ErrInvalidReservation, algo.ErrInvalidLeasePolicy, algo.ErrInvalidLeaseID,
-}
-
 // systemClock is the default clock: time.Now, whose monotonic reading makes
 // durations between two readings immune to wall-clock steps.
 type systemClock struct{}
