@@ -14,6 +14,9 @@ import (
 //	    refused), unlimited or no_limit (matched no rate_limit)
 //	ratebucket_rls_requests_total{code}                  per request: ok, over_limit, error
 //	ratebucket_rls_store_errors_total{domain}            requests the store could not decide
+//	    (answered UNAVAILABLE); a store's refusal of the server's buckets as bad
+//	    input is a misconfiguration, answered INTERNAL and counted only as an error
+//	    in requests_total
 //	ratebucket_rls_request_duration_seconds              ShouldRateLimit latency
 //	ratebucket_rls_config_reloads_total{result}          success or error
 //	ratebucket_rls_config_last_reload_successful         1 or 0

@@ -148,8 +148,9 @@ const (
 //
 // A request without a domain or descriptors is InvalidArgument; a store
 // that cannot decide makes it Unavailable (Envoy then applies its
-// failure_mode_deny setting); a call that ended is Canceled or
-// DeadlineExceeded.
+// failure_mode_deny setting); a store that refuses the server's buckets as
+// bad input (a deployment fault: see the package documentation) makes it
+// Internal; a call that ended is Canceled or DeadlineExceeded.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	start := time.Now()
 	resp, err := s.decide(ctx, req)
@@ -473,10 +474,32 @@ func oneSlot(reqs []store.Request) bool {
 	return true
 }
 
-// failed turns a store error into the call's status.
+// failed turns a store error into the call's status: the call's own
+// cancellation or deadline as it is; an input error (store.IsInputError)
+// Internal; anything else Unavailable, counted as a store error.
+//
+// An input error here is never the request's: keys are built and escaped
+// by the server, policies come from the configuration Load checked, and a
+// cost above a bucket's capacity never reaches the store. It is the
+// deployment's (a store with a MaxKeyLen below the keys' 226 bytes, a Redis
+// Cluster store without Options.Cluster or a Ring, whose multi-bucket takes
+// it refuses, a store whose algorithm cannot take a token bucket), so the
+// same call would fail again: the store is up, and is not counted as
+// down. Envoy's ratelimit filter treats
+// every error status alike (its gRPC client's onFailure ignores the code,
+// and failure_mode_deny decides), so the code is for the operator reading
+// Envoy's per-status gRPC stats and for a retry_policy: Internal says the
+// server is at fault, where InvalidArgument would blame Envoy's descriptors
+// and Unavailable invite retries that cannot succeed.
 func (s *Service) failed(ctx context.Context, domain string, err error) error {
 	if err := contextError(ctx, err); err != nil {
 		return err
+	}
+	if store.IsInputError(err) {
+		if s.logged.ok() {
+			s.logger.Error("rls: the store refused the request's buckets; answering INTERNAL", "domain", domain, "err", err)
+		}
+		return status.Error(codes.Internal, "rate limit server misconfigured")
 	}
 	if s.metrics != nil {
 		s.metrics.storeErrors.WithLabelValues(domain).Inc()

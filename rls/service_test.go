@@ -186,3 +186,28 @@ func counter(t *testing.T, r *rig, name string) float64 {
 	}
 	return sum
 }
+
+// TestStoreInputErrorIsInternal: a store that refuses the server's
+// buckets as bad input (here a memstore whose MaxKeyLen is below the
+// server's keys: store.ErrKeyTooLong, which store.IsInputError reports)
+// makes the call Internal, the server's misconfiguration, and is not
+// counted as a store error: the store is up, and Unavailable would tell
+// Envoy's operator and retry policy that it is down.
+func TestStoreInputErrorIsInternal(t *testing.T) {
+	ms, err := memstore.New(memstore.Config{MaxKeyLen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	r, _ := apiRig(t, rls.Options{Store: ms})
+	_, err = r.client.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*rlpb.RateLimitDescriptor{desc("client=a")}})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("a key above the store's MaxKeyLen: err = %v, want Internal", err)
+	}
+	if n := counter(t, r, "ratebucket_rls_store_errors_total"); n != 0 {
+		t.Fatalf("store errors counted: %v, want 0 (the store is up)", n)
+	}
+	if n := counter(t, r, "ratebucket_rls_requests_total"); n != 1 {
+		t.Fatalf("requests counted: %v, want 1 (an error)", n)
+	}
+}

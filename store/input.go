@@ -9,9 +9,10 @@ import (
 // IsInputError reports whether err is the caller's fault rather than the
 // store's: the same call would fail again, whichever store answered it. It
 // is the one test every entry point and wrapper uses (httplimit answers
-// such a request 500 and never serves it by its FailMode; grpclimit answers
-// InvalidArgument; the rls server an error; hybrid's wrappers return it as
-// it is and never count it against the primary's health).
+// such a request 500 and never serves it by its FailMode; grpclimit and the
+// rls server answer Internal, never by a fail mode, and rls does not count
+// it as a store outage; hybrid's wrappers return it as it is and never
+// count it against the primary's health).
 //
 // Input errors are: an empty or too long key ([ErrEmptyKey],
 // [ErrKeyTooLong]); a bad policy, cost, time or state (algo.ErrInvalidPolicy,
