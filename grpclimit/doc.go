@@ -47,7 +47,8 @@
 // the same fields httplimit sends as HTTP headers: x-ratelimit-limit
 // (capacity), x-ratelimit-remaining (whole tokens left), x-ratelimit-reset
 // (Unix seconds, rounded up, when the bucket is full again), and the IETF
-// draft-10 ratelimit-policy ("name";q=capacity;w=fill seconds) and ratelimit
+// draft-10 ratelimit-policy ("name";q=capacity;w=fill seconds, or for a
+// calendar quota the seconds of its period that holds the call) and ratelimit
 // ("name";r=remaining;t=delay-seconds until full, rounded up). gRPC sends
 // header metadata even with an error status, so a refused call carries them
 // too, and retry-after (delay-seconds until the call could be admitted,

@@ -128,7 +128,9 @@ type rule struct {
 	key    KeyFunc
 	fail   FailMode
 	exempt bool
-	// draftPolicy is the ratelimit-policy item, `"name";q=100;w=50`.
+	// draftPolicy is the ratelimit-policy item, `"name";q=100;w=50`, of
+	// a bucket; empty for a calendar quota, whose w is the period that
+	// holds the call (a month's is 28 to 31 days).
 	draftPolicy string
 }
 
@@ -235,11 +237,16 @@ func compile(where string, r, base Rule) (*rule, error) {
 	if err := store.CheckRequest(store.Request{Key: "k", Policy: r.Policy, Cost: r.Cost}, 1); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, where, err)
 	}
-	w := max(1, limitheader.DelaySeconds(r.Policy.FillTime()))
-	return &rule{
-		name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail, exempt: r.Exempt,
-		draftPolicy: string(limitheader.AppendPolicy(nil, r.Name, r.Policy.Capacity(), w)),
-	}, nil
+	cr := &rule{name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail, exempt: r.Exempt}
+	if !r.Policy.IsQuota() {
+		cr.draftPolicy = cr.policyItem(time.Time{})
+	}
+	return cr, nil
+}
+
+// policyItem renders the rule's ratelimit-policy item at now.
+func (r *rule) policyItem(now time.Time) string {
+	return string(limitheader.AppendPolicy(nil, r.name, r.policy.Capacity(), limitheader.Window(r.policy, now)))
 }
 
 // ruleFor returns the rule of a full method name.
@@ -363,7 +370,7 @@ const (
 	MDLimit      = limitheader.Limit      // the bucket's capacity
 	MDRemaining  = limitheader.Remaining  // whole tokens left
 	MDReset      = limitheader.Reset      // Unix seconds, rounded up, when the bucket is full
-	MDPolicy     = limitheader.Policy     // draft-10: "name";q=capacity;w=fill seconds
+	MDPolicy     = limitheader.Policy     // draft-10: "name";q=capacity;w=fill seconds, or a quota's period in seconds
 	MDRateLimit  = limitheader.RateLimit  // draft-10: "name";r=remaining;t=delay-seconds until full, rounded up
 	MDRetryAfter = limitheader.RetryAfter // on a refusal only: delay-seconds until admitted, rounded up, at least 1
 )
@@ -371,13 +378,18 @@ const (
 // metadata renders res as response metadata, in the formats httplimit
 // uses for the same HTTP headers.
 func (l *Limiter) metadata(r *rule, res algo.Result) metadata.MD {
-	f := limitheader.Render(l.clock.Now(), limitheader.Answer{Name: r.name, Capacity: r.policy.Capacity(),
+	now := l.clock.Now()
+	f := limitheader.Render(now, limitheader.Answer{Name: r.name, Capacity: r.policy.Capacity(),
 		Remaining: res.Remaining, ResetAfter: res.ResetAfter, RetryAfter: res.RetryAfter, Denied: !res.Allowed})
+	pol := r.draftPolicy
+	if pol == "" {
+		pol = r.policyItem(now)
+	}
 	md := metadata.MD{
 		MDLimit:     {f.Limit},
 		MDRemaining: {f.Remaining},
 		MDReset:     {f.Reset},
-		MDPolicy:    {r.draftPolicy},
+		MDPolicy:    {pol},
 		MDRateLimit: {f.RateLimit},
 	}
 	if f.RetryAfter != "" {
