@@ -61,7 +61,9 @@ type Rule struct {
 	// Fail is the rule's FailMode. Default: the Config's.
 	Fail FailMode
 	// Exempt lets calls through unlimited and uncharged, with no
-	// metadata: for health checks and reflection.
+	// metadata: for health checks and reflection. An Exempt rule sets no
+	// other field: it has no bucket, so [New] refuses a Name, Policy,
+	// Cost, Key or Fail beside it, which would never apply.
 	Exempt bool
 }
 
@@ -189,17 +191,22 @@ func New(cfg Config) (*Limiter, error) {
 		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 || strings.HasSuffix(m, "/") {
 			return nil, fmt.Errorf("%w: %s: want \"/pkg.Service/Method\" or \"/pkg.Service/*\"", ErrInvalidConfig, where)
 		}
-		if r.Name == "" && r.Policy != (algo.Policy{}) && r.Policy != base.Policy {
-			return nil, fmt.Errorf("%w: %s: a rule with its own Policy needs a Name", ErrInvalidConfig, where)
-		}
-		cr, err := compile(where, r, base)
-		if err != nil {
-			return nil, err
-		}
-		if p, ok := policies[cr.name]; ok && p != cr.policy && !cr.exempt {
-			return nil, fmt.Errorf("%w: %s: rule %q has two policies, %v and %v", ErrInvalidConfig, where, cr.name, p, cr.policy)
-		}
-		if !cr.exempt {
+		var cr *rule
+		if r.Exempt {
+			if set := exemptFields(r); set != "" {
+				return nil, fmt.Errorf("%w: %s: an Exempt rule is neither limited nor charged, so its %s would never apply", ErrInvalidConfig, where, set)
+			}
+			cr = &rule{exempt: true}
+		} else {
+			if r.Name == "" && r.Policy != (algo.Policy{}) && r.Policy != base.Policy {
+				return nil, fmt.Errorf("%w: %s: a rule with its own Policy needs a Name", ErrInvalidConfig, where)
+			}
+			if cr, err = compile(where, r, base); err != nil {
+				return nil, err
+			}
+			if p, ok := policies[cr.name]; ok && p != cr.policy {
+				return nil, fmt.Errorf("%w: %s: rule %q has two policies, %v and %v", ErrInvalidConfig, where, cr.name, p, cr.policy)
+			}
 			policies[cr.name] = cr.policy
 		}
 		if wildcard {
@@ -209,6 +216,21 @@ func New(cfg Config) (*Limiter, error) {
 		}
 	}
 	return l, nil
+}
+
+// exemptFields names the fields of the Exempt rule r that are set, or
+// returns "".
+func exemptFields(r Rule) string {
+	var set []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"Name", r.Name != ""}, {"Policy", r.Policy != (algo.Policy{})}, {"Cost", r.Cost != 0}, {"Key", r.Key != nil}, {"Fail", r.Fail != FailDefault}} {
+		if f.set {
+			set = append(set, f.name)
+		}
+	}
+	return strings.Join(set, " and ")
 }
 
 // compile applies base's fields to r's zero ones and checks the result.
@@ -237,7 +259,7 @@ func compile(where string, r, base Rule) (*rule, error) {
 	if err := store.CheckRequest(store.Request{Key: "k", Policy: r.Policy, Cost: r.Cost}, 1); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, where, err)
 	}
-	cr := &rule{name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail, exempt: r.Exempt}
+	cr := &rule{name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail}
 	if !r.Policy.IsQuota() {
 		cr.draftPolicy = cr.policyItem(time.Time{})
 	}

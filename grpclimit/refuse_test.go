@@ -34,3 +34,25 @@ func TestNewRefusesNamingTheRule(t *testing.T) {
 		t.Fatalf("a quota rule whose cost fits: %v", err)
 	}
 }
+
+// TestNewRefusesAnExemptRuleWithLimits: an Exempt rule has no bucket, so
+// a Name, Policy, Cost, Key or Fail beside it would never apply; New
+// refuses it, naming the rule and the fields, rather than ignore them.
+func TestNewRefusesAnExemptRuleWithLimits(t *testing.T) {
+	for _, c := range []struct {
+		rule   grpclimit.Rule
+		fields string
+	}{
+		{grpclimit.Rule{Exempt: true, Name: "health"}, "its Name would"},
+		{grpclimit.Rule{Exempt: true, Policy: algo.PerSecond(1).Burst(5), Cost: 2}, "its Policy and Cost would"},
+		{grpclimit.Rule{Exempt: true, Key: grpclimit.Peer, Fail: grpclimit.FailClosed}, "its Key and Fail would"},
+	} {
+		_, err := grpclimit.New(grpclimit.Config{Methods: map[string]grpclimit.Rule{"/pkg.S/*": c.rule}})
+		if !errors.Is(err, grpclimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `Methods["/pkg.S/*"]: an Exempt rule`) || !strings.Contains(err.Error(), c.fields) {
+			t.Errorf("New(%+v): %v; want ErrInvalidConfig naming Methods[\"/pkg.S/*\"] and %q", c.rule, err, c.fields)
+		}
+	}
+	if _, err := grpclimit.New(grpclimit.Config{Methods: map[string]grpclimit.Rule{"/pkg.S/*": {Exempt: true}}}); err != nil {
+		t.Fatalf("an Exempt rule alone: %v", err)
+	}
+}
