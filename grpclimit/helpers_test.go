@@ -176,17 +176,24 @@ func (e *env) check(t *testing.T, ctx context.Context, who string) (metadata.MD,
 // fails the test for any other error.
 func retryDelay(t *testing.T, err error) time.Duration {
 	t.Helper()
-	st := status.Convert(err)
-	if st.Code() != codes.ResourceExhausted {
+	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("err = %v, want ResourceExhausted", err)
 	}
-	for _, d := range st.Details() {
+	d, ok := retryInfo(err)
+	if !ok {
+		t.Fatalf("ResourceExhausted without a RetryInfo detail: %v", status.Convert(err).Proto())
+	}
+	return d
+}
+
+// retryInfo returns the RetryInfo delay of a status error.
+func retryInfo(err error) (time.Duration, bool) {
+	for _, d := range status.Convert(err).Details() {
 		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			return ri.RetryDelay.AsDuration()
+			return ri.RetryDelay.AsDuration(), true
 		}
 	}
-	t.Fatalf("ResourceExhausted without a RetryInfo detail: %v", st.Proto())
-	return 0
+	return 0, false
 }
 
 // wantCode fails the test unless err has gRPC status code c.
