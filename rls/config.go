@@ -190,10 +190,23 @@ func Parse(name string, data []byte) (*Config, error) {
 	return &Config{domains: map[string]*node{domain: root}, files: []string{name}}, nil
 }
 
-// parser holds the file being parsed, for error positions.
-type parser struct{ file string }
+// parser holds the file being parsed, for error positions, and what the
+// whole domain must be checked for once it is read.
+type parser struct {
+	file    string
+	named   map[string]bool // the names of the domain's rate_limits
+	replace []replaceRef    // every replaces entry, checked against named
+}
 
-func (p parser) errf(n *yaml.Node, format string, args ...any) error {
+// replaceRef is one replaces entry: the name, where it is written and
+// the descriptor whose rate_limit has it.
+type replaceRef struct {
+	name string
+	at   *yaml.Node
+	here string
+}
+
+func (p *parser) errf(n *yaml.Node, format string, args ...any) error {
 	line := 0
 	if n != nil {
 		line = n.Line
@@ -202,7 +215,7 @@ func (p parser) errf(n *yaml.Node, format string, args ...any) error {
 }
 
 func parse(file string, data []byte) (domain string, root *node, line int, err error) {
-	p := parser{file}
+	p := &parser{file: file, named: map[string]bool{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		// yaml.v3's message already says "line N: ...".
@@ -236,6 +249,14 @@ func parse(file string, data []byte) (domain string, root *node, line int, err e
 			return "", nil, 0, err
 		}
 	}
+	// A replaces entry applies to the limits of the same request's
+	// descriptors, all in this domain: a name no rate_limit of the domain
+	// has can never replace anything (a typo, or a renamed limit).
+	for _, r := range p.replace {
+		if !p.named[r.name] {
+			return "", nil, 0, p.errf(r.at, "%s: rate_limit replaces %q, which no rate_limit of domain %q is named", r.here, r.name, domain)
+		}
+	}
 	return domain, root, line, nil
 }
 
@@ -243,7 +264,7 @@ var errUnknown = errors.New("unknown field")
 
 // fields calls f for each key of the mapping n; f returns errUnknown for
 // a key it does not know.
-func (p parser) fields(n *yaml.Node, what string, f func(k string, v *yaml.Node) error) error {
+func (p *parser) fields(n *yaml.Node, what string, f func(k string, v *yaml.Node) error) error {
 	if n.Kind != yaml.MappingNode {
 		return p.errf(n, "%s must be a mapping", what)
 	}
@@ -265,7 +286,7 @@ func (p parser) fields(n *yaml.Node, what string, f func(k string, v *yaml.Node)
 
 // scalar decodes a scalar node into v (a *string, *bool, *uint32 or
 // *int64), naming field k in errors.
-func (p parser) scalar(n *yaml.Node, k string, v any) error {
+func (p *parser) scalar(n *yaml.Node, k string, v any) error {
 	if n.Kind != yaml.ScalarNode {
 		return p.errf(n, "%s must be a single value", k)
 	}
@@ -276,7 +297,7 @@ func (p parser) scalar(n *yaml.Node, k string, v any) error {
 	return nil
 }
 
-func (p parser) descriptors(seq *yaml.Node, parent *node, path string) error {
+func (p *parser) descriptors(seq *yaml.Node, parent *node, path string) error {
 	if seq.Kind != yaml.SequenceNode {
 		return p.errf(seq, "descriptors must be a list")
 	}
@@ -288,10 +309,10 @@ func (p parser) descriptors(seq *yaml.Node, parent *node, path string) error {
 	return nil
 }
 
-func (p parser) descriptor(d *yaml.Node, parent *node, path string) error {
+func (p *parser) descriptor(d *yaml.Node, parent *node, path string) error {
 	var (
 		key, value                                 string
-		rl, children                               *yaml.Node
+		rl, children, modeNode                     *yaml.Node
 		shadow, quota, detailed, toMetric, sharing bool
 	)
 	err := p.fields(d, "a descriptor", func(k string, v *yaml.Node) error {
@@ -307,8 +328,10 @@ func (p parser) descriptor(d *yaml.Node, parent *node, path string) error {
 			children = v
 			return nil
 		case "shadow_mode":
+			modeNode = v
 			return p.scalar(v, k, &shadow)
 		case "quota_mode":
+			modeNode = v
 			return p.scalar(v, k, &quota)
 		case "detailed_metric":
 			return p.scalar(v, k, &detailed) // accepted; metrics never carry values
@@ -333,7 +356,7 @@ func (p parser) descriptor(d *yaml.Node, parent *node, path string) error {
 	prefix, isWild := strings.CutSuffix(value, "*")
 	switch {
 	case sharing && !isWild:
-		return p.errf(d, "share_threshold needs a wildcard value ending in '*', not %q", value)
+		return p.errf(d, "%s: share_threshold needs a wildcard value ending in '*', not %q", here, value)
 	case isWild:
 		for _, w := range parent.wildcards {
 			if w.key == key && w.prefix == prefix {
@@ -358,11 +381,24 @@ func (p parser) descriptor(d *yaml.Node, parent *node, path string) error {
 		}
 		parent.byKey[key] = n
 	}
+	// shadow_mode and quota_mode report the refusals of this
+	// descriptor's own rate_limit instead of enforcing them: nested
+	// descriptors do not inherit them, and an unlimited limit refuses
+	// nothing, so either there would never apply.
+	mode := "shadow_mode"
+	if quota {
+		mode = "quota_mode"
+	}
 	if rl != nil {
 		if n.limit, err = p.rateLimit(rl, here); err != nil {
 			return err
 		}
 		n.limit.Shadow, n.limit.Quota = shadow, quota
+		if (shadow || quota) && n.limit.Unlimited {
+			return p.errf(modeNode, "%s: %s on an unlimited rate_limit, which refuses nothing", here, mode)
+		}
+	} else if shadow || quota {
+		return p.errf(modeNode, "%s: %s without a rate_limit of its own (nested descriptors do not inherit it)", here, mode)
 	}
 	if children != nil {
 		return p.descriptors(children, n, here)
@@ -370,8 +406,9 @@ func (p parser) descriptor(d *yaml.Node, parent *node, path string) error {
 	return nil
 }
 
-func (p parser) rateLimit(rl *yaml.Node, here string) (*Limit, error) {
+func (p *parser) rateLimit(rl *yaml.Node, here string) (*Limit, error) {
 	l := &Limit{}
+	var refs []replaceRef
 	var unit string
 	var unitNode, rpu, burst *yaml.Node
 	err := p.fields(rl, "rate_limit", func(k string, v *yaml.Node) error {
@@ -404,11 +441,9 @@ func (p parser) rateLimit(rl *yaml.Node, here string) (*Limit, error) {
 					return err
 				}
 				if name == "" {
-					return p.errf(r, "replaces entry has no name")
+					return p.errf(r, "%s: replaces entry has no name", here)
 				}
-				if name == l.Name && l.Name != "" {
-					return p.errf(r, "rate_limit %q replaces itself", name)
-				}
+				refs = append(refs, replaceRef{name, r, here})
 				l.Replaces = append(l.Replaces, name)
 			}
 			return nil
@@ -418,9 +453,13 @@ func (p parser) rateLimit(rl *yaml.Node, here string) (*Limit, error) {
 	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(l.Replaces, l.Name) && l.Name != "" {
-		return nil, p.errf(rl, "rate_limit %q replaces itself", l.Name)
+	if l.Name != "" {
+		if i := slices.Index(l.Replaces, l.Name); i >= 0 {
+			return nil, p.errf(refs[i].at, "%s: rate_limit %q replaces itself", here, l.Name)
+		}
+		p.named[l.Name] = true
 	}
+	p.replace = append(p.replace, refs...)
 	u, known := units[strings.ToLower(unit)]
 	switch {
 	case l.Unlimited && unit != "":

@@ -31,11 +31,17 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: second}\n",
 			`f.yaml:4: d.a: an unlimited rate_limit takes no unit`},
 		{"domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n",
-			`f.yaml:3: share_threshold needs a wildcard value ending in '*', not "b"`},
+			`f.yaml:3: d.a_b: share_threshold needs a wildcard value ending in '*', not "b"`},
 		{"descriptors:\n  - key: a\n", `f.yaml:1: the file has no domain`},
 		{"domain: d\ndescriptors:\n  - value: a\n", `f.yaml:3: descriptor has no key`},
 		{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      name: x\n      replaces: [{name: x}]\n      unit: second\n      requests_per_unit: 1\n",
-			`f.yaml:6: rate_limit "x" replaces itself`},
+			`f.yaml:6: d.a: rate_limit "x" replaces itself`},
+		{"domain: d\ndescriptors:\n  - key: a\n    shadow_mode: true\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1}\n",
+			`f.yaml:4: d.a: shadow_mode without a rate_limit of its own (nested descriptors do not inherit it)`},
+		{"domain: d\ndescriptors:\n  - key: a\n    value: v\n    quota_mode: true\n    rate_limit: {unlimited: true}\n",
+			`f.yaml:5: d.a_v: quota_mode on an unlimited rate_limit, which refuses nothing`},
+		{"domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit:\n          replaces:\n            - name: typo\n          unit: second\n          requests_per_unit: 1\n",
+			`f.yaml:8: d.a.b: rate_limit replaces "typo", which no rate_limit of domain "d" is named`},
 		{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: 52127\n",
 			`f.yaml:6: d.a: 52127 per day with a burst of 52127 is not a valid token bucket`},
 		{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 10\n      burst: 0\n",
@@ -51,6 +57,28 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		if !errors.Is(err, rls.ErrConfig) || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%q:\n got %v\nwant %s...", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestConfigHonourable: what the loader refuses because it could never
+// apply has its valid neighbours: a replaces naming a limit written later
+// in the file, shadow_mode and quota_mode on a limit of 0 (every refusal
+// reported, none enforced), and shadow_mode: false anywhere.
+func TestConfigHonourable(t *testing.T) {
+	_, err := rls.Parse("f.yaml", []byte(`domain: d
+descriptors:
+  - key: a
+    shadow_mode: false
+    descriptors:
+      - key: b
+        quota_mode: true
+        rate_limit: {unit: second, requests_per_unit: 0, replaces: [{name: later}]}
+  - key: c
+    shadow_mode: true
+    rate_limit: {name: later, unit: minute, requests_per_unit: 5}
+`))
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

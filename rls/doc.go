@@ -55,6 +55,12 @@
 // wildcards in file order, then the key alone; a limit applies only to a
 // descriptor exactly as long as its path.
 //
+// [Load] refuses what the server could never honour, as a [*ConfigError]
+// naming the file, the line and the descriptor's path (domain.key_value):
+// a rate_limit that is not a valid token bucket, shadow_mode or quota_mode
+// on a descriptor without a rate_limit of its own or on an unlimited one,
+// and a replaces naming no rate_limit of the domain.
+//
 // One extension, burst, makes the bucket's capacity differ from
 // requests_per_unit:
 //
