@@ -66,6 +66,26 @@
 // refused stream never reaches the handler. Messages on an admitted stream
 // are not charged.
 //
+// # What New refuses
+//
+// A Config is checked once, by [New], so that no call fails for it: New
+// returns an error wrapping [ErrInvalidConfig] and naming the rule
+// (`Methods["/pkg.Service/Method"]`, or "the default rule") for a Methods
+// key that is not "/pkg.Service/Method" or "/pkg.Service/*"; a Name that is
+// not 1 to 32 bytes of [A-Za-z0-9_.-]; an invalid Policy (wrapping
+// algo.ErrInvalidPolicy, or algo.ErrInvalidQuota for a quota); a negative
+// Cost (algo.ErrInvalidCost) or one above the Policy's capacity
+// (algo.ErrCostExceedsCapacity: such a call could never be admitted); a
+// rule with a Policy of its own but no Name, or one Name given two
+// policies (rules with one name share buckets); an unknown FailMode; an
+// Exempt rule that also sets a Name, Policy, Cost, Key or Fail, which it
+// would never use; and a Prefix over 64 bytes. A calendar quota
+// (algo.Quota) is a rule's Policy like a bucket, since a call is a take,
+// which a quota has; its ratelimit-policy w is the period that holds the
+// call. The package's tests generate Configs and check, over real gRPC on
+// memstore and on Redis, that a call under any Config New accepts is
+// admitted or refused, never failed.
+//
 // # Failures and bad input
 //
 // What each outcome becomes:
