@@ -2,17 +2,48 @@ package redisstore
 
 import (
 	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // PipelineState reports how many calls are queued and how many writers
-// run, so tests can tell "sent" from "queued" without timing.
+// run, in all lanes, so tests can tell "sent" from "queued" without
+// timing.
 func PipelineState(s *Store) (queued, writers int) {
 	s.pipe.mu.Lock()
 	defer s.pipe.mu.Unlock()
-	return len(s.pipe.q), s.pipe.writers
+	queued, writers = len(s.pipe.one.q), s.pipe.one.writers
+	if ls := s.pipe.lanes.Load(); ls != nil {
+		for _, l := range *ls {
+			queued, writers = queued+len(l.q), writers+l.writers
+		}
+	}
+	return queued, writers
+}
+
+// AgeLanes makes every lane of s look d older: its last batch d earlier.
+func AgeLanes(s *Store, d time.Duration) {
+	if ls := s.pipe.lanes.Load(); ls != nil {
+		for _, l := range *ls {
+			l.used.Add(-int64(d))
+		}
+	}
+}
+
+// AddLane adds a lane for node to s, as its first call to node would.
+func AddLane(s *Store, node *redis.Client) { s.pipe.addLane(node) }
+
+// PipelineLanes returns how many lanes of a cluster's masters (or a
+// Ring's shards) s keeps.
+func PipelineLanes(s *Store) int {
+	if ls := s.pipe.lanes.Load(); ls != nil {
+		return len(*ls)
+	}
+	return 0
 }
 
 // TakeNow is Take that also returns the time, in µs, the script decided at

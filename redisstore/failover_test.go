@@ -28,6 +28,18 @@ import (
 // after 2 s without an answer.
 const failoverNodeTimeout = 2 * time.Second
 
+// failoverSlack is how late past the Timeout the slowest failed call on
+// the killed master's keys may return: the worst of thousands of calls on
+// two shared cores, from the deadline to the caller running again (7 ms
+// measured). A failed call on the surviving masters' keys, which waits
+// for nothing, must take less than liveFailLimit: the worst of thousands
+// took 95 ms under -race, a call that waited for the killed master 0.4 s
+// (a refused dial, retried) to the Timeout.
+const (
+	failoverSlack = 100 * time.Millisecond
+	liveFailLimit = redisstore.DefaultTimeout / 3
+)
+
 // Bounds the failover test asserts: every call that starts later than
 // servedAfterPromotion after the promotion (every running node agrees on
 // the new master) succeeds, and so does every call that starts later than
@@ -53,7 +65,17 @@ var failoverPolicy = algo.PerSecond(1).Burst(3)
 // asserts that every key is served again within servedAfterKill of the
 // kill and servedAfterPromotion of the promotion, that keys on the
 // surviving masters never admit beyond the law, and that keys on the
-// killed master exceed it by no more than a bucket's capacity. Writes the
+// killed master exceed it by no more than a bucket's capacity.
+//
+// It asserts that no call on the surviving masters' keys fails, but for
+// CLUSTERDOWN, which Redis itself answers for every key while the cluster
+// is down (cluster-require-full-coverage, on by default: from the kill
+// being noticed to the promotion) and which takes no wait: the
+// auto-pipeline sends each master's calls apart, so none waits on the
+// killed master (issue 28; before, about 20 timed out in each run, after
+// the Timeout, with the pipelines they shared with its calls). Calls on
+// the killed master's keys fail within the Timeout, those whose dial was
+// refused with an error matching ErrNotSent. Writes the
 // dead master acknowledged but had not yet replicated are lost, so the
 // promoted replica may hold an older, fuller bucket: at most what the
 // master admitted during the replication lag W, capacity + rate·W, which
@@ -84,6 +106,16 @@ func TestClusterFailover(t *testing.T) {
 			if f.maxExcess > failoverPolicy.Capacity() {
 				t.Errorf("a key of the killed master admitted %d beyond capacity + rate·t, more than a bucket (%d)", f.maxExcess, failoverPolicy.Capacity())
 			}
+			if n := f.liveFails - int64(f.liveKinds["CLUSTERDOWN"]); n > 0 || f.liveSlowest >= liveFailLimit {
+				t.Errorf("%d calls on the surviving masters' keys failed otherwise than by a CLUSTERDOWN reply (%v), the slowest after %v; want none, and none as slow as %v",
+					n, f.liveKinds, f.liveSlowest, liveFailLimit)
+			}
+			if f.deadSlowest > redisstore.DefaultTimeout+failoverSlack {
+				t.Errorf("a call on the killed master's keys failed after %v, later than the Timeout (%v)", f.deadSlowest, redisstore.DefaultTimeout)
+			}
+			if n := f.deadKinds["refused"]; n > 0 {
+				t.Errorf("%d calls to the killed master failed on a refused dial without matching ErrNotSent", n)
+			}
 		})
 	}
 	t.Run("control: no reload", func(t *testing.T) {
@@ -109,6 +141,12 @@ type failoverResult struct {
 	// Admissions beyond capacity + rate·t, summed over the keys of the
 	// surviving masters, and the most for one key of the killed master.
 	liveExcess, maxExcess int64
+	// Failed calls on the surviving masters' keys, by kind (errorKind,
+	// with " (not sent)" when the error matches ErrNotSent), those on the
+	// killed master's keys, and the longest failed call on each side.
+	liveFails                int64
+	liveKinds, deadKinds     map[string]int
+	liveSlowest, deadSlowest time.Duration
 }
 
 // runFailover starts traffic on a store over a new client of cl, kills the
@@ -152,7 +190,7 @@ func runFailover(t *testing.T, cl *redistest.Cluster, pc redisstore.PipelineConf
 		cl.WaitOK(t)
 	})
 	cl.WaitOK(t)
-	var f failoverResult
+	f := failoverResult{liveKinds: map[string]int{}, deadKinds: map[string]int{}}
 	f.promoted = time.Since(kill)
 	promoted := kill.Add(f.promoted)
 
@@ -177,6 +215,18 @@ func runFailover(t *testing.T, cl *redistest.Cluster, pc redisstore.PipelineConf
 			}
 		}
 		if u.errs.Load() > 0 {
+			if m != dead {
+				f.liveFails += u.errs.Load()
+				for k, n := range u.kinds {
+					f.liveKinds[k] += n
+				}
+				f.liveSlowest = max(f.liveSlowest, u.slowest)
+			} else {
+				for k, n := range u.kinds {
+					f.deadKinds[k] += n
+				}
+				f.deadSlowest = max(f.deadSlowest, u.slowest)
+			}
 			failing[m]++
 			lastErr = max(lastErr, u.lastErr.Load())
 		}
@@ -198,6 +248,8 @@ func runFailover(t *testing.T, cl *redistest.Cluster, pc redisstore.PipelineConf
 	f.reloads = redisstore.FailoverReloads(s)
 	t.Logf("killed %s: promoted after %v; the last failed call started %v after the kill; %d units (of %d; %d on the killed master) failed at least once, by master %v; %d reloads asked; errors %s; excess admissions: %d on the surviving masters, at most %d per key on the killed one",
 		dead, f.promoted.Round(time.Millisecond), f.served.Round(time.Millisecond), sumValues(failing), len(tr.units), f.deadUnits, failing, f.reloads, tr.errorSummary(kill), f.liveExcess, f.maxExcess)
+	t.Logf("failed calls on the surviving masters' keys: %d %v, the slowest %v; on the killed master's: %v, the slowest %v",
+		f.liveFails, f.liveKinds, f.liveSlowest.Round(time.Millisecond), f.deadKinds, f.deadSlowest.Round(time.Millisecond))
 	if !reload {
 		t.Logf("without reloads: %d of the %d units on the killed master not served in the 5 s after the promotion, and failing in the last 3", f.stalled, f.deadUnits)
 	}
@@ -215,6 +267,10 @@ type unit struct {
 	// UnixNano at the start of the last call that succeeded, that failed.
 	lastOK, lastErr atomic.Int64
 	errs            atomic.Int64
+	// Its failed calls by kind (errorKind, and whether nothing was sent),
+	// and the longest one; written by its worker only.
+	kinds   map[string]int
+	slowest time.Duration
 }
 
 // traffic runs workers that each take cost 1 from their units in turn,
@@ -287,6 +343,15 @@ func (tr *traffic) take(u *unit) {
 	if err != nil {
 		u.errs.Add(1)
 		u.lastErr.Store(start.UnixNano())
+		k := errorKind(err)
+		if errors.Is(err, redisstore.ErrNotSent) {
+			k += " (not sent)"
+		}
+		if u.kinds == nil {
+			u.kinds = map[string]int{}
+		}
+		u.kinds[k]++
+		u.slowest = max(u.slowest, end.Sub(start))
 		tr.record(err, start, end.Sub(start))
 		return
 	}

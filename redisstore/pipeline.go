@@ -52,7 +52,23 @@ const (
 // connection for a call sent alone. A
 // failed pipeline fails only the calls in it, and nothing is replayed
 // except the commands that replied NOSCRIPT, which are sent again as EVAL.
-// On Redis Cluster go-redis splits each pipeline by node.
+//
+// On Redis Cluster each master has a queue and writers of its own, and a
+// pipeline holds the calls of one master only: a call queues for the
+// master that holds its first key's slot in the client's slot map
+// (ClusterClient.MasterForKey). go-redis sends the parts of a pipeline
+// for several nodes at once but returns when the last is done, so with
+// one queue a call to a healthy master waited, up to its deadline, with
+// the calls to a master that had died: in a failover 14 to 20 calls on
+// the healthy masters' keys timed out, and now none does
+// (TestClusterFailover). Writers and MaxQueued bound each master's queue,
+// so a dead master's calls, which wait out their deadlines, leave the
+// others' room. A call whose slot moves while it is queued (a failover, a
+// resharding) is sent by go-redis where its slot map then says, which
+// follows MOVED and ASK as for any command: it leaves its queue once and
+// runs once. On a Ring each shard has a queue likewise
+// (Ring.GetShardClientForKey); a failover client, with one master, keeps
+// one queue.
 //
 // Takes of one bucket each (Take on the server clock) that leave in one
 // pipeline share one script call: a batch of takes, per policy registry
@@ -74,12 +90,13 @@ type PipelineConfig struct {
 	// is 20µs; a negative value means it never waits.
 	MaxDelay time.Duration
 	// Writers bounds the pipelines in flight at once (each uses one
-	// connection). The default is 4.
+	// connection), per master on a cluster (per shard on a Ring). The
+	// default is 4.
 	Writers int
-	// MaxQueued bounds the calls waiting for a writer. When it is reached
-	// a call blocks until there is room or its context ends; then it
-	// returns the context's error and charges nothing. The default is
-	// 4096.
+	// MaxQueued bounds the calls waiting for a writer, per master on a
+	// cluster (per shard on a Ring). When it is reached a call blocks
+	// until there is room or its context ends; then it returns the
+	// context's error and charges nothing. The default is 4096.
 	MaxQueued int
 }
 
@@ -259,23 +276,36 @@ func leave(c *call, st int32, cerr error) error {
 // pipeliner queues calls and sends them in pipelines. Writers run only while
 // calls are queued: none is left when the queue is empty, and Close waits
 // for the last.
+//
+// A call queues in a lane: the one lane, or on a cluster (or a Ring) the
+// lane of the master (the shard) that holds its first key (see laneOf).
+// Each lane has its queue, its bound and its writers, so a pipeline holds
+// the calls of one node only, and a node that does not answer holds up no
+// other's.
 type pipeliner struct {
-	rdb      redis.UniversalClient
-	fo       *failover  // nil: not a cluster client
-	fn       *functions // nil: EVALSHA
-	maxBatch int
-	delay    time.Duration
-	maxW     int
-	minLead  int           // see minLead
-	slots    chan struct{} // one per queued call: the queue's bound
-	senders  sync.Pool     // *sender
-	obs      batchObserver
+	rdb       redis.UniversalClient
+	fo        *failover  // nil: not a cluster client
+	fn        *functions // nil: EVALSHA
+	maxBatch  int
+	delay     time.Duration
+	maxW      int
+	minLead   int // see minLead
+	maxQueued int
+	senders   sync.Pool // *sender
+	obs       batchObserver
 
-	mu      sync.Mutex
-	q       []*call
-	writers int  // guarded by mu
-	closed  bool // guarded by mu
-	wg      sync.WaitGroup
+	// route returns the node a key goes to, on a client whose nodes have
+	// a lane each, listed in lanes (a list that is replaced, never
+	// changed, under mu); nil on any other client, whose calls all queue
+	// in one. routed is set once route has answered.
+	route  func(ctx context.Context, key string) (*redis.Client, error)
+	one    lane
+	lanes  atomic.Pointer[[]*lane]
+	routed atomic.Bool
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+	wg     sync.WaitGroup
 
 	// The alarm (see call): the timed calls not yet signalled, earliest
 	// dl first, and one timer set for the first's dl, or later. Guarded by
@@ -290,7 +320,7 @@ func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig, fo *failover) (
 	if cfg.MaxBatch < 0 || cfg.Writers < 0 || cfg.MaxQueued < 0 {
 		return nil, fmt.Errorf("%w: MaxBatch %d, Writers %d, MaxQueued %d", ErrInvalidConfig, cfg.MaxBatch, cfg.Writers, cfg.MaxQueued)
 	}
-	p := &pipeliner{rdb: rdb, fo: fo, maxBatch: cfg.MaxBatch, delay: cfg.MaxDelay, maxW: cfg.Writers}
+	p := &pipeliner{rdb: rdb, fo: fo, maxBatch: cfg.MaxBatch, delay: cfg.MaxDelay, maxW: cfg.Writers, maxQueued: cfg.MaxQueued}
 	if p.maxBatch == 0 {
 		p.maxBatch = DefaultMaxBatch
 	}
@@ -300,11 +330,17 @@ func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig, fo *failover) (
 	if p.maxW == 0 {
 		p.maxW = DefaultWriters
 	}
-	if cfg.MaxQueued == 0 {
-		cfg.MaxQueued = DefaultMaxQueued
+	if p.maxQueued == 0 {
+		p.maxQueued = DefaultMaxQueued
 	}
 	p.minLead = min(minLead, p.maxBatch)
-	p.slots = make(chan struct{}, cfg.MaxQueued)
+	p.one.slots = make(chan struct{}, p.maxQueued)
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		p.route = c.MasterForKey
+	case *redis.Ring:
+		p.route = func(_ context.Context, key string) (*redis.Client, error) { return c.GetShardClientForKey(key) }
+	}
 	p.senders.New = func() any { return &sender{batch: make([]*call, 0, p.maxBatch)} }
 	return p, nil
 }
@@ -312,38 +348,45 @@ func newPipeliner(rdb redis.UniversalClient, cfg PipelineConfig, fo *failover) (
 // do queues c and returns once its reply is in c.cmd, or with the
 // context's error when its deadline passes or its context ends first.
 func (p *pipeliner) do(c *call) error {
+	l := &p.one
+	if p.route != nil {
+		var err error
+		if l, err = p.laneOf(c); err != nil {
+			return err
+		}
+	}
 	select {
-	case p.slots <- struct{}{}:
+	case l.slots <- struct{}{}:
 	default:
-		if err := p.waitSlot(c); err != nil {
+		if err := p.waitSlot(l, c); err != nil {
 			return err
 		}
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		<-p.slots
+		<-l.slots
 		return store.ErrClosed
 	}
-	p.q = append(p.q, c)
+	l.q = append(l.q, c)
 	if c.timed {
 		p.list(c)
 	}
-	lead := p.writers == 0 || (p.writers < p.maxW && len(p.q) >= p.minLead)
+	lead := l.writers == 0 || (l.writers < p.maxW && len(l.q) >= p.minLead)
 	if lead {
-		p.writers++
+		l.writers++
 		p.wg.Add(1)
 	}
 	p.mu.Unlock()
 	if lead {
-		p.work(true)
+		p.work(l, true)
 	}
 	return p.wait(c)
 }
 
-// waitSlot waits for room in a full queue until c's deadline passes or
+// waitSlot waits for room in l's full queue until c's deadline passes or
 // its context ends; only a timed call needs a timer for that.
-func (p *pipeliner) waitSlot(c *call) error {
+func (p *pipeliner) waitSlot(l *lane, c *call) error {
 	var expired <-chan time.Time
 	if c.timed {
 		t := time.NewTimer(time.Until(c.dl))
@@ -351,7 +394,7 @@ func (p *pipeliner) waitSlot(c *call) error {
 		expired = t.C
 	}
 	select {
-	case p.slots <- struct{}{}:
+	case l.slots <- struct{}{}:
 		return nil
 	case <-c.ctx.Done():
 		return notSent{fmt.Errorf("redisstore: %w while the pipeline queue was full (nothing charged)", c.ctx.Err())}
@@ -466,29 +509,29 @@ func (p *pipeliner) expire(now time.Time) {
 	}
 }
 
-// work is a writer: it sends batches until the queue is empty. Run inline
-// by a caller, it sends one batch and hands any rest to a goroutine, so
-// that the caller is not kept sending for others.
-func (p *pipeliner) work(inline bool) {
+// work is a writer of lane l: it sends batches until l's queue is empty.
+// Run inline by a caller, it sends one batch and hands any rest to a
+// goroutine, so that the caller is not kept sending for others.
+func (p *pipeliner) work(l *lane, inline bool) {
 	w := p.senders.Get().(*sender)
 	defer p.senders.Put(w)
 	for {
-		batch := p.next(w.batch[:0])
+		batch := p.next(l, w.batch[:0])
 		w.batch = batch
 		if len(batch) == 0 {
 			return
 		}
-		p.flush(w, batch)
+		l.used.Store(p.flush(w, batch).UnixNano())
 		clear(batch)
 		if inline {
 			p.mu.Lock()
-			more := len(p.q) > 0
+			more := len(l.q) > 0
 			if !more {
-				p.exit()
+				p.exit(l)
 			}
 			p.mu.Unlock()
 			if more {
-				go p.work(false)
+				go p.work(l, false)
 			}
 			return
 		}
@@ -522,19 +565,19 @@ func joins(head, c *call) bool {
 	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && c.keys[1] == head.keys[1] && sameWord(c.mark.word, head.mark.word)
 }
 
-// exit ends a writer; p.mu is held.
-func (p *pipeliner) exit() {
-	p.writers--
+// exit ends a writer of l; p.mu is held.
+func (p *pipeliner) exit(l *lane) {
+	l.writers--
 	p.wg.Done()
 }
 
-// next returns the next batch, or none (and ends the writer) when the
+// next returns l's next batch, or none (and ends the writer) when its
 // queue is empty.
-func (p *pipeliner) next(batch []*call) []*call {
+func (p *pipeliner) next(l *lane, batch []*call) []*call {
 	p.mu.Lock()
-	batch = p.pop(batch)
+	batch = l.pop(batch, p.maxBatch)
 	if len(batch) == 0 {
-		p.exit()
+		p.exit(l)
 	}
 	p.mu.Unlock()
 	if len(batch) > 1 && p.delay > 0 {
@@ -545,7 +588,7 @@ func (p *pipeliner) next(batch []*call) []*call {
 			runtime.Gosched()
 			n := len(batch)
 			p.mu.Lock()
-			batch = p.pop(batch)
+			batch = l.pop(batch, p.maxBatch)
 			p.mu.Unlock()
 			if len(batch) == n || !time.Now().Before(end) {
 				break
@@ -555,18 +598,19 @@ func (p *pipeliner) next(batch []*call) []*call {
 	return batch
 }
 
-// pop moves queued calls to batch, up to maxBatch; p.mu is held.
-func (p *pipeliner) pop(batch []*call) []*call {
-	n := min(len(p.q), p.maxBatch-len(batch))
-	batch = append(batch, p.q[:n]...)
-	rest := copy(p.q, p.q[n:]) // the queue keeps its array from batch to batch
-	clear(p.q[rest:])
-	p.q = p.q[:rest]
-	if rest == 0 && cap(p.q) > 4*p.maxBatch {
-		p.q = nil // let a burst's large array go once drained
+// pop moves l's queued calls to batch, up to maxBatch; the pipeliner's
+// mu is held.
+func (l *lane) pop(batch []*call, maxBatch int) []*call {
+	n := min(len(l.q), maxBatch-len(batch))
+	batch = append(batch, l.q[:n]...)
+	rest := copy(l.q, l.q[n:]) // the queue keeps its array from batch to batch
+	clear(l.q[rest:])
+	l.q = l.q[:rest]
+	if rest == 0 && cap(l.q) > 4*maxBatch {
+		l.q = nil // let a burst's large array go once drained
 	}
 	for range n {
-		<-p.slots
+		<-l.slots
 	}
 	return batch
 }
@@ -574,7 +618,8 @@ func (p *pipeliner) pop(batch []*call) []*call {
 // flush sends the calls of batch still wanted in one pipeline, then the
 // ones that replied NOSCRIPT as EVAL in another (or, with Functions, the
 // ones that found no library, once it is loaded), and signals each caller.
-func (p *pipeliner) flush(w *sender, batch []*call) {
+// It returns the time it began.
+func (p *pipeliner) flush(w *sender, batch []*call) time.Time {
 	live := batch[:0]
 	var deadline time.Time
 	bounded, timed := true, false
@@ -616,6 +661,7 @@ func (p *pipeliner) flush(w *sender, batch []*call) {
 			c.done <- struct{}{}
 		}
 	}
+	return now
 }
 
 // send sends the calls of live, each with its deadline, the latest of

@@ -466,11 +466,260 @@ func TestPipelineClose(t *testing.T) {
 	}
 }
 
-// TestPipelineNoScriptCluster: a pipeline that go-redis splits over the
-// masters of a cluster, one of which lost its scripts, sends again as EVAL
-// only the commands that node answered NOSCRIPT: every bucket is charged
-// once, and the other nodes run no EVAL.
+// TestPipelineNoScriptCluster: pipelines to the masters of a cluster, one
+// of which lost its scripts, send again as EVAL only the commands that node
+// answered NOSCRIPT: every bucket is charged once, and the other nodes run
+// no EVAL.
 func TestPipelineNoScriptCluster(t *testing.T) {
+	s, p, m := heldCluster(t, 3)
+	ctx := ctxT(t)
+	lost := m.addrs[1]
+	ev0 := map[string]int{}
+	for _, a := range m.addrs {
+		ev0[a] = calls(t, m.nodes[a], "eval")
+	}
+	if err := m.nodes[lost].ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Each master's lane is held by a first call, sent alone, so that the
+	// calls after it leave in one pipeline per master. The lost node's is
+	// a lease call, whose EVAL loads the lease script only: the pipeline
+	// after it holds takes, which meet NOSCRIPT, and a lease call, which
+	// does not.
+	lease := ""
+	for i := 0; lease == ""; i++ {
+		k := fmt.Sprint("lease", i)
+		if node, err := m.rdb.MasterForKey(ctx, s.LeaseKey(k)); err != nil {
+			t.Fatal(err)
+		} else if node.Options().Addr == lost {
+			lease = k
+		}
+	}
+	lp := algo.LeasePolicy{Limit: 10, TTL: time.Hour}
+	acquire := func(id string) <-chan outcome {
+		ch := make(chan outcome, 1)
+		go func() {
+			_, err := s.AcquireLease(context.Background(), lease, lp, id)
+			ch <- outcome{err: err}
+		}()
+		return ch
+	}
+	var firsts []<-chan outcome
+	var unpauses []func()
+	for i, a := range m.addrs {
+		unpauses = append(unpauses, pause(t, m.nodes[a]))
+		if a == lost {
+			firsts = append(firsts, acquire("first"))
+		} else {
+			firsts = append(firsts, takeAsync(context.Background(), s, m.byNode[a][0], p))
+		}
+		waitState(t, s, 0, i+1)
+	}
+	var batch []<-chan outcome
+	for _, k := range m.keys {
+		batch = append(batch, takeAsync(context.Background(), s, k, p))
+	}
+	second := acquire("second")
+	waitState(t, s, len(m.keys)+1, len(m.addrs))
+	for _, unpause := range unpauses {
+		unpause()
+	}
+	for _, ch := range append(firsts, second) {
+		if o := <-ch; o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	for i, ch := range batch {
+		want := int64(8)
+		if slices.Contains(m.firsts(), m.keys[i]) && !slices.Contains(m.byNode[lost], m.keys[i]) {
+			want = 7 // also taken by a first
+		}
+		if o := <-ch; o.err != nil || o.res.Remaining != want {
+			t.Errorf("take on %s = %+v, %v; want %d remaining (charged once)", m.keys[i], o.res, o.err, want)
+		}
+	}
+	for _, a := range m.addrs {
+		want := 0
+		if a == lost {
+			want = 1 + len(m.byNode[lost]) // its first, alone, then its takes
+		}
+		if ev := calls(t, m.nodes[a], "eval") - ev0[a]; ev != want {
+			t.Errorf("node %s ran EVAL %d times, want %d", a, ev, want)
+		}
+	}
+}
+
+// TestPipelinePerMaster: on a cluster each master's calls queue and leave
+// apart (issue 28): while one master holds its lane's writer, calls to the
+// others are answered at once, and its own calls wait. A call queued for a
+// master whose slot then moves to another (the client's slot map not yet
+// reloaded) is answered MOVED, and go-redis sends it to the new owner:
+// it is charged once.
+func TestPipelinePerMaster(t *testing.T) {
+	s, p, m := heldCluster(t, 2)
+	ctx := ctxT(t)
+	held, to := m.addrs[0], m.addrs[1]
+	// moving: a key of held's whose slot no earlier call touched (it holds
+	// no key, so it can move at once).
+	var moving string
+	for i := 0; moving == ""; i++ {
+		k := fmt.Sprint("moving", i)
+		node, err := m.rdb.MasterForKey(ctx, s.Key(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Options().Addr == held && !slices.ContainsFunc(m.keys, func(o string) bool {
+			return redisstore.Slot(s.Key(o)) == redisstore.Slot(s.Key(k))
+		}) {
+			moving = k
+		}
+	}
+	unpause := pause(t, m.nodes[held])
+	first := takeAsync(context.Background(), s, m.byNode[held][0], p)
+	waitState(t, s, 0, 1)
+	queued := []<-chan outcome{takeAsync(context.Background(), s, m.byNode[held][1], p), takeAsync(context.Background(), s, moving, p)}
+	waitState(t, s, 2, 1)
+	for _, a := range m.addrs[1:] {
+		for _, k := range m.byNode[a] {
+			if r, err := s.Take(ctx, k, p, 1); err != nil || r.Remaining != 8 {
+				t.Errorf("take on %s, on %s, while %s holds its calls: %+v, %v; want 8 remaining at once", k, a, held, r, err)
+			}
+		}
+	}
+	if n := redisstore.PipelineLanes(s); n != len(m.addrs) {
+		t.Errorf("%d lanes, want one per master: %d", n, len(m.addrs))
+	}
+	moveSlot(t, m, redisstore.Slot(s.Key(moving)), held, to)
+	unpause()
+	if o := <-first; o.err != nil || o.res.Remaining != 8 {
+		t.Errorf("first take on %s = %+v, %v; want 8 remaining", m.byNode[held][0], o.res, o.err)
+	}
+	if o := <-queued[0]; o.err != nil || o.res.Remaining != 8 {
+		t.Errorf("queued take on %s = %+v, %v; want 8 remaining", m.byNode[held][1], o.res, o.err)
+	}
+	if o := <-queued[1]; o.err != nil || o.res.Remaining != 9 {
+		t.Fatalf("take on %s, whose slot moved while it was queued = %+v, %v; want 9 remaining", moving, o.res, o.err)
+	}
+	if n, err := m.nodes[to].Exists(ctx, s.Key(moving)).Result(); err != nil || n != 1 {
+		t.Errorf("%s holds %s: %d, %v; want the bucket there", to, s.Key(moving), n, err)
+	}
+	if r, err := s.Take(ctx, moving, p, 0); err != nil || r.Remaining != 9 {
+		t.Errorf("peek at %s = %+v, %v; want 9 remaining (charged once)", moving, r, err)
+	}
+}
+
+// TestPipelinePerShard: on a Ring each shard's calls queue and leave
+// apart, as a cluster's masters' do: while one shard holds its lane's
+// writer, calls to the other are answered at once.
+func TestPipelinePerShard(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr},
+		ContextTimeoutEnabled: true, ReadTimeout: -1}) // as heldClient
+	t.Cleanup(func() { ring.Close() })
+	s := newStore(t, ring, redisstore.Config{Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 1}})
+	p := algo.PerHour(1).Burst(10)
+	byShard := map[string][]string{}
+	shards := map[string]*redis.Client{}
+	for i := 0; len(byShard[a.Addr]) < 2 || len(byShard[b.Addr]) < 2; i++ {
+		k := fmt.Sprint("r", i)
+		shard, err := ring.GetShardClientForKey(s.Key(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := shard.Options().Addr
+		shards[addr] = shard
+		byShard[addr] = append(byShard[addr], k)
+	}
+	unpause := pause(t, shards[a.Addr])
+	first := takeAsync(context.Background(), s, byShard[a.Addr][0], p)
+	waitState(t, s, 0, 1)
+	queued := takeAsync(context.Background(), s, byShard[a.Addr][1], p)
+	waitState(t, s, 1, 1)
+	for _, k := range byShard[b.Addr] {
+		if r, err := s.Take(ctxT(t), k, p, 1); err != nil || r.Remaining != 9 {
+			t.Errorf("take on %s, on shard b, while shard a holds its calls: %+v, %v; want 9 remaining at once", k, r, err)
+		}
+	}
+	if n := redisstore.PipelineLanes(s); n != 2 {
+		t.Errorf("%d lanes, want one per shard: 2", n)
+	}
+	unpause()
+	for _, ch := range []<-chan outcome{first, queued} {
+		if o := <-ch; o.err != nil || o.res.Remaining != 9 {
+			t.Errorf("take on shard a = %+v, %v; want 9 remaining", o.res, o.err)
+		}
+	}
+}
+
+// TestPipelineLanesPruned: a new lane drops the lanes idle for a minute
+// (no call queued, no writer, no batch taken), so the lanes of nodes that
+// left keep no memory, and keeps a busy one however old its last batch.
+func TestPipelineLanesPruned(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr},
+		ContextTimeoutEnabled: true, ReadTimeout: -1}) // as heldClient
+	t.Cleanup(func() { ring.Close() })
+	s := newStore(t, ring, redisstore.Config{Timeout: patience})
+	p := algo.PerHour(1).Burst(10)
+	var onA string
+	for i := 0; redisstore.PipelineLanes(s) < 2; i++ {
+		k := fmt.Sprint("r", i)
+		if _, err := s.Take(ctxT(t), k, p, 1); err != nil {
+			t.Fatal(err)
+		}
+		if shard, err := ring.GetShardClientForKey(s.Key(k)); err != nil {
+			t.Fatal(err)
+		} else if shard.Options().Addr == a.Addr {
+			onA = k
+		}
+	}
+	shardA, err := ring.GetShardClientForKey(s.Key(onA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := func() *redis.Client { return redistest.Start(t).Client() } // a node the store has not met
+	redisstore.AgeLanes(s, 59*time.Second)
+	redisstore.AddLane(s, other())
+	if n := redisstore.PipelineLanes(s); n != 3 {
+		t.Fatalf("%d lanes after a new one beside two idle for 59 s; want 3", n)
+	}
+	unpause := pause(t, shardA)
+	held := takeAsync(context.Background(), s, onA, p)
+	waitState(t, s, 0, 1)
+	redisstore.AgeLanes(s, 2*time.Minute)
+	redisstore.AddLane(s, other())
+	if n := redisstore.PipelineLanes(s); n != 2 {
+		t.Errorf("%d lanes after a new one beside three idle for 2 minutes, one of them with a writer; want 2", n)
+	}
+	unpause()
+	if o := <-held; o.err != nil {
+		t.Fatal(o.err)
+	}
+}
+
+// clusterMasters is a cluster client's masters and keys of each.
+type clusterMasters struct {
+	rdb    *redis.ClusterClient
+	addrs  []string                 // in the order first met
+	nodes  map[string]*redis.Client // by address
+	byNode map[string][]string      // keys (without the store's prefix) by master
+	keys   []string                 // all of them
+}
+
+// firsts returns each master's first key.
+func (m *clusterMasters) firsts() []string {
+	var ks []string
+	for _, a := range m.addrs {
+		ks = append(ks, m.byNode[a][0])
+	}
+	return ks
+}
+
+// heldCluster starts a cluster and a store on a client of it whose only
+// deadlines are its calls' contexts (as heldClient), with one writer per
+// lane, and takes once from perNode keys of each master under the policy
+// it returns (capacity 10), which loads the script on every node.
+func heldCluster(t *testing.T, perNode int) (*redisstore.Store, algo.Policy, *clusterMasters) {
 	cl := redistest.StartCluster(t)
 	opts := cl.Options()
 	opts.ContextTimeoutEnabled, opts.ReadTimeout = true, -1 // as heldClient
@@ -479,64 +728,55 @@ func TestPipelineNoScriptCluster(t *testing.T) {
 	s := newStore(t, rdb, redisstore.Config{Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 1}})
 	p := algo.PerHour(1).Burst(10)
 	ctx := ctxT(t)
-	byNode := map[string][]string{}
-	nodes := map[string]*redis.Client{}
-	var addrs, keys []string
-	for i := 0; len(keys) < 3*redistest.ClusterSize; i++ {
+	m := &clusterMasters{rdb: rdb, nodes: map[string]*redis.Client{}, byNode: map[string][]string{}}
+	for i := 0; len(m.keys) < perNode*redistest.ClusterSize; i++ {
 		k := fmt.Sprint("n", i)
-		m, err := rdb.MasterForKey(ctx, s.Key(k))
+		node, err := rdb.MasterForKey(ctx, s.Key(k))
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := m.Options().Addr
-		if nodes[addr] == nil {
-			nodes[addr] = m
-			addrs = append(addrs, addr)
+		addr := node.Options().Addr
+		if m.nodes[addr] == nil {
+			m.nodes[addr] = node
+			m.addrs = append(m.addrs, addr)
 		}
-		if len(byNode[addr]) < 3 {
-			byNode[addr] = append(byNode[addr], k)
-			keys = append(keys, k)
-			if _, err := s.Take(ctx, k, p, 1); err != nil { // loads the script on every node
+		if len(m.byNode[addr]) < perNode {
+			m.byNode[addr] = append(m.byNode[addr], k)
+			m.keys = append(m.keys, k)
+			if _, err := s.Take(ctx, k, p, 1); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	held, lost := addrs[0], addrs[1]
-	ev0 := map[string]int{}
-	for _, a := range addrs {
-		ev0[a] = calls(t, nodes[a], "eval")
-	}
-	if err := nodes[lost].ScriptFlush(ctx).Err(); err != nil {
+	return s, p, m
+}
+
+// moveSlot moves slot, which holds no key, from master from to master to,
+// as a resharding does (IMPORTING, MIGRATING, then NODE on both), without
+// telling the client: its calls for the slot meet MOVED.
+func moveSlot(t *testing.T, m *clusterMasters, slot int, from, to string) {
+	t.Helper()
+	ctx := ctxT(t)
+	fromID, err := m.nodes[from].ClusterMyID(ctx).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
-	unpause := pause(t, nodes[held])
-	first := takeAsync(context.Background(), s, byNode[held][0], p)
-	waitState(t, s, 0, 1)
-	var batch []<-chan outcome
-	for _, k := range keys {
-		batch = append(batch, takeAsync(context.Background(), s, k, p))
+	toID, err := m.nodes[to].ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitState(t, s, len(keys), 1)
-	unpause()
-	if o := <-first; o.err != nil {
-		t.Fatal(o.err)
-	}
-	for i, ch := range batch {
-		want := int64(8)
-		if keys[i] == byNode[held][0] {
-			want = 7 // also taken by first
-		}
-		if o := <-ch; o.err != nil || o.res.Remaining != want {
-			t.Errorf("take on %s = %+v, %v; want %d remaining (charged once)", keys[i], o.res, o.err, want)
-		}
-	}
-	for _, a := range addrs {
-		want := 0
-		if a == lost {
-			want = len(byNode[lost])
-		}
-		if ev := calls(t, nodes[a], "eval") - ev0[a]; ev != want {
-			t.Errorf("node %s ran EVAL %d times, want %d", a, ev, want)
+	for _, step := range []struct {
+		node string
+		args []any
+	}{
+		{to, []any{"IMPORTING", fromID}},
+		{from, []any{"MIGRATING", toID}},
+		{to, []any{"NODE", toID}},
+		{from, []any{"NODE", toID}},
+	} {
+		args := append([]any{"CLUSTER", "SETSLOT", slot}, step.args...)
+		if err := m.nodes[step.node].Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, step.node, err)
 		}
 	}
 }

@@ -24,8 +24,10 @@
 // running is sent at once on the caller's goroutine, so a lone caller pays
 // one plain round trip, as without pipelining; while a pipeline is in
 // flight, calls wait for the next one, and another writer starts once 4
-// are waiting. The Takes of one bucket each on the server clock that leave
-// in one pipeline go as one script call (a batch, per cluster slot), which
+// are waiting. On a cluster each master has its queue and writers (on a
+// Ring each shard), so a pipeline never waits for another master's calls.
+// The Takes of one bucket each on the server clock that leave in one
+// pipeline go as one script call (a batch, per cluster slot), which
 // decides them one by one, each as if alone, and pays the call's own cost
 // once. A call whose context ends while it is queued (or, for a
 // context without a deadline, whose Config.Timeout passes: a deadline the
@@ -207,11 +209,13 @@
 // key of the dead master still failed 5 s after the promotion. Until then
 // the dead master's keys fail ("connection refused", each call within
 // 0.5 s while go-redis retries the dial, or by the Timeout if sooner, with
-// ErrNotSent for a call that got no connection), every key answers CLUSTERDOWN
-// for the 0.8 to 1.1 s before the promotion, and with auto-pipelining
-// about 5% of the keys on the healthy masters time out too (after
-// Config.Timeout), as their calls shared a pipeline with calls to the dead
-// master that go-redis kept retrying. The promoted replica lacks the writes
+// ErrNotSent for a call that got no connection), and every key answers
+// CLUSTERDOWN for the 0.8 to 1.1 s before the promotion. The keys on the
+// healthy masters fail in no other way: the auto-pipeline keeps each
+// master's calls apart ([PipelineConfig]), so none waits for the dead
+// master (when one queue fed them all, 14 to 20 calls on the healthy
+// masters' keys timed out in each run, after Config.Timeout, with the
+// pipelines they shared with its calls). The promoted replica lacks the writes
 // the dead master acknowledged but had not yet sent it, so a bucket can
 // come back fuller than it was, by at most what it admitted in that
 // replication lag; measured, no key admitted more than capacity + rate·t.
@@ -220,9 +224,8 @@
 // (the promotion came 1.0 to 3.0 s after it; with Redis's default of 15 s,
 // expect 16 to 18 s of errors); the client's DialerRetries (5, 100 ms
 // apart), which make each call to a dead master wait 0.4 s, and a pipeline
-// up to MaxRedirects+1 times that, each bounded by the call's deadline
-// (with DialerRetries: 1 no call to a healthy master timed out); the
-// Store's Timeout; and what a failed call
+// up to MaxRedirects+1 times that, each bounded by the call's deadline;
+// the Store's Timeout; and what a failed call
 // means: httplimit.FailOpen (the default) admits it, so the dead master's
 // keys are unlimited meanwhile, httplimit.FailClosed refuses it, and
 // hybrid.NewFallback answers from a local store with this instance's share
