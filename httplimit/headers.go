@@ -108,10 +108,6 @@ func (d Decision) Violated() []string {
 	return names
 }
 
-// ceilSeconds rounds d up to whole seconds: a client told to wait ⌈d⌉ is
-// never early. Retry-After and the draft's t parameter are delay-seconds.
-func ceilSeconds(d time.Duration) int64 { return limitheader.DelaySeconds(d) }
-
 // retryAfterSeconds is Retry-After for a refusal: rounded up, and never 0,
 // which clients read as "retry at once".
 func retryAfterSeconds(d time.Duration) int64 { return limitheader.RetryAfterSeconds(d) }
@@ -185,7 +181,7 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = limitheader.AppendPolicy(b, l.Name, l.Policy.Capacity(), window(l.Policy, now))
+			b = limitheader.AppendPolicy(b, l.Name, l.Policy.Capacity(), limitheader.Window(l.Policy, now))
 		}
 		cut[3] = len(b)
 		for i, l := range listed {
@@ -205,17 +201,6 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 		put("Ratelimit-Policy", all[cut[2]:cut[3]])
 		put("Ratelimit", all[cut[3]:])
 	}
-}
-
-// window returns the draft's w for p at now, in whole seconds, at least
-// 1: a bucket's fill time, rounded up; a calendar quota's period that
-// holds now (86400 for a day, 604800 for a week, the month's days).
-func window(p algo.Policy, now time.Time) int64 {
-	if _, _, ok := p.Calendar(); ok {
-		start, end := p.QuotaPeriod(now.UnixMicro())
-		return max(1, (end-start)/1e6)
-	}
-	return max(1, ceilSeconds(p.FillTime()))
 }
 
 // DeniedHandler writes the response to a request the limits refused. When

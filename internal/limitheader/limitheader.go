@@ -23,6 +23,8 @@ package limitheader
 import (
 	"strconv"
 	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
 )
 
 // The field names, in lower case as gRPC metadata and Envoy's header
@@ -86,8 +88,21 @@ func AppendRateLimit(b []byte, name string, remaining int64, resetAfter time.Dur
 	return strconv.AppendInt(append(b, ";t="...), DelaySeconds(resetAfter), 10)
 }
 
+// Window is the draft's w for p at now, in whole seconds, at least 1: a
+// bucket's fill time, rounded up (a token bucket has no fixed window; the
+// bucket admits at most its capacity plus what refills, so capacity per
+// fill time is its sustained rate); a calendar quota's period that holds
+// now (86400 for a day, 604800 for a week, the month's days in seconds).
+func Window(p algo.Policy, now time.Time) int64 {
+	if _, _, ok := p.Calendar(); ok {
+		start, end := p.QuotaPeriod(now.UnixMicro())
+		return max(1, (end-start)/1e6)
+	}
+	return max(1, DelaySeconds(p.FillTime()))
+}
+
 // AppendPolicy appends one item of the draft's RateLimit-Policy field,
-// `"name";q=quota;w=window`, window in seconds.
+// `"name";q=quota;w=window`, window in seconds (see [Window]).
 func AppendPolicy(b []byte, name string, quota, window int64) []byte {
 	b = strconv.AppendInt(append(AppendName(b, name), ";q="...), quota, 10)
 	return strconv.AppendInt(append(b, ";w="...), window, 10)
