@@ -7,12 +7,12 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
@@ -20,9 +20,11 @@ import (
 )
 
 func TestConfigErrors(t *testing.T) {
-	// Never dialled: the config is refused before any store is built.
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { rdb.Close() })
+	// A Stores that must not be called: the config is refused before.
+	never := func(algo.Algorithm, []store.Clock) ([]store.Store, func() error, error) {
+		t.Error("Stores called for an invalid config")
+		return nil, nil, nil
+	}
 	tests := []struct {
 		name string
 		cfg  Config
@@ -39,8 +41,18 @@ func TestConfigErrors(t *testing.T) {
 		{"sub-microsecond duration", Config{Scenario: "sensor", Duration: time.Second + 1}, ErrInvalidConfig},
 		{"unknown topology", Config{Scenario: "sensor", Topology: 7}, ErrInvalidConfig},
 		{"invalid policy", Config{Scenario: "sensor", Policy: algo.PerSecond(0).Burst(10)}, algo.ErrInvalidPolicy},
-		{"redis per instance", Config{Scenario: "sensor", Redis: rdb, Topology: PerInstance}, ErrInvalidConfig},
-		{"redis fixed window", Config{Scenario: "sensor", Redis: rdb, Algorithm: algo.FixedWindow{}}, ErrInvalidConfig},
+		{"stores without a backend name", Config{Scenario: "sensor", Stores: never}, ErrInvalidConfig},
+		{"a backend name without stores", Config{Scenario: "sensor", Backend: "redisstore"}, ErrInvalidConfig},
+		{"stores refusing the algorithm", Config{Scenario: "sensor", Algorithm: algo.FixedWindow{}, Backend: "tokenstore",
+			Stores: func(algo.Algorithm, []store.Clock) ([]store.Store, func() error, error) {
+				return nil, nil, store.ErrUnsupported
+			}},
+			store.ErrUnsupported},
+		{"stores building too few", Config{Scenario: "sensor", Instances: 2, Backend: "fewstore",
+			Stores: func(_ algo.Algorithm, clocks []store.Clock) ([]store.Store, func() error, error) {
+				ms, err := memstore.New(memstore.Config{Clock: clocks[0]})
+				return []store.Store{ms}, ms.Close, err
+			}}, ErrInvalidConfig},
 		{"cost above the policy's capacity", Config{Scenario: "cost", Policy: algo.PerSecond(2).Burst(5)}, algo.ErrCostExceedsCapacity},
 	}
 	for _, tt := range tests {
@@ -280,5 +292,29 @@ func TestConcurrentRuns(t *testing.T) {
 		if errs[i] != nil || !bytes.Equal(got[i], want[i]) {
 			t.Errorf("%s run concurrently: %v, or a different report", cfgs[i].Scenario, errs[i])
 		}
+	}
+}
+
+// TestNoRedisInBuild: sim builds without go-redis, redisstore or anything
+// else of Redis's; a caller brings Redis through Config.Stores (as
+// cmd/ratebucket's --redis does). It asks the go command what sim's build
+// depends on.
+func TestNoRedisInBuild(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is not on PATH: %v", err)
+	}
+	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, dep := range deps {
+		if strings.Contains(strings.ToLower(dep), "redis") {
+			t.Errorf("sim depends on %s", dep)
+		}
+	}
+	if !slices.Contains(deps, "github.com/ratebucket/ratebucket/memstore") {
+		t.Errorf("go list -deps does not list memstore, which sim imports: %v", deps)
 	}
 }

@@ -3,9 +3,9 @@
 // agree and never over-admit.
 //
 // A run sends a [Scenario]'s clients through N app instances, each with
-// its own store.Limiter, over a real store (memstore, or redisstore on a
-// real Redis), under any algo.Algorithm, and reports what every class of
-// client got:
+// its own store.Limiter, over a real store (memstore, or any store.Store
+// that [Config.Stores] builds, such as redisstore on a real Redis), under
+// any algo.Algorithm, and reports what every class of client got:
 //
 //	rep, err := sim.Run(sim.Config{Scenario: "mobile", Algorithm: algo.FixedWindow{}, Instances: 3})
 //	fmt.Print(rep.Markdown())
@@ -50,9 +50,9 @@
 // three instances admit about three times the limit. [Config.Skew] offsets
 // each instance's clock. Skew is modelled where it is real: a shared store
 // whose requests carry the caller's time, which is redisstore with its
-// client clock (on Redis, one redisstore.Store per instance, each with its
-// own skewed clock; over memstore, one store that reads the calling
-// instance's clock). Redis's server clock cannot be simulated, since it is
+// client clock (on Redis, one redisstore.Store per instance from
+// [Config.Stores], each with its own skewed clock; over memstore, one
+// store that reads the calling instance's clock). Redis's server clock cannot be simulated, since it is
 // real time, but it is what a shared store with no skew models: one clock
 // for the fleet.
 //

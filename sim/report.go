@@ -8,8 +8,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"github.com/ratebucket/ratebucket/algo"
 )
 
 // Report is what one run measured. Its JSON form (see [Report.JSON]) has
@@ -23,7 +21,7 @@ type Report struct {
 	Topology  Topology        `json:"topology"`
 	Instances int             `json:"instances"`
 	Skew      []time.Duration `json:"skew,omitempty"`
-	// Backend is "memstore" or "redisstore".
+	// Backend names the stores: "memstore", or Config.Backend.
 	Backend string `json:"backend"`
 	// Seed is the seed the traffic was drawn with.
 	Seed uint64 `json:"seed"`
@@ -107,12 +105,13 @@ func (r *Report) Class(name string) (Stats, bool) {
 }
 
 // Setup describes the run's store layout in a few characters, such as
-// "shared×3" or "per-inst×3", with "+skew" when clocks are skewed and
-// "redis" for redisstore.
+// "shared×3" or "per-inst×3", with "+skew" when clocks are skewed; shared
+// stores other than memstore are named by their Backend without a "store"
+// suffix, as "redis×3" for redisstore.
 func (r *Report) Setup() string {
 	s := "shared"
-	if r.Backend == "redisstore" {
-		s = "redis"
+	if r.Backend != "memstore" {
+		s = strings.TrimSuffix(r.Backend, "store")
 	}
 	if r.Topology == PerInstance {
 		s = "per-inst"
@@ -221,13 +220,9 @@ func ratio(a, b int64) string {
 
 // RunMatrix runs base's scenario under every algorithm of [Algorithms] and
 // both topologies (with base's instances, skew and seed), token bucket
-// first, shared before per-instance. With base.Redis set it runs only the
-// token bucket, shared, on Redis.
+// first, shared before per-instance.
 func RunMatrix(ctx context.Context, base Config) ([]*Report, error) {
 	algs, tops := Algorithms(), []Topology{Shared, PerInstance}
-	if base.Redis != nil {
-		algs, tops = []algo.Algorithm{algo.TokenBucket{}}, []Topology{Shared}
-	}
 	var out []*Report
 	for _, a := range algs {
 		for _, t := range tops {

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -75,13 +73,26 @@ type Config struct {
 	// Scale multiplies the number of clients in every class: Scale 50 on
 	// "mobile" simulates 5,000 clients. The default is 1.
 	Scale int
-	// Redis, when set, makes the store redisstore over this client, with
-	// one redisstore.Store per instance, each on its own client clock
-	// (virtual time plus its skew). Redis runs only the token bucket, and
-	// only Shared. Keys go under a fresh "rb:sim:<random>:" prefix and are
-	// deleted when the run ends. Runs are bound by round trips: expect
-	// thousands of requests per second, not millions.
-	Redis redis.UniversalClient
+	// Stores, when set, builds the stores of a run instead of memstore:
+	// one per clock given, the i-th reading clocks[i], the clock of an
+	// instance (virtual time plus its skew), which the store must send
+	// with every request (redisstore's client clock does). The stores of
+	// one call keep one state between them, as redisstore clients of one
+	// Redis under a fresh key prefix do, and no other call sees it. Under
+	// Shared it is called once per run with every instance's clock; under
+	// PerInstance once per instance with its own. alg is the run's
+	// algorithm: refuse one the stores cannot run with an error wrapping
+	// store.ErrUnsupported. closeAll, if not nil, is called when the run
+	// ends, to close the stores and delete their state; when Stores
+	// returns an error it has released what it built. The default is
+	// memstore, which runs every algorithm. Runs over a network are bound
+	// by round trips: expect thousands of requests per second, not
+	// millions.
+	Stores func(alg algo.Algorithm, clocks []store.Clock) (stores []store.Store, closeAll func() error, err error)
+	// Backend names the stores Stores builds in reports
+	// ([Report.Backend]), such as "redisstore". It is required with
+	// Stores, and without them the name is "memstore".
+	Backend string
 	// Wrap, when set, wraps each instance's store before its Limiters are
 	// built: s is the backend store (already counted, so calls a wrapper
 	// answers itself do not count as backend calls) and clk the clock the
@@ -115,10 +126,8 @@ func (c *Config) check() error {
 		return bad("duration %v outside [1µs, %v] or not whole µs", c.Duration, MaxDuration)
 	case c.Topology != Shared && c.Topology != PerInstance:
 		return bad("topology %d", int(c.Topology))
-	case c.Redis != nil && c.Topology != Shared:
-		return bad("redisstore is shared by nature: use topology shared")
-	case c.Redis != nil && c.algorithm().Name() != (algo.TokenBucket{}).Name():
-		return bad("redisstore runs only the token bucket, not %s", c.algorithm().Name())
+	case (c.Stores == nil) != (c.Backend == ""):
+		return bad("Backend names the stores Stores builds: set both or neither")
 	}
 	for _, s := range c.Skew {
 		if s < -time.Hour || s > time.Hour {
@@ -177,8 +186,8 @@ func (c *Config) resolve() (runPlan, error) {
 	}
 	p.slack = p.layout.spread()
 	backend := "memstore"
-	if c.Redis != nil {
-		backend = "redisstore"
+	if c.Stores != nil {
+		backend = c.Backend
 	}
 	p.head = Report{
 		Scenario: sc.Name, Algorithm: p.layout.alg.Name(), Topology: c.Topology,
@@ -206,7 +215,7 @@ func (c *Config) layout() layout {
 	for i, s := range c.Skew {
 		skews[i] = s.Microseconds()
 	}
-	return layout{alg: c.algorithm(), topology: c.Topology, skews: skews, redis: c.Redis, wrap: c.Wrap}
+	return layout{alg: c.algorithm(), topology: c.Topology, skews: skews, stores: c.Stores, wrap: c.Wrap}
 }
 
 // Algorithms returns the algorithms the simulator compares: the token
@@ -219,7 +228,7 @@ func Algorithms() []algo.Algorithm {
 func Run(cfg Config) (*Report, error) { return RunContext(context.Background(), cfg) }
 
 // RunContext simulates cfg and reports what happened; ctx bounds the run
-// (only a Redis-backed run takes long enough to care). Runs may go on in
+// (only a run over a network store takes long enough to care). Runs may go on in
 // several goroutines at once: each has its own clock, stores and random
 // streams. Every error wraps a
 // sentinel: [ErrUnknownScenario], [ErrInvalidConfig], an algo error for a

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -177,9 +175,10 @@ func (f *fleet) close() error {
 type layout struct {
 	alg      algo.Algorithm
 	topology Topology
-	skews    []int64               // µs, one per instance
-	redis    redis.UniversalClient // nil: memstore
-	wrap     func(instance int, clk store.Clock, s store.Store) (store.Store, error)
+	skews    []int64 // µs, one per instance
+	// stores and wrap are Config's; stores nil means memstore.
+	stores func(alg algo.Algorithm, clocks []store.Clock) ([]store.Store, func() error, error)
+	wrap   func(instance int, clk store.Clock, s store.Store) (store.Store, error)
 }
 
 // spread returns the largest skew minus the smallest, no skew counting
@@ -208,6 +207,29 @@ func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
 	return nil
 }
 
+// addStores asks l.stores for the stores of the instances from first on,
+// one per clock in clks, and adds them, counted.
+func (f *fleet) addStores(l layout, first int, clks []store.Clock) error {
+	ss, closeAll, err := l.stores(l.alg, clks)
+	if err != nil {
+		return fmt.Errorf("sim: %s stores: %w", l.alg.Name(), err)
+	}
+	if closeAll != nil {
+		f.closers = append(f.closers, closeAll)
+	}
+	if len(ss) != len(clks) {
+		return fmt.Errorf("%w: Stores built %d stores for %d clocks", ErrInvalidConfig, len(ss), len(clks))
+	}
+	for k, s := range ss {
+		s, n := Count(s)
+		f.counters = append(f.counters, n)
+		if err := f.add(l, first+k, clks[k], s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // newFleet builds the instances of l over virtual clock c.
 func newFleet(l layout, c *Clock) (f *fleet, err error) {
 	f = new(fleet)
@@ -216,8 +238,20 @@ func newFleet(l layout, c *Clock) (f *fleet, err error) {
 			err = errors.Join(err, f.close())
 		}
 	}()
-	if l.redis != nil {
-		return f, f.addRedis(l, c)
+	switch {
+	case l.stores != nil && l.topology == Shared:
+		clks := make([]store.Clock, len(l.skews))
+		for i, skew := range l.skews {
+			clks[i] = c.Skewed(dur(skew))
+		}
+		return f, f.addStores(l, 0, clks)
+	case l.stores != nil:
+		for i, skew := range l.skews {
+			if err := f.addStores(l, i, []store.Clock{c.Skewed(dur(skew))}); err != nil {
+				return f, err
+			}
+		}
+		return f, nil
 	}
 	switch l.topology {
 	case Shared:

@@ -221,7 +221,7 @@ func runSim(ctx context.Context, e *env, cfg *simConfig) error {
 			return err
 		}
 		defer rdb.Close()
-		base.Redis = rdb
+		base.Stores, base.Backend = simRedisStores(rdb), "redisstore"
 	}
 	if cfg.svgDir != "" {
 		if err := os.MkdirAll(cfg.svgDir, 0o755); err != nil {

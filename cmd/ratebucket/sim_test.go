@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -194,6 +195,9 @@ func TestSimRedisAgrees(t *testing.T) {
 	}
 	if onRedis.Total.Denied == 0 || !onRedis.Law.Holds {
 		t.Fatalf("the attacker was never denied, or the law broke: %+v %v", onRedis.Total, onRedis.Law)
+	}
+	if keys, err := srv.Client().Keys(context.Background(), "rb:sim:*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys left behind after the run: %v, %v", keys, err)
 	}
 }
 
