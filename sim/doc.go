@@ -76,7 +76,7 @@
 // piecewise-linear [Level] points (the token bucket's sawtooth, a window's
 // count resetting at its boundaries), the windows, the law's worst
 // interval and a span to zoom on. [WriteSVG] draws it as a static chart,
-// and package play (sim/play, `ratebucket play`) serves it to a browser
-// page; neither computes anything the Timeline does not hold. [Traffic]
+// and `ratebucket play` serves it to a browser page; neither computes
+// anything the Timeline does not hold. [Traffic]
 // runs traffic drawn by hand instead of a named scenario.
 package sim

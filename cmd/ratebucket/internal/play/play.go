@@ -1,8 +1,8 @@
-// Package play serves the playground: a page in which a learner runs the
-// simulator's scenarios, or traffic drawn by hand, through the token
-// bucket, the fixed window and the sliding window side by side, and sees
-// every request, the room left in each bucket as a continuous line, the
-// windows, and where the never-exceed law breaks.
+// Package play is the web UI of `ratebucket play`, the playground: a page
+// in which a learner runs the simulator's scenarios, or traffic drawn by
+// hand, through the token bucket, the fixed window and the sliding window
+// side by side, and sees every request, the room left in each bucket as a
+// continuous line, the windows, and where the never-exceed law breaks.
 //
 // The page is plain HTML, CSS and JavaScript embedded in the binary (no
 // build step, nothing fetched from the network). It draws and does no
@@ -36,8 +36,9 @@
 //	duration   virtual time covered (default the scenario's; at most 1h)
 //	from, to   the page's zoom, in seconds; the API ignores them
 //
-// Use [Handler] with any http.Server; cmd/ratebucket's play subcommand
-// serves it on 127.0.0.1.
+// It is the command's own, not an API: cmd/ratebucket's play subcommand
+// serves [Handler] on 127.0.0.1, and playtest drives that binary in real
+// browsers.
 package play
 
 import (
