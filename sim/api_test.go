@@ -39,11 +39,12 @@ func TestConfigErrors(t *testing.T) {
 		{"negative scale", Config{Scenario: "sensor", Scale: -1}, ErrInvalidConfig},
 		{"duration beyond a day", Config{Scenario: "sensor", Duration: MaxDuration + time.Second}, ErrInvalidConfig},
 		{"sub-microsecond duration", Config{Scenario: "sensor", Duration: time.Second + 1}, ErrInvalidConfig},
-		{"unknown topology", Config{Scenario: "sensor", Topology: 7}, ErrInvalidConfig},
+		{"unknown topology", Config{Scenario: "sensor", Topologies: []Topology{Shared, 7}}, ErrInvalidConfig},
+		{"nil algorithm", Config{Scenario: "sensor", Algorithms: []algo.Algorithm{algo.TokenBucket{}, nil}}, ErrInvalidConfig},
 		{"invalid policy", Config{Scenario: "sensor", Policy: algo.PerSecond(0).Burst(10)}, algo.ErrInvalidPolicy},
 		{"stores without a backend name", Config{Scenario: "sensor", Stores: never}, ErrInvalidConfig},
 		{"a backend name without stores", Config{Scenario: "sensor", Backend: "redisstore"}, ErrInvalidConfig},
-		{"stores refusing the algorithm", Config{Scenario: "sensor", Algorithm: algo.FixedWindow{}, Backend: "tokenstore",
+		{"stores refusing the algorithm", Config{Scenario: "sensor", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Backend: "tokenstore",
 			Stores: func(algo.Algorithm, []store.Clock) ([]store.Store, func() error, error) {
 				return nil, nil, store.ErrUnsupported
 			}},
@@ -57,7 +58,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := Run(tt.cfg)
+			rep, err := run1(tt.cfg)
 			if !errors.Is(err, tt.want) || rep != nil {
 				t.Fatalf("Run = %v, %v; want nil, error matching %v", rep, err, tt.want)
 			}
@@ -67,13 +68,13 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("ParseTopology(mesh) error = %v", err)
 	}
 	failing := func(int, store.Clock, store.Store) (store.Store, error) { return nil, io.ErrUnexpectedEOF }
-	if _, err := Run(Config{Scenario: "sensor", Wrap: failing}); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := run1(Config{Scenario: "sensor", Wrap: failing}); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("Run with a failing Wrap: error = %v, want the wrapper's", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := RunContext(ctx, Config{Scenario: "sensor"}); !errors.Is(err, context.Canceled) {
-		t.Errorf("RunContext(cancelled) error = %v", err)
+	if _, err := Run(ctx, Config{Scenario: "sensor"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run(cancelled) error = %v", err)
 	}
 }
 
@@ -141,11 +142,11 @@ func (o takeOnly) Take(ctx context.Context, k string, p algo.Policy, c int64) (a
 // TestWrapSeesBackendCalls: a wrapper that answers some calls itself
 // (here: every other one) shows up as fewer backend calls.
 func TestWrapSeesBackendCalls(t *testing.T) {
-	plain, err := Run(Config{Scenario: "sensor", Instances: 2, Seed: 3})
+	plain, err := run1(Config{Scenario: "sensor", Instances: 2, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	half, err := Run(Config{Scenario: "sensor", Instances: 2, Seed: 3,
+	half, err := run1(Config{Scenario: "sensor", Instances: 2, Seed: 3,
 		Wrap: func(_ int, _ store.Clock, s store.Store) (store.Store, error) { return &everyOther{s: s}, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -215,14 +216,14 @@ func TestWriteSVG(t *testing.T) {
 		want []string // in the SVG
 		zoom bool
 	}{
-		{"boundary spike zooms on the worst interval", Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 3, Seed: 1},
+		{"boundary spike zooms on the worst interval", Config{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 3, Seed: 1},
 			[]string{"zoomed on 59s to 1m1s", `fill="url(#hatch)"`, "199 admitted in 1s: bound 101", "stroke-dasharray=\"4 3\"", "BROKEN"}, true},
 		{"an hour of sensors in one panel", Config{Scenario: "sensor", Duration: time.Hour, Seed: 1},
 			[]string{"the whole run at device:0", "law holds"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Run(tt.cfg)
+			r, err := run1(tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,12 +266,12 @@ func TestWriteSVG(t *testing.T) {
 func TestConcurrentRuns(t *testing.T) {
 	cfgs := []Config{
 		{Scenario: "sensor", Instances: 2, Seed: 9},
-		{Scenario: "cost", Instances: 3, Topology: PerInstance, Seed: 9},
-		{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 2, Seed: 9},
+		{Scenario: "cost", Instances: 3, Topologies: []Topology{PerInstance}, Seed: 9},
+		{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 2, Seed: 9},
 	}
 	want := make([][]byte, len(cfgs))
 	for i, cfg := range cfgs {
-		r, err := Run(cfg)
+		r, err := run1(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +282,7 @@ func TestConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
 		wg.Go(func() {
-			r, err := Run(cfg)
+			r, err := run1(cfg)
 			if errs[i] = err; err == nil {
 				got[i], errs[i] = r.JSON()
 			}

@@ -5,12 +5,14 @@
 // A run sends a [Scenario]'s clients through N app instances, each with
 // its own store.Limiter, over a real store (memstore, or any store.Store
 // that [Config.Stores] builds, such as redisstore on a real Redis), under
-// any algo.Algorithm, and reports what every class of client got:
+// any algo.Algorithm, and reports what every class of client got. [Run]
+// makes one run per algorithm and store layout of its [Config]:
 //
-//	rep, err := sim.Run(sim.Config{Scenario: "mobile", Algorithm: algo.FixedWindow{}, Instances: 3})
-//	fmt.Print(rep.Markdown())
-//	sim.WriteTable(os.Stdout, reports...) // compare runs in 80 columns
-//	sim.WriteSVG(f, rep.Timeline)         // a chart a reader can open
+//	reps, err := sim.Run(ctx, sim.Config{Scenario: "mobile", Instances: 3,
+//		Algorithms: []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}}})
+//	fmt.Print(reps.Table())           // compare the runs in 80 columns
+//	fmt.Print(reps[1].Markdown())     // the fixed window's run in detail
+//	sim.WriteSVG(f, reps[1].Timeline) // a chart a reader can open
 //
 // # Virtual time
 //

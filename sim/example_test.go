@@ -3,7 +3,6 @@ package sim_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -13,25 +12,26 @@ import (
 // The boundary spike: a fixed window lets an attacker who reads the reset
 // time spend a full limit on each side of a boundary.
 func ExampleRun() {
-	rep, err := sim.Run(sim.Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 3, Seed: 1})
+	reps, err := sim.Run(context.Background(), sim.Config{Scenario: "boundary-spike",
+		Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 3, Seed: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(rep.Law)
+	fmt.Println(reps[0].Law)
 	// Output: BROKEN: 199 admitted in [59.5s, 1m0.5s] at ip:203.0.113.0, bound 101
 }
 
 // Every algorithm, on one shared store and on per-instance stores.
-func ExampleWriteTable() {
-	reps, err := sim.RunMatrix(context.Background(), sim.Config{Scenario: "abuser", Instances: 3, Seed: 1})
+func ExampleReports_Table() {
+	reps, err := sim.Run(context.Background(), sim.Config{Scenario: "abuser", Instances: 3, Seed: 1,
+		Algorithms: []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}, algo.SlidingWindow{}},
+		Topologies: []sim.Topology{sim.Shared, sim.PerInstance}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := sim.WriteTable(os.Stdout, reps...); err != nil {
-		fmt.Println(err)
-	}
+	fmt.Print(reps.Table())
 	// Output:
 	// | algo    | store      | admit |  deny | false429 | peak 1s 10s 60s |    law |
 	// |---------|------------|------:|------:|---------:|----------------:|-------:|

@@ -74,8 +74,8 @@ func newMachine(t *rapid.T, alg algo.Algorithm, top Topology, rdbs map[string]Co
 	}
 	for name, base := range rdbs {
 		cfg := base
-		cfg.Algorithm, cfg.Topology, cfg.Instances, cfg.Skew = alg, top, n, m.skew
-		f, err := newFleet(cfg.layout(), m.clk)
+		cfg.Instances, cfg.Skew = n, m.skew
+		f, err := newFleet(cfg.layout(alg, top), m.clk)
 		if err != nil {
 			t.Fatalf("%s fleet: %v", name, err)
 		}
@@ -220,12 +220,12 @@ func TestMachineRedis(t *testing.T) {
 func TestRedisRunMatchesMemstore(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := Config{Scenario: "boundary-spike", Instances: 3, Seed: 5, Skew: []time.Duration{-300 * time.Millisecond, 0, 700 * time.Millisecond}}
-	mem, err := Run(cfg)
+	mem, err := run1(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Stores, cfg.Backend = redisStores(srv.Client()), "redisstore"
-	red, err := Run(cfg)
+	red, err := run1(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +247,9 @@ func TestRedisRunMatchesMemstore(t *testing.T) {
 // instance, with that instance's skewed clock, and a factory of memstores
 // gives the report and timeline the default memstores give.
 func TestStoresPerInstance(t *testing.T) {
-	cfg := Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Topology: PerInstance, Instances: 3, Seed: 2,
+	cfg := Config{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Topologies: []Topology{PerInstance}, Instances: 3, Seed: 2,
 		Skew: []time.Duration{0, 400 * time.Millisecond, -time.Second}, Duration: 3 * time.Minute}
-	want, err := Run(cfg)
+	want, err := run1(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestStoresPerInstance(t *testing.T) {
 		return []store.Store{ms}, ms.Close, nil
 	}
 	cfg.Backend = "ownstore"
-	got, err := Run(cfg)
+	got, err := run1(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

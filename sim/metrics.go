@@ -14,15 +14,14 @@ var Widths = []time.Duration{time.Second, 10 * time.Second, time.Minute}
 
 // recorder builds a run's clients and collects what happens to them.
 type recorder struct {
-	scenario string // its name, for errors
-	length   time.Duration
-	classes  []class
-	clients  []*client
-	keys     map[string]*bucketLog
-	focus    string // the key the timeline follows
-	instant  bool   // the scenario is about an instant
-	cost     int64  // Config.Cost: every request's cost, or 0 for its own
-	trace    *tracer
+	length  time.Duration
+	classes []class
+	clients []*client
+	keys    map[string]*bucketLog
+	focus   string // the key the timeline follows
+	instant bool   // the scenario is about an instant
+	cost    int64  // Config.Cost: every request's cost, or 0 for its own
+	trace   *tracer
 }
 
 // bucketLog is every admission at one key, across all instances.
@@ -35,7 +34,7 @@ type bucketLog struct {
 // base, scale times as many as the scenario has, for a run of length; seed
 // draws their traffic. The focus key is traced on the stores of l.
 func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64, l layout) *recorder {
-	r := &recorder{scenario: sc.Name, length: length, instant: sc.Instant,
+	r := &recorder{length: length, instant: sc.Instant,
 		classes: sc.classes(base), keys: map[string]*bucketLog{}}
 	for ci, cl := range r.classes {
 		for i := range cl.count * scale {

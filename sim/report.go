@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -172,18 +170,21 @@ func (r *Report) Markdown() string {
 	return b.String()
 }
 
-// WriteTable writes one row per report, to compare runs of a scenario:
-// the algorithm ("token", "fixed", "sliding"), the store layout (see
+// Reports are the reports of one [Run], in the order of its runs.
+type Reports []*Report
+
+// Table renders one row per report, to compare runs of a scenario: the
+// algorithm ("token", "fixed", "sliding"), the store layout (see
 // [Report.Setup]), admitted and denied requests, the false-429 rate of
 // legitimate clients, the peak admitted in any 1 s, 10 s and 60 s window
 // as a multiple of its bound capacity + rate·w (above 1 breaks the law),
 // and the law's verdict over every interval: "ok", or the worst interval's
 // admitted/bound followed by "!". It is a Markdown table that fits in 80
 // columns.
-func WriteTable(w io.Writer, reports ...*Report) error {
+func (rs Reports) Table() string {
 	t := table{head: []string{"algo", "store", "admit", "deny", "false429", "peak 1s 10s 60s", "law"},
 		right: []bool{false, false, true, true, true, true, true}}
-	for _, r := range reports {
+	for _, r := range rs {
 		peaks := make([]string, len(r.Windows))
 		for i, win := range r.Windows {
 			peaks[i] = strings.TrimSuffix(ratio(win.Peak, win.Bound), "×")
@@ -195,10 +196,9 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		t.add(ShortName(r.Algorithm), r.Setup(), r.Total.Admitted, r.Total.Denied,
 			pct(r.Total.False429()), strings.Join(peaks, " "), law)
 	}
-	var b bytes.Buffer
+	var b strings.Builder
 	t.write(&b)
-	_, err := w.Write(b.Bytes())
-	return err
+	return b.String()
 }
 
 // ShortName returns an algorithm's name without its "bucket" or "window"
@@ -216,26 +216,6 @@ func ratio(a, b int64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
-}
-
-// RunMatrix runs base's scenario under every algorithm of [Algorithms] and
-// both topologies (with base's instances, skew and seed), token bucket
-// first, shared before per-instance.
-func RunMatrix(ctx context.Context, base Config) ([]*Report, error) {
-	algs, tops := Algorithms(), []Topology{Shared, PerInstance}
-	var out []*Report
-	for _, a := range algs {
-		for _, t := range tops {
-			cfg := base
-			cfg.Algorithm, cfg.Topology = a, t
-			rep, err := RunContext(ctx, cfg)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rep)
-		}
-	}
-	return out, nil
 }
 
 // table is a Markdown table whose columns are padded to their widest cell,

@@ -197,7 +197,7 @@ func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
 	if l.wrap != nil {
 		w, err := l.wrap(i, clk, s)
 		if err != nil {
-			return fmt.Errorf("sim: wrap instance %d: %w", i, err)
+			return fmt.Errorf("wrap instance %d: %w", i, err)
 		}
 		s = w
 	}
@@ -212,7 +212,7 @@ func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
 func (f *fleet) addStores(l layout, first int, clks []store.Clock) error {
 	ss, closeAll, err := l.stores(l.alg, clks)
 	if err != nil {
-		return fmt.Errorf("sim: %s stores: %w", l.alg.Name(), err)
+		return fmt.Errorf("stores: %w", err)
 	}
 	if closeAll != nil {
 		f.closers = append(f.closers, closeAll)
@@ -258,7 +258,7 @@ func newFleet(l layout, c *Clock) (f *fleet, err error) {
 		f.caller = &callerClock{c: c}
 		ms, err := memstore.New(memstore.Config{Clock: f.caller, Algorithm: l.alg})
 		if err != nil {
-			return f, fmt.Errorf("sim: memstore: %w", err)
+			return f, fmt.Errorf("memstore: %w", err)
 		}
 		f.closers = append(f.closers, ms.Close)
 		s, n := Count(ms)
@@ -273,7 +273,7 @@ func newFleet(l layout, c *Clock) (f *fleet, err error) {
 			clk := c.Skewed(dur(skew))
 			ms, err := memstore.New(memstore.Config{Clock: clk, Algorithm: l.alg})
 			if err != nil {
-				return f, fmt.Errorf("sim: memstore: %w", err)
+				return f, fmt.Errorf("memstore: %w", err)
 			}
 			f.closers = append(f.closers, ms.Close)
 			s, n := Count(ms)

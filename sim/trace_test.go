@@ -34,8 +34,8 @@ func TestTimelineAgreesWithStore(t *testing.T) {
 	for _, alg := range Algorithms() {
 		for _, top := range []Topology{Shared, PerInstance} {
 			for _, sc := range []string{"boundary-spike", "mobile", "cost"} {
-				cfg := Config{Scenario: sc, Algorithm: alg, Topology: top, Instances: 3, Seed: 3, Duration: 4 * time.Minute}
-				r, err := Run(cfg)
+				cfg := Config{Scenario: sc, Algorithms: []algo.Algorithm{alg}, Topologies: []Topology{top}, Instances: 3, Seed: 3, Duration: 4 * time.Minute}
+				r, err := run1(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -170,14 +170,14 @@ func TestTraffic(t *testing.T) {
 	}
 	spike := &Traffic{Clients: []Pattern{{Bursts: []Burst{{At: 59500 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}},
 		{Bursts: []Burst{{At: 60010 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}}}}
-	r, err := Run(Config{Traffic: spike, Algorithm: algo.FixedWindow{}})
+	r, err := run1(Config{Traffic: spike, Algorithms: []algo.Algorithm{algo.FixedWindow{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Scenario != Custom || r.Duration != 2*time.Minute || r.Total.Admitted != 200 || r.Law.Holds || len(r.Timeline.Clients) != 2 {
 		t.Errorf("two bursts across a boundary: %s, %d admitted, law %v, clients %v", r.Title(), r.Total.Admitted, r.Law, r.Timeline.Clients)
 	}
-	r, err = Run(Config{Traffic: spike})
+	r, err = run1(Config{Traffic: spike})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +189,8 @@ func TestTraffic(t *testing.T) {
 		{Traffic: spike, Scenario: "mobile"},
 		{Traffic: &Traffic{Clients: []Pattern{{Every: time.Microsecond}}}},
 	} {
-		if _, err := Run(cfg); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("Run(%+v) error = %v", cfg, err)
+		if _, err := run1(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("run1(%+v) error = %v", cfg, err)
 		}
 	}
 }

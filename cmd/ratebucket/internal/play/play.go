@@ -89,7 +89,7 @@ func Handler() http.Handler {
 		writeJSON(w, http.StatusOK, scenarios())
 	})
 	mux.HandleFunc("GET /api/run", func(w http.ResponseWriter, r *http.Request) {
-		v, err := ParseView(r.URL.Query())
+		cfg, err := ParseView(r.URL.Query())
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
@@ -100,7 +100,7 @@ func Handler() http.Handler {
 		case <-r.Context().Done():
 			return
 		}
-		res, err := v.Run(r.Context())
+		res, err := run(r.Context(), cfg)
 		switch {
 		case errors.Is(err, sim.ErrInvalidConfig) || errors.Is(err, algo.ErrCostExceedsCapacity) || errors.Is(err, algo.ErrInvalidPolicy):
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
@@ -149,23 +149,16 @@ func scenarios() []ScenarioInfo {
 	return out
 }
 
-// View is a parsed query string: the runs to make, one per algorithm.
-type View struct {
-	// Base is the run's Config without its Algorithm.
-	Base sim.Config
-	// Algorithms are the algorithms to run, in the page's order.
-	Algorithms []algo.Algorithm
-}
-
-// ParseView reads a view's query string (see the package documentation).
+// ParseView reads a view's query string (see the package documentation)
+// into the Config of its runs, one per algorithm, in the page's order.
 // Errors wrap [ErrBadQuery].
-func ParseView(q url.Values) (View, error) {
-	bad := func(format string, a ...any) (View, error) {
-		return View{}, fmt.Errorf("%w: "+format, append([]any{ErrBadQuery}, a...)...)
+func ParseView(q url.Values) (sim.Config, error) {
+	bad := func(format string, a ...any) (sim.Config, error) {
+		return sim.Config{}, fmt.Errorf("%w: "+format, append([]any{ErrBadQuery}, a...)...)
 	}
-	v := View{Base: sim.Config{Scenario: "boundary-spike", Instances: 3, Seed: 1}}
+	cfg := sim.Config{Scenario: "boundary-spike", Instances: 3, Seed: 1}
 	if s := q.Get("scenario"); s != "" {
-		v.Base.Scenario = s
+		cfg.Scenario = s
 	}
 	var cost int64
 	if s := q.Get("cost"); s != "" {
@@ -175,7 +168,7 @@ func ParseView(q url.Values) (View, error) {
 		}
 		cost = c
 	}
-	if v.Base.Scenario == sim.Custom {
+	if cfg.Scenario == sim.Custom {
 		cost = max(cost, 1)
 		tr := &sim.Traffic{}
 		for _, line := range q["client"] {
@@ -194,21 +187,21 @@ func ParseView(q url.Values) (View, error) {
 		if len(tr.Clients) == 0 {
 			return bad("custom traffic needs at least one client, such as client=100 at 59.5s")
 		}
-		v.Base.Scenario, v.Base.Traffic = "", tr
-	} else if _, err := sim.Lookup(v.Base.Scenario); err != nil {
+		cfg.Scenario, cfg.Traffic = "", tr
+	} else if _, err := sim.Lookup(cfg.Scenario); err != nil {
 		return bad("%v", err)
 	} else {
-		v.Base.Cost = cost // sim checks it against the capacity
+		cfg.Cost = cost // sim checks it against the capacity
 	}
-	v.Algorithms = sim.Algorithms()
+	cfg.Algorithms = sim.Algorithms()
 	if s := q.Get("algos"); s != "" {
-		v.Algorithms = nil
+		cfg.Algorithms = nil
 		for _, name := range strings.Split(s, ",") {
 			a := byShortName(strings.TrimSpace(name))
 			if a == nil {
 				return bad("algorithm %q: want token, fixed or sliding", name)
 			}
-			v.Algorithms = append(v.Algorithms, a)
+			cfg.Algorithms = append(cfg.Algorithms, a)
 		}
 	}
 	if s := q.Get("topology"); s != "" {
@@ -216,28 +209,28 @@ func ParseView(q url.Values) (View, error) {
 		if err != nil {
 			return bad("%v", err)
 		}
-		v.Base.Topology = t
+		cfg.Topologies = []sim.Topology{t}
 	}
 	if s := q.Get("instances"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxInstances {
 			return bad("instances %q: want 1 to %d", s, MaxInstances)
 		}
-		v.Base.Instances = n
+		cfg.Instances = n
 	}
 	if s := q.Get("seed"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return bad("seed %q: want a whole number", s)
 		}
-		v.Base.Seed = n
+		cfg.Seed = n
 	}
 	if s := q.Get("duration"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 || d > MaxDuration {
 			return bad("duration %q: want up to %v, such as 2m", s, MaxDuration)
 		}
-		v.Base.Duration = d.Truncate(time.Microsecond)
+		cfg.Duration = d.Truncate(time.Microsecond)
 	}
 	if s := q.Get("skew"); s != "" {
 		for _, part := range strings.Split(s, ",") {
@@ -245,17 +238,17 @@ func ParseView(q url.Values) (View, error) {
 			if err != nil {
 				return bad("skew %q: want comma-separated durations such as 0,400ms,-1s", s)
 			}
-			v.Base.Skew = append(v.Base.Skew, d)
+			cfg.Skew = append(cfg.Skew, d)
 		}
 	}
 	if c, r := q.Get("capacity"), q.Get("rate"); c != "" || r != "" {
-		p, err := policy(c, r, v.Base)
+		p, err := policy(c, r, cfg)
 		if err != nil {
 			return bad("%v", err)
 		}
-		v.Base.Policy = p
+		cfg.Policy = p
 	}
-	return v, nil
+	return cfg, nil
 }
 
 // policy builds the policy of capacity c and rate r, either of which may
@@ -342,26 +335,25 @@ type Run struct {
 	Timeline *sim.Timeline `json:"timeline"`
 }
 
-// Run makes the view's runs, one per algorithm, in order; ctx bounds them.
-func (v View) Run(ctx context.Context) (*Result, error) {
+// run makes the runs of cfg, a view's Config, one per algorithm, in
+// order; ctx bounds them.
+func run(ctx context.Context, cfg sim.Config) (*Result, error) {
 	res := &Result{}
-	if v.Base.Traffic != nil {
-		for _, p := range v.Base.Traffic.Clients {
+	if cfg.Traffic != nil {
+		for _, p := range cfg.Traffic.Clients {
 			res.Traffic = append(res.Traffic, p.String())
 		}
 	}
-	for _, a := range v.Algorithms {
-		cfg := v.Base
-		cfg.Algorithm = a
-		rep, err := sim.RunContext(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		res.Scenario, res.Policy = rep.Scenario, rep.Timeline.Policy.String()
-		res.Runs = append(res.Runs, Run{Short: sim.ShortName(a.Name()), Report: rep, Timeline: rep.Timeline})
+	reps, err := sim.Run(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if v.Base.Traffic == nil {
-		sc, _ := sim.Lookup(v.Base.Scenario)
+	for _, rep := range reps {
+		res.Scenario, res.Policy = rep.Scenario, rep.Timeline.Policy.String()
+		res.Runs = append(res.Runs, Run{Short: sim.ShortName(rep.Algorithm), Report: rep, Timeline: rep.Timeline})
+	}
+	if cfg.Traffic == nil {
+		sc, _ := sim.Lookup(cfg.Scenario)
 		res.Summary = sc.Summary
 	} else {
 		res.Summary = "your traffic: " + strings.Join(res.Traffic, "; ")
