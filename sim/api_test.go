@@ -100,12 +100,12 @@ func TestLookupAndScenarios(t *testing.T) {
 // TestCountWrapsStores: Count counts every call and offers TakeMulti
 // exactly when the store does.
 func TestCountWrapsStores(t *testing.T) {
-	ms, err := memstore.New(memstore.Config{Clock: NewClock(Start)})
+	ms, err := memstore.New(memstore.Config{Clock: newClock(runStart)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	s, n := Count(ms)
+	s, n := counted(ms)
 	p := algo.PerSecond(1).Burst(2)
 	ctx := context.Background()
 	for range 3 {
@@ -115,7 +115,7 @@ func TestCountWrapsStores(t *testing.T) {
 	}
 	m, ok := s.(store.MultiTaker)
 	if !ok {
-		t.Fatal("Count(memstore) lost TakeMulti")
+		t.Fatal("counted(memstore) lost TakeMulti")
 	}
 	if _, err := m.TakeMulti(ctx, []store.Request{{Key: "a", Policy: p, Cost: 1}, {Key: "b", Policy: p, Cost: 1}}); err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestCountWrapsStores(t *testing.T) {
 	if n.Calls() != 4 {
 		t.Errorf("Calls() = %d, want 4", n.Calls())
 	}
-	if only, _ := Count(takeOnly{ms}); isMulti(only) {
+	if only, _ := counted(takeOnly{ms}); isMulti(only) {
 		t.Error("Count of a Take-only store claims TakeMulti")
 	}
 }
@@ -176,17 +176,17 @@ func (e *everyOther) Take(ctx context.Context, k string, p algo.Policy, c int64)
 }
 
 func TestClock(t *testing.T) {
-	c := NewClock(Start)
-	if !c.Now().Equal(Start) {
-		t.Fatalf("Now() = %v, want %v", c.Now(), Start)
+	c := newClock(runStart)
+	if !c.Now().Equal(runStart) {
+		t.Fatalf("Now() = %v, want %v", c.Now(), runStart)
 	}
 	s := c.Skewed(-1500 * time.Microsecond)
 	c.Add(time.Minute)
-	if got, want := s.Now(), Start.Add(time.Minute-1500*time.Microsecond); !got.Equal(want) {
+	if got, want := s.Now(), runStart.Add(time.Minute-1500*time.Microsecond); !got.Equal(want) {
 		t.Errorf("skewed Now() = %v, want %v", got, want)
 	}
-	c.Set(Start)
-	if !c.Now().Equal(Start) {
+	c.Set(runStart)
+	if !c.Now().Equal(runStart) {
 		t.Errorf("after Set, Now() = %v", c.Now())
 	}
 }

@@ -16,8 +16,10 @@
 //
 // # Virtual time
 //
-// The simulator owns a [Clock] that satisfies store.Clock and jumps from
-// event to event: it never sleeps and never reads the real clock, so a
+// Each run owns a virtual clock, which the stores read (a store.Clock), and
+// which jumps from event to event, from midnight UTC on 1 January 2030 on
+// (a fixed start keeps window boundaries where they were): it never
+// sleeps and never reads the real clock, so a
 // simulated hour of thousands of clients takes seconds. Events are kept in
 // a heap ordered by (time, sequence), all randomness comes from PCG
 // streams seeded by [Config.Seed] and each client's identity, and every
@@ -66,10 +68,10 @@
 // policy's long-run rate allows over the run (bursts included); the most
 // admitted at one key in any window of 1 s, 10 s and 60 s against the bound
 // capacity + rate·w ([Window], an exact sliding maximum); the calls that
-// reached the backend ([Count]); and the never-exceed law over every
-// interval ([Check]), which holds for a token bucket on a shared store and
-// is found broken, automatically, for a fixed window and for per-instance
-// stores.
+// reached the backend ([Report.BackendCalls]); and the never-exceed law
+// over every interval ([Law], checked in time linear in the admissions),
+// which holds for a token bucket on a shared store and is found broken,
+// automatically, for a fixed window and for per-instance stores.
 //
 // # Pictures
 //

@@ -3,7 +3,6 @@ package sim_test
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/sim"
@@ -41,21 +40,4 @@ func ExampleReports_Table() {
 	// | fixed   | per-inst×3 |  2016 | 35199 |    0.00% |  2.94 2.50 2.73 | 2.98×! |
 	// | sliding | shared×3   |  1355 | 35860 |    0.00% |  0.98 0.83 0.55 |     ok |
 	// | sliding | per-inst×3 |  1833 | 35382 |    0.00% |  2.94 2.50 1.64 | 2.12×! |
-}
-
-// The never-exceed law for a burst of 100 at 2 per second: 100 at once is
-// fine, one more half a second later is fine, and a third is one too many.
-func ExampleCheck() {
-	p := algo.PerSecond(2).Burst(100)
-	law, err := sim.Check(p, []sim.Admission{
-		{At: 0, Cost: 100},
-		{At: 500 * time.Millisecond, Cost: 1},
-		{At: 600 * time.Millisecond, Cost: 1},
-	}, 0)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(law)
-	// Output: BROKEN: 102 admitted in [0s, 600ms], bound 101
 }

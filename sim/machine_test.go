@@ -34,7 +34,7 @@ import (
 type machine struct {
 	alg    algo.Algorithm
 	top    Topology
-	clk    *Clock
+	clk    *clock
 	skew   []time.Duration
 	cur    int
 	ref    []map[string]algo.State // [0] when shared
@@ -60,7 +60,7 @@ func policyOf(key string) algo.Policy {
 
 func newMachine(t *rapid.T, alg algo.Algorithm, top Topology, rdbs map[string]Config) *machine {
 	n := rapid.IntRange(1, 4).Draw(t, "instances")
-	m := &machine{alg: alg, top: top, clk: NewClock(Start)}
+	m := &machine{alg: alg, top: top, clk: newClock(runStart)}
 	for i := range n {
 		us := rapid.Int64Range(-2_000_000, 2_000_000).Draw(t, fmt.Sprintf("skew%d", i))
 		m.skew = append(m.skew, time.Duration(us)*time.Microsecond)

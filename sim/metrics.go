@@ -9,8 +9,8 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// Widths are the interval lengths of [Report.Windows].
-var Widths = []time.Duration{time.Second, 10 * time.Second, time.Minute}
+// widths are the interval lengths of [Report.Windows].
+var widths = []time.Duration{time.Second, 10 * time.Second, time.Minute}
 
 // recorder builds a run's clients and collects what happens to them.
 type recorder struct {
@@ -27,7 +27,7 @@ type recorder struct {
 // bucketLog is every admission at one key, across all instances.
 type bucketLog struct {
 	policy algo.Policy
-	adm    []Admission
+	adm    []admission
 }
 
 // newRecorder builds the clients of scenario sc under its main policy
@@ -106,7 +106,7 @@ func (r *recorder) record(c *client, e event, i int, out served) {
 		b = &bucketLog{policy: c.policy}
 		r.keys[c.key] = b
 	}
-	b.adm = append(b.adm, Admission{At: dur(out.at), Cost: out.charged})
+	b.adm = append(b.adm, admission{At: dur(out.at), Cost: out.charged})
 }
 
 // legit reports whether c stayed within its entitlement's long-run rate:
@@ -149,11 +149,11 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 		rep.Total.add(*s)
 	}
 	keys := sortedKeys(r.keys)
-	for _, w := range Widths {
+	for _, w := range widths {
 		best := Window{Width: w}
 		for _, k := range keys {
 			b := r.keys[k]
-			peak, from := Peak(b.adm, w)
+			peak, from := peakIn(b.adm, w)
 			bound := b.policy.Bound(w)
 			if best.Key == "" || peak*best.Bound > best.Peak*bound {
 				best = Window{Width: w, Key: k, From: from, Peak: peak, Bound: bound}
@@ -165,7 +165,7 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 	first := true
 	for _, k := range keys {
 		b := r.keys[k]
-		law, err := Check(b.policy, b.adm, slack)
+		law, err := checkLaw(b.policy, b.adm, slack)
 		if err != nil {
 			return nil, err
 		}

@@ -33,9 +33,9 @@ type Report struct {
 	// Total sums the classes.
 	Total   Stats   `json:"total"`
 	Classes []Stats `json:"classes"`
-	// Windows holds, for each of [Widths], the most admitted in any
-	// interval of that length at the key where it is highest against the
-	// bound Capacity + rate·width.
+	// Windows holds, for each of 1 s, 10 s and 60 s, the most admitted
+	// in any interval of that length at the key where it is highest
+	// against the bound Capacity + rate·width.
 	Windows []Window `json:"windows"`
 	// Law is the never-exceed law over every interval at every key: the
 	// worst violation, or the tightest interval when it holds.

@@ -275,7 +275,7 @@ func Run(ctx context.Context, cfg Config) (Reports, error) {
 
 // run makes the run p plans.
 func (p runPlan) run(ctx context.Context) (rep *Report, err error) {
-	clk := NewClock(Start)
+	clk := newClock(runStart)
 	f, err := newFleet(p.layout, clk)
 	if err != nil {
 		return nil, err
@@ -361,7 +361,7 @@ func (h *events) pop() event {
 // simulate runs the event loop: pop the earliest request, move the clock
 // there, send it through a random instance's Limiter, record the answer,
 // and ask the client for its next request. seed draws the instances.
-func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint64) error {
+func (r *recorder) simulate(ctx context.Context, f *fleet, clk *clock, seed uint64) error {
 	var h events
 	var seq uint64
 	end := r.length.Microseconds()
@@ -380,7 +380,7 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint
 	}
 	lb := rand.New(rand.NewPCG(seed, 0x10adba1a))
 	n := len(f.instances)
-	start := Start.UnixMicro()
+	start := runStart.UnixMicro()
 	for steps := 0; len(h) > 0; steps++ {
 		if steps&4095 == 0 {
 			if err := ctx.Err(); err != nil {

@@ -64,7 +64,7 @@ type Timeline struct {
 	// in it (by request time), when there are at most [MaxWindows].
 	Windows []Interval `json:"windows,omitempty"`
 	// Law is the never-exceed law checked on Key's admissions: the worst
-	// interval when broken, the tightest when it holds (see [Check]).
+	// interval when broken, the tightest when it holds.
 	Law Law `json:"law"`
 	// Peaks is the most admitted at Key in any interval of each width,
 	// from 1 ms up to the run's length in steps of 1, 2 and 5, with its
@@ -171,7 +171,7 @@ type take struct {
 }
 
 func newTracer(l layout, p algo.Policy) *tracer {
-	t := &tracer{alg: l.alg, p: p, start: Start.UnixMicro(), skews: l.skews, shared: l.topology == Shared,
+	t := &tracer{alg: l.alg, p: p, start: runStart.UnixMicro(), skews: l.skews, shared: l.topology == Shared,
 		exact: true, clients: map[*client]int{}, stores: map[int]*shadow{}}
 	switch l.alg.(type) {
 	case algo.FixedWindow, algo.SlidingWindow:
@@ -320,11 +320,11 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	tl.Algorithm, tl.Policy, tl.Capacity, tl.Rate = t.alg.Name(), t.p, t.p.Capacity(), t.p.Rate().String()
 	tl.Duration, tl.Clients, tl.Requests, tl.Exact = length, t.names, t.requests, t.exact
 	tl.Levels = t.levels(length)
-	var adm []Admission
+	var adm []admission
 	for _, q := range t.requests {
 		if q.Allowed {
 			tl.Admitted++
-			adm = append(adm, Admission{At: q.At, Cost: q.Cost})
+			adm = append(adm, admission{At: q.At, Cost: q.Cost})
 		} else {
 			tl.Denied++
 		}
@@ -339,14 +339,14 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	if t.p.Validate() != nil {
 		return nil // no request reached the key: nothing to check
 	}
-	law, err := Check(t.p, adm, slack)
+	law, err := checkLaw(t.p, adm, slack)
 	if err != nil {
 		return err
 	}
 	law.Key = tl.Key
 	tl.Law = law
 	for w := time.Millisecond; w <= length; w = nextWidth(w) {
-		peak, from := Peak(adm, w)
+		peak, from := peakIn(adm, w)
 		tl.Peaks = append(tl.Peaks, Window{Width: w, Key: tl.Key, From: from, Peak: peak, Bound: t.p.Bound(w + slack)})
 	}
 	if len(adm) > 0 {
