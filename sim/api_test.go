@@ -228,7 +228,7 @@ func TestWriteSVG(t *testing.T) {
 				t.Fatal(err)
 			}
 			var b bytes.Buffer
-			if err := WriteSVG(&b, r.Timeline); err != nil {
+			if err := r.Timeline.WriteSVG(&b); err != nil {
 				t.Fatal(err)
 			}
 			d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
@@ -256,8 +256,8 @@ func TestWriteSVG(t *testing.T) {
 			}
 		})
 	}
-	if err := WriteSVG(io.Discard, &Timeline{}); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("WriteSVG(empty) error = %v", err)
+	if err := (&Timeline{}).WriteSVG(io.Discard); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("WriteSVG of an empty timeline: error = %v", err)
 	}
 }
 

@@ -10,9 +10,9 @@
 //
 //	reps, err := sim.Run(ctx, sim.Config{Scenario: "mobile", Instances: 3,
 //		Algorithms: []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}}})
-//	fmt.Print(reps.Table())           // compare the runs in 80 columns
-//	fmt.Print(reps[1].Markdown())     // the fixed window's run in detail
-//	sim.WriteSVG(f, reps[1].Timeline) // a chart a reader can open
+//	fmt.Print(reps.Table())       // compare the runs in 80 columns
+//	fmt.Print(reps[1].Markdown()) // the fixed window's run in detail
+//	reps[1].Timeline.WriteSVG(f)  // a chart a reader can open
 //
 // # Virtual time
 //
@@ -79,7 +79,7 @@
 // request there with its answer, the room left in the bucket as exact
 // piecewise-linear [Level] points (the token bucket's sawtooth, a window's
 // count resetting at its boundaries), the windows, the law's worst
-// interval and a span to zoom on. [WriteSVG] draws it as a static chart,
+// interval and a span to zoom on. [Timeline.WriteSVG] draws it as a static chart,
 // and `ratebucket play` serves it to a browser page; neither computes
 // anything the Timeline does not hold. [Traffic]
 // runs traffic drawn by hand instead of a named scenario.

@@ -19,9 +19,9 @@ func Example_tour() {
 
 	reps, err := sim.Run(ctx, sim.Config{Scenario: "mobile", Instances: 3,
 		Algorithms: []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}}})
-	fmt.Print(reps.Table())           // compare the runs in 80 columns
-	fmt.Print(reps[1].Markdown())     // the fixed window's run in detail
-	sim.WriteSVG(f, reps[1].Timeline) // a chart a reader can open
+	fmt.Print(reps.Table())       // compare the runs in 80 columns
+	fmt.Print(reps[1].Markdown()) // the fixed window's run in detail
+	reps[1].Timeline.WriteSVG(f)  // a chart a reader can open
 
 	fmt.Println(err)
 }

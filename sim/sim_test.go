@@ -136,7 +136,7 @@ func TestDeterministic(t *testing.T) {
 		b.Write(js)
 		b.WriteString(rep.Markdown())
 		b.WriteString(Reports{rep}.Table())
-		if err := WriteSVG(&b, rep.Timeline); err != nil {
+		if err := rep.Timeline.WriteSVG(&b); err != nil {
 			t.Fatal(err)
 		}
 		return b.Bytes()

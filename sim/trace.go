@@ -10,7 +10,7 @@ import (
 )
 
 // Timeline follows one bucket, the scenario's focus key, through a run,
-// request by request: the drawing data of [WriteSVG] and of the
+// request by request: the drawing data of [Timeline.WriteSVG] and of the
 // playground's JSON API, computed once, here, from the algorithm's own
 // state. Times are offsets from the start of the run; its JSON form has
 // durations in nanoseconds.
@@ -61,7 +61,7 @@ type Timeline struct {
 	Window      time.Duration `json:"window,omitempty"`
 	WindowStart time.Duration `json:"window_start,omitempty"`
 	// Windows lists each window of the run with the cost admitted at Key
-	// in it (by request time), when there are at most [MaxWindows].
+	// in it (by request time), when there are at most 5000.
 	Windows []Interval `json:"windows,omitempty"`
 	// Law is the never-exceed law checked on Key's admissions: the worst
 	// interval when broken, the tightest when it holds.
@@ -135,10 +135,10 @@ type Interval struct {
 	Admitted int64         `json:"admitted"`
 }
 
-// MaxWindows is the most windows [Timeline.Windows] lists; a run cut into
+// maxWindows is the most windows Timeline.Windows lists; a run cut into
 // more (a tiny window over a long run) lists none, and a chart draws the
 // boundaries from Window and WindowStart.
-const MaxWindows = 5000
+const maxWindows = 5000
 
 // tracer replays the followed key's requests on a shadow of each store's
 // state and keeps what the Timeline needs.
@@ -332,7 +332,7 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	if w := t.window; w > 0 {
 		tl.Window = dur(w)
 		tl.WindowStart = dur(firstBoundary(t.start, w))
-		if n := (length - tl.WindowStart + tl.Window - 1) / tl.Window; n+1 <= MaxWindows {
+		if n := (length - tl.WindowStart + tl.Window - 1) / tl.Window; n+1 <= maxWindows {
 			tl.Windows = t.windows(tl.WindowStart, tl.Window, length)
 		}
 	}

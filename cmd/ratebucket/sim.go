@@ -356,7 +356,7 @@ func writeChart(dir string, rep *sim.Report) (path string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if err := sim.WriteSVG(f, rep.Timeline); err != nil {
+	if err := rep.Timeline.WriteSVG(f); err != nil {
 		f.Close()
 		return "", fmt.Errorf("%s: %w", path, err)
 	}

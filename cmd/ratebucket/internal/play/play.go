@@ -8,7 +8,7 @@
 // build step, nothing fetched from the network). It draws and does no
 // rate-limit arithmetic: every number and every point of every line comes
 // from the Go simulator through a small JSON API of this server, the same
-// [sim.Timeline] that [sim.WriteSVG] draws.
+// [sim.Timeline] that [sim.Timeline.WriteSVG] draws.
 //
 //	GET /                  the page; its query string is the view (see below)
 //	GET /api/scenarios     the named scenarios: name, summary, policy, duration
