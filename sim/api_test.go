@@ -64,8 +64,8 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseTopology("mesh"); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("ParseTopology(mesh) error = %v", err)
+	if top := PerInstance; top.UnmarshalText([]byte("mesh")) == nil || top != PerInstance {
+		t.Errorf("Topology.UnmarshalText(mesh) took it, or changed the topology to %v", top)
 	}
 	failing := func(int, store.Clock, store.Store) (store.Store, error) { return nil, io.ErrUnexpectedEOF }
 	if _, err := run1(Config{Scenario: "sensor", Wrap: failing}); !errors.Is(err, io.ErrUnexpectedEOF) {

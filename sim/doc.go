@@ -79,8 +79,9 @@
 // request there with its answer, the room left in the bucket as exact
 // piecewise-linear [Level] points (the token bucket's sawtooth, a window's
 // count resetting at its boundaries), the windows, the law's worst
-// interval and a span to zoom on. [Timeline.WriteSVG] draws it as a static chart,
-// and `ratebucket play` serves it to a browser page; neither computes
-// anything the Timeline does not hold. [Traffic]
-// runs traffic drawn by hand instead of a named scenario.
+// interval and a span to zoom on. [Timeline.WriteSVG] draws it as a
+// static chart, and `ratebucket play` serves it to a browser page; neither
+// computes anything the Timeline does not hold. [Config.Traffic] runs
+// traffic drawn by hand, one [Pattern] per client, instead of a named
+// scenario.
 package sim

@@ -30,6 +30,9 @@ const (
 	MaxScale = 1000
 	// MaxDuration is the longest Config.Duration: a simulated day.
 	MaxDuration = 24 * time.Hour
+	// MaxTrafficRequests bounds the requests Config.Traffic may send
+	// over a run.
+	MaxTrafficRequests = 100_000
 )
 
 // Config describes a simulation: a scenario's traffic through app
@@ -41,9 +44,15 @@ type Config struct {
 	// Scenario names the traffic, as listed by [Scenarios]. Required,
 	// unless Traffic is set.
 	Scenario string
-	// Traffic, when set, is the traffic instead of a named scenario (see
-	// [Traffic]); Scenario must then be empty or [Custom].
-	Traffic *Traffic
+	// Traffic, when set, is traffic drawn by hand instead of a named
+	// scenario, as a learner does in the playground: 1 to 10 clients
+	// sharing one key (devices behind one IP, or one API key), one
+	// [Pattern] each, named "client 1", "client 2", … Its scenario is
+	// called "custom" (Scenario must be empty or that); unless Policy
+	// says otherwise its policy is that of the boundary spike, 100 a
+	// minute with a burst of 100, and its duration two minutes or until
+	// 30 s after its last burst, whichever is longer.
+	Traffic []Pattern
 	// Algorithms are the rate-limiting rules, each run on each of
 	// Topologies, in order. The default is the token bucket alone; the
 	// simulator exists to set it beside algo.FixedWindow{} and
@@ -196,8 +205,8 @@ func (c *Config) resolve() ([]runPlan, error) {
 	if c.Duration > 0 {
 		p.length = c.Duration
 	}
-	if c.Traffic != nil {
-		if err := c.Traffic.check(p.length); err != nil {
+	if len(c.Traffic) > 0 {
+		if err := traffic(c.Traffic).check(p.length); err != nil {
 			return nil, err
 		}
 	}
@@ -224,13 +233,13 @@ func (c *Config) resolve() ([]runPlan, error) {
 
 // scenario returns the named scenario, or the one Traffic makes.
 func (c *Config) scenario() (Scenario, error) {
-	if c.Traffic == nil {
+	if len(c.Traffic) == 0 {
 		return Lookup(c.Scenario)
 	}
-	if c.Scenario != "" && c.Scenario != Custom {
+	if c.Scenario != "" && c.Scenario != custom {
 		return Scenario{}, fmt.Errorf("%w: scenario %q and traffic both given", ErrInvalidConfig, c.Scenario)
 	}
-	return c.Traffic.scenario(), nil
+	return traffic(c.Traffic).scenario(), nil
 }
 
 // layout resolves the instances and their stores for a run of alg on

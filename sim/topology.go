@@ -48,25 +48,18 @@ func (t Topology) MarshalText() ([]byte, error) {
 	return []byte(t.String()), nil
 }
 
-// UnmarshalText decodes a String, as [ParseTopology] does.
+// UnmarshalText decodes a String, "shared" or "per-instance"; any other
+// text is an error wrapping [ErrInvalidConfig], and leaves t as it was.
 func (t *Topology) UnmarshalText(b []byte) error {
-	v, err := ParseTopology(string(b))
-	if err == nil {
-		*t = v
-	}
-	return err
-}
-
-// ParseTopology returns the Topology named "shared" or "per-instance", or an
-// error wrapping [ErrInvalidConfig].
-func ParseTopology(s string) (Topology, error) {
-	switch s {
+	switch string(b) {
 	case "shared":
-		return Shared, nil
+		*t = Shared
 	case "per-instance":
-		return PerInstance, nil
+		*t = PerInstance
+	default:
+		return fmt.Errorf("%w: topology %q (want shared or per-instance)", ErrInvalidConfig, b)
 	}
-	return 0, fmt.Errorf("%w: topology %q (want shared or per-instance)", ErrInvalidConfig, s)
+	return nil
 }
 
 // counter counts the calls that reach a store. It is safe for

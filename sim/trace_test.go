@@ -156,25 +156,25 @@ func TestTimelineBoundarySpike(t *testing.T) {
 
 func TestTraffic(t *testing.T) {
 	text := "100 at 59.5s over 490ms, 100 at 1m0.01s over 490ms, every 5s, cost 2"
-	p, err := ParsePattern(text)
-	if err != nil {
+	var p Pattern
+	if err := p.UnmarshalText([]byte(text)); err != nil {
 		t.Fatal(err)
 	}
 	if p.String() != text || len(p.Bursts) != 2 || p.Every != 5*time.Second || p.Cost != 2 {
-		t.Fatalf("ParsePattern(%q) = %+v, String %q", text, p, p.String())
+		t.Fatalf("UnmarshalText(%q) = %+v, String %q", text, p, p.String())
 	}
 	for _, bad := range []string{"100 at", "every -1s", "x at 5s", "5 at 1s over", "cost 0", "at 5 100"} {
-		if _, err := ParsePattern(bad); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("ParsePattern(%q) error = %v", bad, err)
+		if err := p.UnmarshalText([]byte(bad)); !errors.Is(err, ErrInvalidConfig) || p.String() != text {
+			t.Errorf("UnmarshalText(%q) error = %v, pattern now %q", bad, err, p)
 		}
 	}
-	spike := &Traffic{Clients: []Pattern{{Bursts: []Burst{{At: 59500 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}},
-		{Bursts: []Burst{{At: 60010 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}}}}
+	spike := []Pattern{{Bursts: []Burst{{At: 59500 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}},
+		{Bursts: []Burst{{At: 60010 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}}}
 	r, err := run1(Config{Traffic: spike, Algorithms: []algo.Algorithm{algo.FixedWindow{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Scenario != Custom || r.Duration != 2*time.Minute || r.Total.Admitted != 200 || r.Law.Holds || len(r.Timeline.Clients) != 2 {
+	if r.Scenario != custom || r.Duration != 2*time.Minute || r.Total.Admitted != 200 || r.Law.Holds || len(r.Timeline.Clients) != 2 {
 		t.Errorf("two bursts across a boundary: %s, %d admitted, law %v, clients %v", r.Title(), r.Total.Admitted, r.Law, r.Timeline.Clients)
 	}
 	r, err = run1(Config{Traffic: spike})
@@ -185,9 +185,9 @@ func TestTraffic(t *testing.T) {
 		t.Errorf("token bucket: %d admitted, law %v", r.Total.Admitted, r.Law)
 	}
 	for _, cfg := range []Config{
-		{Traffic: &Traffic{}},
 		{Traffic: spike, Scenario: "mobile"},
-		{Traffic: &Traffic{Clients: []Pattern{{Every: time.Microsecond}}}},
+		{Traffic: []Pattern{{Every: time.Microsecond}}},
+		{Traffic: make([]Pattern, 11)},
 	} {
 		if _, err := run1(cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("run1(%+v) error = %v", cfg, err)

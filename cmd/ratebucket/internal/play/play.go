@@ -22,8 +22,8 @@
 // URL reproduces it (runs are deterministic):
 //
 //	scenario   a name from /api/scenarios, or "custom" (default boundary-spike)
-//	client     custom traffic, one parameter per client, as sim.ParsePattern
-//	           reads it: "100 at 59.5s over 490ms, every 5s"
+//	client     custom traffic, one parameter per client, a sim.Pattern as
+//	           text: "100 at 59.5s over 490ms, every 5s"
 //	cost       the cost of every request of a named scenario (default each
 //	           request's own); of each custom request that does not set its own
 //	algos      comma-separated token, fixed, sliding (default all three)
@@ -69,6 +69,10 @@ const (
 	// MaxDuration is the longest run a view may ask for.
 	MaxDuration = time.Hour
 )
+
+// custom is the scenario of the query string that stands for traffic
+// drawn by hand, one client parameter per client.
+const custom = "custom"
 
 // ErrBadQuery is wrapped by every error in a view's query string; the API
 // answers it with 400 and the message.
@@ -168,26 +172,25 @@ func ParseView(q url.Values) (sim.Config, error) {
 		}
 		cost = c
 	}
-	if cfg.Scenario == sim.Custom {
+	if cfg.Scenario == custom {
 		cost = max(cost, 1)
-		tr := &sim.Traffic{}
 		for _, line := range q["client"] {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			p, err := sim.ParsePattern(line)
-			if err != nil {
+			var p sim.Pattern
+			if err := p.UnmarshalText([]byte(line)); err != nil {
 				return bad("%v", err)
 			}
 			if p.Cost == 0 {
 				p.Cost = cost
 			}
-			tr.Clients = append(tr.Clients, p)
+			cfg.Traffic = append(cfg.Traffic, p)
 		}
-		if len(tr.Clients) == 0 {
+		if len(cfg.Traffic) == 0 {
 			return bad("custom traffic needs at least one client, such as client=100 at 59.5s")
 		}
-		cfg.Scenario, cfg.Traffic = "", tr
+		cfg.Scenario = ""
 	} else if _, err := sim.Lookup(cfg.Scenario); err != nil {
 		return bad("%v", err)
 	} else {
@@ -205,8 +208,8 @@ func ParseView(q url.Values) (sim.Config, error) {
 		}
 	}
 	if s := q.Get("topology"); s != "" {
-		t, err := sim.ParseTopology(s)
-		if err != nil {
+		var t sim.Topology
+		if err := t.UnmarshalText([]byte(s)); err != nil {
 			return bad("%v", err)
 		}
 		cfg.Topologies = []sim.Topology{t}
@@ -255,7 +258,7 @@ func ParseView(q url.Values) (sim.Config, error) {
 // be empty to keep the scenario's.
 func policy(c, r string, base sim.Config) (algo.Policy, error) {
 	def := sim.Scenario{}
-	if base.Traffic == nil {
+	if len(base.Traffic) == 0 {
 		def, _ = sim.Lookup(base.Scenario)
 	} else {
 		def.Policy = algo.PerMinute(100).Burst(100)
@@ -339,10 +342,8 @@ type Run struct {
 // order; ctx bounds them.
 func run(ctx context.Context, cfg sim.Config) (*Result, error) {
 	res := &Result{}
-	if cfg.Traffic != nil {
-		for _, p := range cfg.Traffic.Clients {
-			res.Traffic = append(res.Traffic, p.String())
-		}
+	for _, p := range cfg.Traffic {
+		res.Traffic = append(res.Traffic, p.String())
 	}
 	reps, err := sim.Run(ctx, cfg)
 	if err != nil {
@@ -352,7 +353,7 @@ func run(ctx context.Context, cfg sim.Config) (*Result, error) {
 		res.Scenario, res.Policy = rep.Scenario, rep.Timeline.Policy.String()
 		res.Runs = append(res.Runs, Run{Short: sim.ShortName(rep.Algorithm), Report: rep, Timeline: rep.Timeline})
 	}
-	if cfg.Traffic == nil {
+	if len(cfg.Traffic) == 0 {
 		sc, _ := sim.Lookup(cfg.Scenario)
 		res.Summary = sc.Summary
 	} else {

@@ -104,14 +104,14 @@ func TestParseView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Traffic == nil || len(b.Traffic.Clients) != 2 || b.Traffic.Clients[0].Cost != 2 || b.Traffic.Clients[1].Cost != 3 ||
+	if len(b.Traffic) != 2 || b.Traffic[0].Cost != 2 || b.Traffic[1].Cost != 3 ||
 		len(b.Algorithms) != 1 || b.Algorithms[0].Name() != "slidingwindow" || len(b.Topologies) != 1 || b.Topologies[0] != sim.PerInstance ||
 		b.Instances != 2 || len(b.Skew) != 2 || b.Policy.Capacity() != 50 || b.Policy.Rate().String() != "10/1s" ||
 		b.Seed != 7 || b.Duration != 90*time.Second || b.Cost != 0 {
 		t.Fatalf("ParseView = %+v", b)
 	}
 	// On a named scenario, cost is every request's: sim.Config.Cost.
-	if v, err := ParseView(url.Values{"scenario": {"sensor"}, "cost": {"3"}}); err != nil || v.Cost != 3 || v.Traffic != nil {
+	if v, err := ParseView(url.Values{"scenario": {"sensor"}, "cost": {"3"}}); err != nil || v.Cost != 3 || len(v.Traffic) != 0 {
 		t.Fatalf("ParseView(scenario=sensor&cost=3) = %+v, %v", v, err)
 	}
 	for _, bad := range []string{"scenario=nope", "scenario=custom", "algos=leaky", "instances=11", "topology=mesh",
