@@ -8,10 +8,10 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ratebucket/ratebucket/algo"
-	"github.com/ratebucket/ratebucket/sim"
 )
 
-var algorithms = sim.Algorithms()
+// algorithms are every algorithm algo has.
+var algorithms = []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}, algo.SlidingWindow{}}
 
 // drawPolicy draws a valid policy: capacity up to 1000, up to 1000 tokens
 // per period of 1 µs to 1 day (every such combination is within algo's

@@ -85,9 +85,9 @@ func TestLookupAndScenarios(t *testing.T) {
 			t.Errorf("scenario %+v: duplicate or incomplete", sc)
 		}
 		names[sc.Name] = true
-		got, err := Lookup(sc.Name)
+		got, err := lookup(sc.Name)
 		if err != nil || got.Name != sc.Name {
-			t.Errorf("Lookup(%q) = %v, %v", sc.Name, got.Name, err)
+			t.Errorf("lookup(%q) = %v, %v", sc.Name, got.Name, err)
 		}
 	}
 	for _, n := range []string{"mobile", "boundary-spike", "sensor", "abuser", "campus-nat-ip", "campus-nat-user", "cost"} {

@@ -11,7 +11,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// The order of matrix's reports: every algorithm of Algorithms, each on
+// The order of matrix's reports: every algorithm of algorithms, each on
 // both topologies, as Run documents.
 const (
 	tokenShared = iota

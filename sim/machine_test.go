@@ -162,7 +162,7 @@ func runMachine(t *testing.T, alg algo.Algorithm, top Topology, stores map[strin
 // memstore (reading the calling instance's skewed clock) and its
 // per-instance memstores answer exactly as the algo reference does.
 func TestMachineMemstore(t *testing.T) {
-	for _, alg := range Algorithms() {
+	for _, alg := range algorithms {
 		for _, top := range []Topology{Shared, PerInstance} {
 			t.Run(alg.Name()+"/"+top.String(), func(t *testing.T) {
 				runMachine(t, alg, top, map[string]Config{"memstore": {}})

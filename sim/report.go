@@ -193,7 +193,7 @@ func (rs Reports) Table() string {
 		if !r.Law.Holds {
 			law = ratio(r.Law.Admitted, r.Law.Bound) + "!"
 		}
-		t.add(ShortName(r.Algorithm), r.Setup(), r.Total.Admitted, r.Total.Denied,
+		t.add(shortName(r.Algorithm), r.Setup(), r.Total.Admitted, r.Total.Denied,
 			pct(r.Total.False429()), strings.Join(peaks, " "), law)
 	}
 	var b strings.Builder
@@ -201,9 +201,9 @@ func (rs Reports) Table() string {
 	return b.String()
 }
 
-// ShortName returns an algorithm's name without its "bucket" or "window"
+// shortName returns an algorithm's name without its "bucket" or "window"
 // suffix: "token", "fixed", "sliding".
-func ShortName(name string) string {
+func shortName(name string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(name, "bucket"), "window")
 }
 

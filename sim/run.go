@@ -14,8 +14,8 @@ import (
 
 // Errors returned by this package. Match them with [errors.Is].
 var (
-	// ErrUnknownScenario reports a scenario name that [Lookup] does not
-	// know.
+	// ErrUnknownScenario reports a scenario name that [Scenarios] does
+	// not list.
 	ErrUnknownScenario = errors.New("sim: unknown scenario")
 	// ErrInvalidConfig reports a [Config] field out of range or a
 	// combination the simulator cannot run.
@@ -234,7 +234,7 @@ func (c *Config) resolve() ([]runPlan, error) {
 // scenario returns the named scenario, or the one Traffic makes.
 func (c *Config) scenario() (Scenario, error) {
 	if len(c.Traffic) == 0 {
-		return Lookup(c.Scenario)
+		return lookup(c.Scenario)
 	}
 	if c.Scenario != "" && c.Scenario != custom {
 		return Scenario{}, fmt.Errorf("%w: scenario %q and traffic both given", ErrInvalidConfig, c.Scenario)
@@ -250,12 +250,6 @@ func (c *Config) layout(alg algo.Algorithm, top Topology) layout {
 		skews[i] = s.Microseconds()
 	}
 	return layout{alg: alg, topology: top, skews: skews, stores: c.Stores, wrap: c.Wrap}
-}
-
-// Algorithms returns the algorithms the simulator compares: the token
-// bucket, the fixed window and the sliding window.
-func Algorithms() []algo.Algorithm {
-	return []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}, algo.SlidingWindow{}}
 }
 
 // Run simulates cfg: a run of its scenario for each of its algorithms on

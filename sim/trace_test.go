@@ -31,7 +31,7 @@ func levelAt(pts []Point, t time.Duration) float64 {
 // each request, rounded down, is the Remaining the store reported, for
 // every algorithm, shared and per instance.
 func TestTimelineAgreesWithStore(t *testing.T) {
-	for _, alg := range Algorithms() {
+	for _, alg := range algorithms {
 		for _, top := range []Topology{Shared, PerInstance} {
 			for _, sc := range []string{"boundary-spike", "mobile", "cost"} {
 				cfg := Config{Scenario: sc, Algorithms: []algo.Algorithm{alg}, Topologies: []Topology{top}, Instances: 3, Seed: 3, Duration: 4 * time.Minute}
@@ -73,7 +73,7 @@ func TestTimelineAgreesWithStore(t *testing.T) {
 func TestLevelIsPiecewiseLinear(t *testing.T) {
 	p := algo.PerSecond(3).Burst(5) // windows of 1.666667 s, not aligned to the start
 	at := []int64{0, 100, 200, 300, 400, 450, 1_900, 1_950, 2_000, 2_010, 3_400, 3_401, 7_000, 7_100}
-	for _, alg := range Algorithms() {
+	for _, alg := range algorithms {
 		tr := newTracer(layout{alg: alg, topology: Shared, skews: []int64{0}}, p)
 		var s algo.State
 		var states []algo.State

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/choices"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
@@ -125,21 +126,16 @@ func (s *skewFlag) Set(v string) error {
 
 // scenarios returns the scenarios --scenario names, in its order.
 func (cfg *simConfig) scenarios() ([]sim.Scenario, error) {
-	all := sim.Scenarios()
 	if cfg.scenario == "all" {
-		return all, nil
-	}
-	names := make([]string, len(all))
-	for i, s := range all {
-		names[i] = s.Name
+		return sim.Scenarios(), nil
 	}
 	var out []sim.Scenario
 	for _, name := range strings.Split(cfg.scenario, ",") {
-		i := slices.Index(names, strings.TrimSpace(name))
-		if i < 0 {
-			return nil, usageError{fmt.Errorf("%w: %q (have %v)", sim.ErrUnknownScenario, strings.TrimSpace(name), names)}
+		s, err := choices.Scenario(strings.TrimSpace(name))
+		if err != nil {
+			return nil, usageError{err}
 		}
-		out = append(out, all[i])
+		out = append(out, s)
 	}
 	return out, nil
 }
@@ -150,8 +146,8 @@ func (cfg *simConfig) scenarios() ([]sim.Scenario, error) {
 // at all on the command line; and --redis narrows the runs to the token
 // bucket on a shared store, which is what redisstore runs.
 func (cfg *simConfig) config() (sim.Config, error) {
-	algos, err := pick("--algo", cfg.algos, sim.Algorithms(), func(a algo.Algorithm) []string {
-		return []string{sim.ShortName(a.Name()), a.Name()}
+	algos, err := pick("--algo", cfg.algos, choices.Algorithms(), func(a algo.Algorithm) []string {
+		return []string{choices.Short(a.Name()), a.Name()}
 	})
 	if err != nil {
 		return sim.Config{}, err
@@ -306,7 +302,7 @@ func simVerdict(w io.Writer, reports sim.Reports) {
 		name := r.Algorithm + " " + r.Setup()
 		t, ok := byName[name]
 		if !ok {
-			t = &tally{algo: sim.ShortName(r.Algorithm), setup: r.Setup()}
+			t = &tally{algo: choices.Short(r.Algorithm), setup: r.Setup()}
 			byName[name] = t
 			rows = append(rows, t)
 		}
@@ -350,7 +346,7 @@ func printScenario(e *env, s sim.Scenario, reports sim.Reports, detail bool) {
 
 // writeChart writes rep's timeline as DIR/<scenario>-<algo>-<setup>.svg.
 func writeChart(dir string, rep *sim.Report) (path string, err error) {
-	name := fmt.Sprintf("%s-%s-%s.svg", rep.Scenario, sim.ShortName(rep.Algorithm), rep.Topology)
+	name := fmt.Sprintf("%s-%s-%s.svg", rep.Scenario, choices.Short(rep.Algorithm), rep.Topology)
 	path = filepath.Join(dir, name)
 	f, err := os.Create(path)
 	if err != nil {

@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/choices"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
@@ -191,16 +192,16 @@ func ParseView(q url.Values) (sim.Config, error) {
 			return bad("custom traffic needs at least one client, such as client=100 at 59.5s")
 		}
 		cfg.Scenario = ""
-	} else if _, err := sim.Lookup(cfg.Scenario); err != nil {
+	} else if _, err := choices.Scenario(cfg.Scenario); err != nil {
 		return bad("%v", err)
 	} else {
 		cfg.Cost = cost // sim checks it against the capacity
 	}
-	cfg.Algorithms = sim.Algorithms()
+	cfg.Algorithms = choices.Algorithms()
 	if s := q.Get("algos"); s != "" {
 		cfg.Algorithms = nil
 		for _, name := range strings.Split(s, ",") {
-			a := byShortName(strings.TrimSpace(name))
+			a := choices.Algorithm(strings.TrimSpace(name))
 			if a == nil {
 				return bad("algorithm %q: want token, fixed or sliding", name)
 			}
@@ -259,7 +260,7 @@ func ParseView(q url.Values) (sim.Config, error) {
 func policy(c, r string, base sim.Config) (algo.Policy, error) {
 	def := sim.Scenario{}
 	if len(base.Traffic) == 0 {
-		def, _ = sim.Lookup(base.Scenario)
+		def, _ = choices.Scenario(base.Scenario)
 	} else {
 		def.Policy = algo.PerMinute(100).Burst(100)
 	}
@@ -304,17 +305,6 @@ func parseRate(s string) (algo.Rate, error) {
 	return algo.Per(n, period), nil
 }
 
-// byShortName returns the algorithm called "token", "fixed" or "sliding"
-// (or by its full name), or nil.
-func byShortName(name string) algo.Algorithm {
-	for _, a := range sim.Algorithms() {
-		if name == a.Name() || name == sim.ShortName(a.Name()) {
-			return a
-		}
-	}
-	return nil
-}
-
 // Result is what /api/run answers: the view's scenario and one run per
 // algorithm.
 type Result struct {
@@ -351,10 +341,10 @@ func run(ctx context.Context, cfg sim.Config) (*Result, error) {
 	}
 	for _, rep := range reps {
 		res.Scenario, res.Policy = rep.Scenario, rep.Timeline.Policy.String()
-		res.Runs = append(res.Runs, Run{Short: sim.ShortName(rep.Algorithm), Report: rep, Timeline: rep.Timeline})
+		res.Runs = append(res.Runs, Run{Short: choices.Short(rep.Algorithm), Report: rep, Timeline: rep.Timeline})
 	}
 	if len(cfg.Traffic) == 0 {
-		sc, _ := sim.Lookup(cfg.Scenario)
+		sc, _ := choices.Scenario(cfg.Scenario)
 		res.Summary = sc.Summary
 	} else {
 		res.Summary = "your traffic: " + strings.Join(res.Traffic, "; ")

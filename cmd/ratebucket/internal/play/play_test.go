@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/choices"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
@@ -79,7 +80,7 @@ func TestRunMatchesSimulator(t *testing.T) {
 	}
 	for _, r := range res.Runs {
 		reps, err := sim.Run(context.Background(), sim.Config{Scenario: "boundary-spike",
-			Algorithms: []algo.Algorithm{byShortName(r.Short)}, Instances: 3, Seed: 1})
+			Algorithms: []algo.Algorithm{choices.Algorithm(r.Short)}, Instances: 3, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
