@@ -16,11 +16,11 @@
 //
 // # Virtual time
 //
-// Each run owns a virtual clock, which the stores read (a store.Clock), and
-// which jumps from event to event, from midnight UTC on 1 January 2030 on
-// (a fixed start keeps window boundaries where they were): it never
-// sleeps and never reads the real clock, so a
-// simulated hour of thousands of clients takes seconds. Events are kept in
+// Each run owns a virtual clock, a store.Clock the stores read, which
+// starts at midnight UTC on 1 January 2030 (a fixed start keeps window
+// boundaries in place) and jumps from event to event: it never sleeps and
+// never reads the real clock, so a simulated hour of thousands of clients
+// takes seconds. Events are kept in
 // a heap ordered by (time, sequence), all randomness comes from PCG
 // streams seeded by [Config.Seed] and each client's identity, and every
 // draw is an integer: the same Config gives the same Report, tables and SVG
@@ -50,15 +50,15 @@
 // # Topologies and clocks
 //
 // [Shared] gives every instance the same store: what Redis gives a fleet.
-// [PerInstance] gives each its own memstore, the broken setup in which
-// three instances admit about three times the limit. [Config.Skew] offsets
-// each instance's clock. Skew is modelled where it is real: a shared store
+// [PerInstance] gives each its own, the broken setup in which three
+// instances admit about three times the limit. [Config.Skew] offsets each
+// instance's clock. Skew is modelled where it is real: a shared store
 // whose requests carry the caller's time, which is redisstore with its
 // client clock (on Redis, one redisstore.Store per instance from
 // [Config.Stores], each with its own skewed clock; over memstore, one
-// store that reads the calling instance's clock). Redis's server clock cannot be simulated, since it is
-// real time, but it is what a shared store with no skew models: one clock
-// for the fleet.
+// store that reads the calling instance's clock). Redis's server clock
+// cannot be simulated, since it is real time, but it is what a shared
+// store with no skew models: one clock for the fleet.
 //
 // # What is measured
 //

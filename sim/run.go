@@ -71,7 +71,7 @@ type Config struct {
 	// skew.
 	Skew []time.Duration
 	// Seed selects the random traffic. The same Config gives the same
-	// Report, bit for bit.
+	// Reports, bit for bit.
 	Seed uint64
 	// Duration is the virtual time covered. The default is the scenario's.
 	Duration time.Duration
