@@ -17,14 +17,14 @@ import (
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/redisstore"
-	"github.com/ratebucket/ratebucket/sim"
 	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
 // FuzzKeys: any key through a Limiter with any prefix is its own bucket;
 // the empty key is refused with store.ErrEmptyKey, never shared.
 func FuzzKeys(f *testing.F) {
-	ms, err := memstore.New(memstore.Config{Clock: sim.NewClock(sim.Start)})
+	ms, err := memstore.New(memstore.Config{Clock: storetest.NewClock()})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -124,7 +124,8 @@ var inputs atomic.Int64
 func luaParity(rdb *redis.Client) func(*rapid.T) {
 	return func(t *rapid.T) {
 		ctx := context.Background()
-		clk := sim.NewClock(time.UnixMicro(rapid.Int64Range(0, algo.MaxTime/2).Draw(t, "start µs")))
+		clk := storetest.NewClock()
+		clk.Set(time.UnixMicro(rapid.Int64Range(0, algo.MaxTime/2).Draw(t, "start µs")))
 		rs, err := redisstore.New(rdb, redisstore.Config{Prefix: "rbfuzz:" + strconv.FormatInt(inputs.Add(1), 10) + ":", Clock: clk})
 		if err != nil {
 			t.Fatal(err)

@@ -108,10 +108,6 @@ func (d Decision) Violated() []string {
 	return names
 }
 
-// ceilSeconds rounds d up to whole seconds: a client told to wait ⌈d⌉ is
-// never early. Retry-After and the draft's t parameter are delay-seconds.
-func ceilSeconds(d time.Duration) int64 { return limitheader.DelaySeconds(d) }
-
 // retryAfterSeconds is Retry-After for a refusal: rounded up, and never 0,
 // which clients read as "retry at once".
 func retryAfterSeconds(d time.Duration) int64 { return limitheader.RetryAfterSeconds(d) }

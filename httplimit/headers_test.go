@@ -93,20 +93,17 @@ func TestRetryAfterMillisInBody(t *testing.T) {
 
 func TestRounding(t *testing.T) {
 	for _, c := range []struct {
-		d           time.Duration
-		secs, retry int64
-		millis      int64
+		d      time.Duration
+		retry  int64
+		millis int64
 	}{
-		{0, 0, 1, 1},
-		{time.Nanosecond, 1, 1, 1},
-		{time.Millisecond, 1, 1, 1},
-		{time.Second, 1, 1, 1000},
-		{time.Second + time.Microsecond, 2, 2, 1001},
-		{59*time.Second + 999*time.Millisecond, 60, 60, 59999},
+		{0, 1, 1},
+		{time.Nanosecond, 1, 1},
+		{time.Millisecond, 1, 1},
+		{time.Second, 1, 1000},
+		{time.Second + time.Microsecond, 2, 1001},
+		{59*time.Second + 999*time.Millisecond, 60, 59999},
 	} {
-		if got := ceilSeconds(c.d); got != c.secs {
-			t.Errorf("ceilSeconds(%v) = %d, want %d", c.d, got, c.secs)
-		}
 		if got := retryAfterSeconds(c.d); got != c.retry {
 			t.Errorf("retryAfterSeconds(%v) = %d, want %d", c.d, got, c.retry)
 		}

@@ -1,6 +1,7 @@
 package hybrid_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -33,17 +34,19 @@ func TestDenyCacheInSimulator(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d instances", tc.instances), func(t *testing.T) {
 			cfg := sim.Config{Scenario: "abuser", Instances: tc.instances, Seed: 1, Duration: tc.d}
-			plain, err := sim.Run(cfg)
+			reps, err := sim.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
+			plain := reps[0]
 			cfg.Wrap = func(_ int, clk store.Clock, s store.Store) (store.Store, error) {
 				return hybrid.NewDenyCache(s, hybrid.DenyCacheConfig{Clock: clk})
 			}
-			cached, err := sim.Run(cfg)
+			reps, err = sim.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
+			cached := reps[0]
 			if len(plain.Classes) != len(cached.Classes) {
 				t.Fatalf("classes %d and %d", len(plain.Classes), len(cached.Classes))
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,8 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/ratebucket/ratebucket/sim/play"
 )
 
 // The one server and the one browser of this test binary.
@@ -32,16 +29,21 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// run starts the server and the browser, runs the tests, and stops both;
+// a server that does not stop cleanly fails the run.
+func run(m *testing.M) (code int) {
+	srv, url, err := startPlay()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	srv := &http.Server{Handler: play.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
-	baseURL = "http://" + ln.Addr().String()
+	baseURL = url
+	defer func() {
+		if err := srv.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}()
 
 	path := lookPath(browsers)
 	if path == "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
@@ -62,15 +63,26 @@ type nodeReply struct {
 // saying what to install.
 func startNode(t *testing.T, cluster bool, addrs []string, prefix string) *nodeWorker {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node not found in PATH: the cross-runtime test needs Node.js 20 (apt-get install nodejs npm) and js/'s packages (cd js && npm ci)")
-	}
 	if _, err := os.Stat(filepath.Join("..", "js", "node_modules", "ioredis")); err != nil {
 		t.Fatalf("js/node_modules has no ioredis: run `cd js && npm ci` (.ci/run does): %v", err)
 	}
 	cfg, _ := json.Marshal(map[string]any{"cluster": cluster, "addrs": addrs, "prefix": prefix})
-	cmd := exec.Command(node, filepath.Join("..", "js", "testutil", "crossworker.js"), string(cfg))
+	w := startWorker(t, "crossworker.js", string(cfg))
+	if hello := w.read(t); hello.SHA != redisstore.Script().Hash() {
+		t.Fatalf("node loaded a script with SHA1 %q, Go embeds %q: not the same file", hello.SHA, redisstore.Script().Hash())
+	}
+	return w
+}
+
+// startWorker starts node on js/testutil/<script> with args, talking
+// JSON lines over its stdin and stdout; it ends when the test does.
+func startWorker(t *testing.T, script string, args ...string) *nodeWorker {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found in PATH: the cross-runtime test needs Node.js 20 (apt-get install nodejs npm) and js/'s packages (cd js && npm ci)")
+	}
+	cmd := exec.Command(node, append([]string{filepath.Join("..", "js", "testutil", script)}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -89,11 +101,7 @@ func startNode(t *testing.T, cluster bool, addrs []string, prefix string) *nodeW
 			t.Errorf("node worker: %v", err)
 		}
 	})
-	w := &nodeWorker{in: json.NewEncoder(stdin), out: bufio.NewScanner(stdout)}
-	if hello := w.read(t); hello.SHA != redisstore.Script().Hash() {
-		t.Fatalf("node loaded a script with SHA1 %q, Go embeds %q: not the same file", hello.SHA, redisstore.Script().Hash())
-	}
-	return w
+	return &nodeWorker{in: json.NewEncoder(stdin), out: bufio.NewScanner(stdout)}
 }
 
 func (w *nodeWorker) read(t *testing.T) nodeReply {
@@ -255,4 +263,66 @@ func goCall(t *testing.T, s *redisstore.Store, op string, reqs []store.Request) 
 		t.Fatal(err)
 	}
 	return b.Now.UnixMicro(), []algo.Result{{Allowed: true, Remaining: b.Tokens, ResetAfter: b.FullIn}}
+}
+
+// TestCrossRuntimePolicy pins the Node package's one piece of arithmetic
+// of its own, the reduction of a capacity and a rate to the wire's three
+// integers (js/src/policy.js), to algo's: over generated capacities and
+// rates that Node's numbers hold exactly (below 2^53; Node refuses
+// others), bounds and their neighbours included, Node builds a policy
+// exactly when algo.NewPolicy does, with the same capacity, unit, refill
+// and fill time. (Everything else Node computes is the script's.)
+func TestCrossRuntimePolicy(t *testing.T) {
+	w := startWorker(t, "policyworker.js")
+	in, out := w.in, w.out
+	const maxPeriodUs = int64(algo.MaxPeriod / time.Microsecond)
+	const safe = 1<<53 - 1 // Node's numbers are exact below 2^53
+	near := func(v int64) *rapid.Generator[int64] {
+		return rapid.Custom(func(t *rapid.T) int64 { return v + rapid.Int64Range(-2, 2).Draw(t, "delta") })
+	}
+	var valid, invalid int
+	rapid.Check(t, func(rt *rapid.T) {
+		periodUs := rapid.OneOf(rapid.Int64Range(-1, 2_000_000), rapid.Int64Range(1, maxPeriodUs+2), near(maxPeriodUs),
+			rapid.SampledFrom([]int64{1e6, 60e6, 3600e6, 86400e6, 7 * 86400e6})).Draw(rt, "period µs")
+		tokens := rapid.OneOf(rapid.Int64Range(-1, 1000), rapid.Int64Range(1, 1e9), rapid.Int64Range(1, safe),
+			near(min(max(periodUs, 1)*(algo.MaxPerSecond/1e6), safe-2))).Draw(rt, "tokens")
+		// A capacity near the largest the reduced unit allows, when the
+		// rate is valid; else anywhere, bounds included.
+		capacities := []*rapid.Generator[int64]{rapid.Int64Range(-1, 1000), rapid.Int64Range(1, 1e9), rapid.Int64Range(1, safe),
+			near(algo.MaxCapacity)}
+		if p, err := algo.NewPolicy(1, algo.Per(tokens, time.Duration(periodUs)*time.Microsecond)); err == nil {
+			capacities = append(capacities, near(algo.MaxLevel/p.Unit()))
+		}
+		capacity := rapid.OneOf(capacities...).Draw(rt, "capacity")
+
+		want, werr := algo.NewPolicy(capacity, algo.Per(tokens, time.Duration(periodUs)*time.Microsecond))
+		if err := in.Encode(map[string]int64{"capacity": capacity, "tokens": tokens, "periodUs": periodUs}); err != nil {
+			rt.Fatal(err)
+		}
+		if !out.Scan() {
+			rt.Fatalf("node worker ended: %v", out.Err())
+		}
+		var got struct {
+			Capacity, Unit, Refill, FillTimeUs int64
+			Error                              string
+		}
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			rt.Fatalf("node worker said %q: %v", out.Text(), err)
+		}
+		switch {
+		case werr != nil && got.Error == "":
+			rt.Fatalf("burst %d, %d/%dµs: algo refuses (%v), Node builds %+v", capacity, tokens, periodUs, werr, got)
+		case werr == nil && got.Error != "":
+			rt.Fatalf("burst %d, %d/%dµs: algo builds %v, Node refuses: %s", capacity, tokens, periodUs, want, got.Error)
+		case werr != nil:
+			invalid++
+		case got.Capacity != want.Capacity() || got.Unit != want.Unit() || got.Refill != want.Refill() ||
+			got.FillTimeUs != want.FillTime().Microseconds():
+			rt.Fatalf("burst %d, %d/%dµs: Node %+v, algo capacity %d unit %d refill %d fill %dµs",
+				capacity, tokens, periodUs, got, want.Capacity(), want.Unit(), want.Refill(), want.FillTime().Microseconds())
+		default:
+			valid++
+		}
+	})
+	t.Logf("Node and algo agree on %d valid and %d invalid policies", valid, invalid)
 }

@@ -7,12 +7,12 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
@@ -20,9 +20,11 @@ import (
 )
 
 func TestConfigErrors(t *testing.T) {
-	// Never dialled: the config is refused before any store is built.
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { rdb.Close() })
+	// A Stores that must not be called: the config is refused before.
+	never := func(algo.Algorithm, []store.Clock) ([]store.Store, func() error, error) {
+		t.Error("Stores called for an invalid config")
+		return nil, nil, nil
+	}
 	tests := []struct {
 		name string
 		cfg  Config
@@ -37,31 +39,42 @@ func TestConfigErrors(t *testing.T) {
 		{"negative scale", Config{Scenario: "sensor", Scale: -1}, ErrInvalidConfig},
 		{"duration beyond a day", Config{Scenario: "sensor", Duration: MaxDuration + time.Second}, ErrInvalidConfig},
 		{"sub-microsecond duration", Config{Scenario: "sensor", Duration: time.Second + 1}, ErrInvalidConfig},
-		{"unknown topology", Config{Scenario: "sensor", Topology: 7}, ErrInvalidConfig},
+		{"unknown topology", Config{Scenario: "sensor", Topologies: []Topology{Shared, 7}}, ErrInvalidConfig},
+		{"nil algorithm", Config{Scenario: "sensor", Algorithms: []algo.Algorithm{algo.TokenBucket{}, nil}}, ErrInvalidConfig},
 		{"invalid policy", Config{Scenario: "sensor", Policy: algo.PerSecond(0).Burst(10)}, algo.ErrInvalidPolicy},
-		{"redis per instance", Config{Scenario: "sensor", Redis: rdb, Topology: PerInstance}, ErrInvalidConfig},
-		{"redis fixed window", Config{Scenario: "sensor", Redis: rdb, Algorithm: algo.FixedWindow{}}, ErrInvalidConfig},
+		{"stores without a backend name", Config{Scenario: "sensor", Stores: never}, ErrInvalidConfig},
+		{"a backend name without stores", Config{Scenario: "sensor", Backend: "redisstore"}, ErrInvalidConfig},
+		{"stores refusing the algorithm", Config{Scenario: "sensor", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Backend: "tokenstore",
+			Stores: func(algo.Algorithm, []store.Clock) ([]store.Store, func() error, error) {
+				return nil, nil, store.ErrUnsupported
+			}},
+			store.ErrUnsupported},
+		{"stores building too few", Config{Scenario: "sensor", Instances: 2, Backend: "fewstore",
+			Stores: func(_ algo.Algorithm, clocks []store.Clock) ([]store.Store, func() error, error) {
+				ms, err := memstore.New(memstore.Config{Clock: clocks[0]})
+				return []store.Store{ms}, ms.Close, err
+			}}, ErrInvalidConfig},
 		{"cost above the policy's capacity", Config{Scenario: "cost", Policy: algo.PerSecond(2).Burst(5)}, algo.ErrCostExceedsCapacity},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := Run(tt.cfg)
+			rep, err := run1(tt.cfg)
 			if !errors.Is(err, tt.want) || rep != nil {
 				t.Fatalf("Run = %v, %v; want nil, error matching %v", rep, err, tt.want)
 			}
 		})
 	}
-	if _, err := ParseTopology("mesh"); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("ParseTopology(mesh) error = %v", err)
+	if top := PerInstance; top.UnmarshalText([]byte("mesh")) == nil || top != PerInstance {
+		t.Errorf("Topology.UnmarshalText(mesh) took it, or changed the topology to %v", top)
 	}
 	failing := func(int, store.Clock, store.Store) (store.Store, error) { return nil, io.ErrUnexpectedEOF }
-	if _, err := Run(Config{Scenario: "sensor", Wrap: failing}); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := run1(Config{Scenario: "sensor", Wrap: failing}); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("Run with a failing Wrap: error = %v, want the wrapper's", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := RunContext(ctx, Config{Scenario: "sensor"}); !errors.Is(err, context.Canceled) {
-		t.Errorf("RunContext(cancelled) error = %v", err)
+	if _, err := Run(ctx, Config{Scenario: "sensor"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run(cancelled) error = %v", err)
 	}
 }
 
@@ -72,9 +85,9 @@ func TestLookupAndScenarios(t *testing.T) {
 			t.Errorf("scenario %+v: duplicate or incomplete", sc)
 		}
 		names[sc.Name] = true
-		got, err := Lookup(sc.Name)
+		got, err := lookup(sc.Name)
 		if err != nil || got.Name != sc.Name {
-			t.Errorf("Lookup(%q) = %v, %v", sc.Name, got.Name, err)
+			t.Errorf("lookup(%q) = %v, %v", sc.Name, got.Name, err)
 		}
 	}
 	for _, n := range []string{"mobile", "boundary-spike", "sensor", "abuser", "campus-nat-ip", "campus-nat-user", "cost"} {
@@ -87,12 +100,12 @@ func TestLookupAndScenarios(t *testing.T) {
 // TestCountWrapsStores: Count counts every call and offers TakeMulti
 // exactly when the store does.
 func TestCountWrapsStores(t *testing.T) {
-	ms, err := memstore.New(memstore.Config{Clock: NewClock(Start)})
+	ms, err := memstore.New(memstore.Config{Clock: newClock(runStart)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	s, n := Count(ms)
+	s, n := counted(ms)
 	p := algo.PerSecond(1).Burst(2)
 	ctx := context.Background()
 	for range 3 {
@@ -102,7 +115,7 @@ func TestCountWrapsStores(t *testing.T) {
 	}
 	m, ok := s.(store.MultiTaker)
 	if !ok {
-		t.Fatal("Count(memstore) lost TakeMulti")
+		t.Fatal("counted(memstore) lost TakeMulti")
 	}
 	if _, err := m.TakeMulti(ctx, []store.Request{{Key: "a", Policy: p, Cost: 1}, {Key: "b", Policy: p, Cost: 1}}); err != nil {
 		t.Fatal(err)
@@ -110,7 +123,7 @@ func TestCountWrapsStores(t *testing.T) {
 	if n.Calls() != 4 {
 		t.Errorf("Calls() = %d, want 4", n.Calls())
 	}
-	if only, _ := Count(takeOnly{ms}); isMulti(only) {
+	if only, _ := counted(takeOnly{ms}); isMulti(only) {
 		t.Error("Count of a Take-only store claims TakeMulti")
 	}
 }
@@ -129,11 +142,11 @@ func (o takeOnly) Take(ctx context.Context, k string, p algo.Policy, c int64) (a
 // TestWrapSeesBackendCalls: a wrapper that answers some calls itself
 // (here: every other one) shows up as fewer backend calls.
 func TestWrapSeesBackendCalls(t *testing.T) {
-	plain, err := Run(Config{Scenario: "sensor", Instances: 2, Seed: 3})
+	plain, err := run1(Config{Scenario: "sensor", Instances: 2, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	half, err := Run(Config{Scenario: "sensor", Instances: 2, Seed: 3,
+	half, err := run1(Config{Scenario: "sensor", Instances: 2, Seed: 3,
 		Wrap: func(_ int, _ store.Clock, s store.Store) (store.Store, error) { return &everyOther{s: s}, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -163,17 +176,17 @@ func (e *everyOther) Take(ctx context.Context, k string, p algo.Policy, c int64)
 }
 
 func TestClock(t *testing.T) {
-	c := NewClock(Start)
-	if !c.Now().Equal(Start) {
-		t.Fatalf("Now() = %v, want %v", c.Now(), Start)
+	c := newClock(runStart)
+	if !c.Now().Equal(runStart) {
+		t.Fatalf("Now() = %v, want %v", c.Now(), runStart)
 	}
 	s := c.Skewed(-1500 * time.Microsecond)
 	c.Add(time.Minute)
-	if got, want := s.Now(), Start.Add(time.Minute-1500*time.Microsecond); !got.Equal(want) {
+	if got, want := s.Now(), runStart.Add(time.Minute-1500*time.Microsecond); !got.Equal(want) {
 		t.Errorf("skewed Now() = %v, want %v", got, want)
 	}
-	c.Set(Start)
-	if !c.Now().Equal(Start) {
+	c.Set(runStart)
+	if !c.Now().Equal(runStart) {
 		t.Errorf("after Set, Now() = %v", c.Now())
 	}
 }
@@ -203,19 +216,19 @@ func TestWriteSVG(t *testing.T) {
 		want []string // in the SVG
 		zoom bool
 	}{
-		{"boundary spike zooms on the worst interval", Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 3, Seed: 1},
+		{"boundary spike zooms on the worst interval", Config{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 3, Seed: 1},
 			[]string{"zoomed on 59s to 1m1s", `fill="url(#hatch)"`, "199 admitted in 1s: bound 101", "stroke-dasharray=\"4 3\"", "BROKEN"}, true},
 		{"an hour of sensors in one panel", Config{Scenario: "sensor", Duration: time.Hour, Seed: 1},
 			[]string{"the whole run at device:0", "law holds"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Run(tt.cfg)
+			r, err := run1(tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var b bytes.Buffer
-			if err := WriteSVG(&b, r.Timeline); err != nil {
+			if err := r.Timeline.WriteSVG(&b); err != nil {
 				t.Fatal(err)
 			}
 			d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
@@ -243,8 +256,8 @@ func TestWriteSVG(t *testing.T) {
 			}
 		})
 	}
-	if err := WriteSVG(io.Discard, &Timeline{}); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("WriteSVG(empty) error = %v", err)
+	if err := (&Timeline{}).WriteSVG(io.Discard); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("WriteSVG of an empty timeline: error = %v", err)
 	}
 }
 
@@ -253,12 +266,12 @@ func TestWriteSVG(t *testing.T) {
 func TestConcurrentRuns(t *testing.T) {
 	cfgs := []Config{
 		{Scenario: "sensor", Instances: 2, Seed: 9},
-		{Scenario: "cost", Instances: 3, Topology: PerInstance, Seed: 9},
-		{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 2, Seed: 9},
+		{Scenario: "cost", Instances: 3, Topologies: []Topology{PerInstance}, Seed: 9},
+		{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 2, Seed: 9},
 	}
 	want := make([][]byte, len(cfgs))
 	for i, cfg := range cfgs {
-		r, err := Run(cfg)
+		r, err := run1(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +282,7 @@ func TestConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
 		wg.Go(func() {
-			r, err := Run(cfg)
+			r, err := run1(cfg)
 			if errs[i] = err; err == nil {
 				got[i], errs[i] = r.JSON()
 			}
@@ -280,5 +293,29 @@ func TestConcurrentRuns(t *testing.T) {
 		if errs[i] != nil || !bytes.Equal(got[i], want[i]) {
 			t.Errorf("%s run concurrently: %v, or a different report", cfgs[i].Scenario, errs[i])
 		}
+	}
+}
+
+// TestNoRedisInBuild: sim builds without go-redis, redisstore or anything
+// else of Redis's; a caller brings Redis through Config.Stores (as
+// cmd/ratebucket's --redis does). It asks the go command what sim's build
+// depends on.
+func TestNoRedisInBuild(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is not on PATH: %v", err)
+	}
+	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, dep := range deps {
+		if strings.Contains(strings.ToLower(dep), "redis") {
+			t.Errorf("sim depends on %s", dep)
+		}
+	}
+	if !slices.Contains(deps, "github.com/ratebucket/ratebucket/memstore") {
+		t.Errorf("go list -deps does not list memstore, which sim imports: %v", deps)
 	}
 }

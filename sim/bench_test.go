@@ -17,7 +17,7 @@ func BenchmarkHour(b *testing.B) {
 		b.Run(cfg.Scenario, func(b *testing.B) {
 			var n int64
 			for b.Loop() {
-				rep, err := Run(cfg)
+				rep, err := run1(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}

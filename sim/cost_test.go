@@ -21,7 +21,7 @@ func TestCostOverride(t *testing.T) {
 	for _, tt := range []struct {
 		cost, admitted int64
 	}{{0, 8}, {1, 8}, {2, 4}} {
-		rep, err := Run(Config{Scenario: "sensor", Policy: p, Duration: time.Minute, Cost: tt.cost})
+		rep, err := run1(Config{Scenario: "sensor", Policy: p, Duration: time.Minute, Cost: tt.cost})
 		if err != nil {
 			t.Fatalf("cost %d: %v", tt.cost, err)
 		}
@@ -46,7 +46,7 @@ func TestCostOverride(t *testing.T) {
 	}
 	// The boundary spike's attacker fires a full limit either side of the
 	// boundary: at cost 2, 50 requests, 198 tokens through in a second.
-	rep, err := Run(Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 3, Seed: 1,
+	rep, err := run1(Config{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 3, Seed: 1,
 		Duration: 3 * time.Minute, Cost: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestCostOverride(t *testing.T) {
 		cost int64
 		want error
 	}{{-1, ErrInvalidConfig}, {4, algo.ErrCostExceedsCapacity}} {
-		if rep, err := Run(Config{Scenario: "sensor", Policy: p, Cost: tt.cost}); !errors.Is(err, tt.want) || rep != nil {
+		if rep, err := run1(Config{Scenario: "sensor", Policy: p, Cost: tt.cost}); !errors.Is(err, tt.want) || rep != nil {
 			t.Errorf("cost %d: Run = %v, %v; want an error matching %v", tt.cost, rep, err, tt.want)
 		}
 	}
@@ -70,7 +70,7 @@ func TestCostOverride(t *testing.T) {
 // those boundaries.
 func TestLevelWindowStart(t *testing.T) {
 	skew := []time.Duration{0, 400 * time.Millisecond, -time.Second}
-	rep, err := Run(Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Topology: PerInstance,
+	rep, err := run1(Config{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Topologies: []Topology{PerInstance},
 		Instances: 3, Skew: skew, Seed: 1, Duration: 3 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestLevelWindowStart(t *testing.T) {
 	if starts := tl.windowStarts(); len(starts) != 3 {
 		t.Errorf("the chart draws windows from %v, want the 3 instances' starts", starts)
 	}
-	unskewed, err := Run(Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Topology: PerInstance,
+	unskewed, err := run1(Config{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Topologies: []Topology{PerInstance},
 		Instances: 3, Seed: 1, Duration: 3 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

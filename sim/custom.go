@@ -11,26 +11,18 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// Custom is the scenario name of traffic drawn by hand ([Config.Traffic]).
-const Custom = "custom"
+// custom is the scenario name of traffic drawn by hand (Config.Traffic).
+const custom = "custom"
 
-// MaxTrafficRequests bounds the requests a [Traffic] may send over a run.
-const MaxTrafficRequests = 100_000
+// traffic is Config.Traffic: one Pattern per client.
+type traffic []Pattern
 
-// Traffic is traffic drawn by hand, as a learner does in the playground:
-// a few clients sharing one key (devices behind one IP, or one API key),
-// each sending bursts at chosen times, a steady stream, or both. Run it
-// with Config.Traffic; its scenario is called [Custom], and unless
-// Config.Policy says otherwise its policy is that of the boundary spike,
-// 100 a minute with a burst of 100, and its duration two minutes or until
-// 30 s after its last burst, whichever is longer.
-type Traffic struct {
-	// Clients are the senders, at most 10; each is one class of one
-	// client, named "client 1", "client 2", …
-	Clients []Pattern
-}
-
-// Pattern is one client's requests.
+// Pattern is one client's requests in traffic drawn by hand
+// ([Config.Traffic]). As text, which [Pattern.String] writes and
+// [Pattern.UnmarshalText] reads, it is comma-separated parts, each "N at
+// T" (a burst of N at T), "N at T over D" (spread over D), "every D"
+// (steady) or "cost C", with durations as time.ParseDuration reads them:
+// "100 at 59.5s over 490ms, 100 at 60.01s over 490ms, every 5s".
 type Pattern struct {
 	// Bursts are sent as given.
 	Bursts []Burst
@@ -48,16 +40,22 @@ type Burst struct {
 	Over  time.Duration
 }
 
-// key is the one bucket every client of a Traffic shares.
+// customKey is the one bucket every client of Config.Traffic shares.
 const customKey = "client"
 
-// ParsePattern reads one client's pattern from text, as the playground's
-// form and URL carry it: comma-separated parts, each "N at T" (a burst of
-// N at T), "N at T over D" (spread over D), "every D" (steady) or "cost C",
-// with durations as time.ParseDuration reads them. For example
-// "100 at 59.5s over 490ms, 100 at 60.01s over 490ms, every 5s". Errors
-// wrap [ErrInvalidConfig].
-func ParsePattern(s string) (Pattern, error) {
+// UnmarshalText reads p from text, as the playground's form and URL carry
+// it (see [Pattern]). Errors wrap [ErrInvalidConfig], and leave p as it
+// was.
+func (p *Pattern) UnmarshalText(text []byte) error {
+	q, err := parsePattern(string(text))
+	if err == nil {
+		*p = q
+	}
+	return err
+}
+
+// parsePattern reads a Pattern written as its String.
+func parsePattern(s string) (Pattern, error) {
 	var p Pattern
 	bad := func(part, why string) (Pattern, error) {
 		return Pattern{}, fmt.Errorf(`%w: traffic %q: %s (want "N at T [over D]", "every D" or "cost C")`, ErrInvalidConfig, part, why)
@@ -101,7 +99,7 @@ func ParsePattern(s string) (Pattern, error) {
 	return p, nil
 }
 
-// String writes p as [ParsePattern] reads it.
+// String writes p as text (see [Pattern]).
 func (p Pattern) String() string {
 	var parts []string
 	for _, b := range p.Bursts {
@@ -121,15 +119,15 @@ func (p Pattern) String() string {
 }
 
 // check reports whether t can run for length: requests in bounds.
-func (t *Traffic) check(length time.Duration) error {
+func (t traffic) check(length time.Duration) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: traffic: "+format, append([]any{ErrInvalidConfig}, a...)...)
 	}
-	if len(t.Clients) == 0 || len(t.Clients) > 10 {
-		return bad("%d clients, want 1 to 10", len(t.Clients))
+	if len(t) > 10 {
+		return bad("%d clients, want 1 to 10", len(t))
 	}
 	var n int64
-	for i, p := range t.Clients {
+	for i, p := range t {
 		if p.Cost < 0 || p.Every < 0 || p.Every > 0 && p.Every < time.Microsecond {
 			return bad("client %d: negative cost or steady period below 1µs", i+1)
 		}
@@ -151,9 +149,9 @@ func (t *Traffic) check(length time.Duration) error {
 
 // length is the default duration of t: two minutes, or 30 s after the
 // end of its last burst.
-func (t *Traffic) length() time.Duration {
+func (t traffic) length() time.Duration {
 	d := 2 * time.Minute
-	for _, p := range t.Clients {
+	for _, p := range t {
 		for _, b := range p.Bursts {
 			d = max(d, b.At+b.Over+30*time.Second)
 		}
@@ -162,18 +160,18 @@ func (t *Traffic) length() time.Duration {
 }
 
 // scenario makes t a Scenario.
-func (t *Traffic) scenario() Scenario {
+func (t traffic) scenario() Scenario {
 	var names []string
-	for _, p := range t.Clients {
+	for _, p := range t {
 		names = append(names, p.String())
 	}
 	return Scenario{
-		Name:    Custom,
+		Name:    custom,
 		Summary: "traffic drawn by hand: " + strings.Join(names, "; "),
 		Policy:  perMinute100, Duration: t.length(), Focus: "client 1",
 		classes: func(base algo.Policy) []class {
 			var cs []class
-			for i, p := range t.Clients {
+			for i, p := range t {
 				cs = append(cs, class{name: fmt.Sprintf("client %d", i+1), count: 1,
 					key: func(int) string { return customKey }, policy: base,
 					gen: func(int, *rand.Rand) generator { return newScripted(p) }})

@@ -3,20 +3,24 @@
 // agree and never over-admit.
 //
 // A run sends a [Scenario]'s clients through N app instances, each with
-// its own store.Limiter, over a real store (memstore, or redisstore on a
-// real Redis), under any algo.Algorithm, and reports what every class of
-// client got:
+// its own store.Limiter, over a real store (memstore, or any store.Store
+// that [Config.Stores] builds, such as redisstore on a real Redis), under
+// any algo.Algorithm, and reports what every class of client got. [Run]
+// makes one run per algorithm and store layout of its [Config]:
 //
-//	rep, err := sim.Run(sim.Config{Scenario: "mobile", Algorithm: algo.FixedWindow{}, Instances: 3})
-//	fmt.Print(rep.Markdown())
-//	sim.WriteTable(os.Stdout, reports...) // compare runs in 80 columns
-//	sim.WriteSVG(f, rep.Timeline)         // a chart a reader can open
+//	reps, err := sim.Run(ctx, sim.Config{Scenario: "mobile", Instances: 3,
+//		Algorithms: []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}}})
+//	fmt.Print(reps.Table())       // compare the runs in 80 columns
+//	fmt.Print(reps[1].Markdown()) // the fixed window's run in detail
+//	reps[1].Timeline.WriteSVG(f)  // a chart a reader can open
 //
 // # Virtual time
 //
-// The simulator owns a [Clock] that satisfies store.Clock and jumps from
-// event to event: it never sleeps and never reads the real clock, so a
-// simulated hour of thousands of clients takes seconds. Events are kept in
+// Each run owns a virtual clock, a store.Clock the stores read, which
+// starts at midnight UTC on 1 January 2030 (a fixed start keeps window
+// boundaries in place) and jumps from event to event: it never sleeps and
+// never reads the real clock, so a simulated hour of thousands of clients
+// takes seconds. Events are kept in
 // a heap ordered by (time, sequence), all randomness comes from PCG
 // streams seeded by [Config.Seed] and each client's identity, and every
 // draw is an integer: the same Config gives the same Report, tables and SVG
@@ -46,15 +50,15 @@
 // # Topologies and clocks
 //
 // [Shared] gives every instance the same store: what Redis gives a fleet.
-// [PerInstance] gives each its own memstore, the broken setup in which
-// three instances admit about three times the limit. [Config.Skew] offsets
-// each instance's clock. Skew is modelled where it is real: a shared store
+// [PerInstance] gives each its own, the broken setup in which three
+// instances admit about three times the limit. [Config.Skew] offsets each
+// instance's clock. Skew is modelled where it is real: a shared store
 // whose requests carry the caller's time, which is redisstore with its
-// client clock (on Redis, one redisstore.Store per instance, each with its
-// own skewed clock; over memstore, one store that reads the calling
-// instance's clock). Redis's server clock cannot be simulated, since it is
-// real time, but it is what a shared store with no skew models: one clock
-// for the fleet.
+// client clock (on Redis, one redisstore.Store per instance from
+// [Config.Stores], each with its own skewed clock; over memstore, one
+// store that reads the calling instance's clock). Redis's server clock
+// cannot be simulated, since it is real time, but it is what a shared
+// store with no skew models: one clock for the fleet.
 //
 // # What is measured
 //
@@ -64,10 +68,10 @@
 // policy's long-run rate allows over the run (bursts included); the most
 // admitted at one key in any window of 1 s, 10 s and 60 s against the bound
 // capacity + rate·w ([Window], an exact sliding maximum); the calls that
-// reached the backend ([Count]); and the never-exceed law over every
-// interval ([Check]), which holds for a token bucket on a shared store and
-// is found broken, automatically, for a fixed window and for per-instance
-// stores.
+// reached the backend ([Report.BackendCalls]); and the never-exceed law
+// over every interval ([Law], checked in time linear in the admissions),
+// which holds for a token bucket on a shared store and is found broken,
+// automatically, for a fixed window and for per-instance stores.
 //
 // # Pictures
 //
@@ -75,8 +79,9 @@
 // request there with its answer, the room left in the bucket as exact
 // piecewise-linear [Level] points (the token bucket's sawtooth, a window's
 // count resetting at its boundaries), the windows, the law's worst
-// interval and a span to zoom on. [WriteSVG] draws it as a static chart,
-// and package play (sim/play, `ratebucket play`) serves it to a browser
-// page; neither computes anything the Timeline does not hold. [Traffic]
-// runs traffic drawn by hand instead of a named scenario.
+// interval and a span to zoom on. [Timeline.WriteSVG] draws it as a
+// static chart, and `ratebucket play` serves it to a browser page; neither
+// computes anything the Timeline does not hold. [Config.Traffic] runs
+// traffic drawn by hand, one [Pattern] per client, instead of a named
+// scenario.
 package sim

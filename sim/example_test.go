@@ -3,8 +3,6 @@ package sim_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/sim"
@@ -13,25 +11,26 @@ import (
 // The boundary spike: a fixed window lets an attacker who reads the reset
 // time spend a full limit on each side of a boundary.
 func ExampleRun() {
-	rep, err := sim.Run(sim.Config{Scenario: "boundary-spike", Algorithm: algo.FixedWindow{}, Instances: 3, Seed: 1})
+	reps, err := sim.Run(context.Background(), sim.Config{Scenario: "boundary-spike",
+		Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 3, Seed: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(rep.Law)
+	fmt.Println(reps[0].Law)
 	// Output: BROKEN: 199 admitted in [59.5s, 1m0.5s] at ip:203.0.113.0, bound 101
 }
 
 // Every algorithm, on one shared store and on per-instance stores.
-func ExampleWriteTable() {
-	reps, err := sim.RunMatrix(context.Background(), sim.Config{Scenario: "abuser", Instances: 3, Seed: 1})
+func ExampleReports_Table() {
+	reps, err := sim.Run(context.Background(), sim.Config{Scenario: "abuser", Instances: 3, Seed: 1,
+		Algorithms: []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}, algo.SlidingWindow{}},
+		Topologies: []sim.Topology{sim.Shared, sim.PerInstance}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := sim.WriteTable(os.Stdout, reps...); err != nil {
-		fmt.Println(err)
-	}
+	fmt.Print(reps.Table())
 	// Output:
 	// | algo    | store      | admit |  deny | false429 | peak 1s 10s 60s |    law |
 	// |---------|------------|------:|------:|---------:|----------------:|-------:|
@@ -41,21 +40,4 @@ func ExampleWriteTable() {
 	// | fixed   | per-inst×3 |  2016 | 35199 |    0.00% |  2.94 2.50 2.73 | 2.98×! |
 	// | sliding | shared×3   |  1355 | 35860 |    0.00% |  0.98 0.83 0.55 |     ok |
 	// | sliding | per-inst×3 |  1833 | 35382 |    0.00% |  2.94 2.50 1.64 | 2.12×! |
-}
-
-// The never-exceed law for a burst of 100 at 2 per second: 100 at once is
-// fine, one more half a second later is fine, and a third is one too many.
-func ExampleCheck() {
-	p := algo.PerSecond(2).Burst(100)
-	law, err := sim.Check(p, []sim.Admission{
-		{At: 0, Cost: 100},
-		{At: 500 * time.Millisecond, Cost: 1},
-		{At: 600 * time.Millisecond, Cost: 1},
-	}, 0)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(law)
-	// Output: BROKEN: 102 admitted in [0s, 600ms], bound 101
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// Admission is one admitted request: when (since the run began) and its
+// admission is one admitted request: when (since the run began) and its
 // cost.
-type Admission struct {
+type admission struct {
 	// At is the admission's offset from the start of the run.
 	At time.Duration
 	// Cost is the tokens it took.
@@ -64,15 +64,15 @@ func (l Law) String() string {
 	return fmt.Sprintf("%s: %d admitted in [%v, %v]%s, bound %d", verdict, l.Admitted, ms3(l.From), ms3(l.To), at, l.Bound)
 }
 
-// Check checks the never-exceed law for the admissions of one bucket under
-// policy p, over every interval between two admissions, in time linear in
-// their number (plus a sort when they are not in time order). With a
+// checkLaw checks the never-exceed law for the admissions of one bucket
+// under policy p, over every interval between two admissions, in time
+// linear in their number (plus a sort when they are not in time order). With a
 // prefix sum S over admissions in time order, the law for [t_i, t_j] is
 // (S_j − S_(i−1) − C)·Unit ≤ Refill·(t_j − t_i + slack), so it suffices to
 // track, for each j, the smallest S_(i−1)·Unit − Refill·t_i seen so far. All
-// arithmetic is exact integers; Check reports an error wrapping
+// arithmetic is exact integers; checkLaw reports an error wrapping
 // [ErrInvalidConfig] when the run is too long or admits too much for it.
-func Check(p algo.Policy, adm []Admission, slack time.Duration) (Law, error) {
+func checkLaw(p algo.Policy, adm []admission, slack time.Duration) (Law, error) {
 	if err := p.Validate(); err != nil {
 		return Law{}, err
 	}
@@ -120,7 +120,7 @@ func Check(p algo.Policy, adm []Admission, slack time.Duration) (Law, error) {
 	return law, nil
 }
 
-func byAt(a, b Admission) int { return cmp.Compare(a.At, b.At) }
+func byAt(a, b admission) int { return cmp.Compare(a.At, b.At) }
 
 // Window is the most a bucket admitted in any interval of length Width,
 // next to the law's bound for that length.
@@ -138,10 +138,10 @@ type Window struct {
 	Bound int64 `json:"bound"`
 }
 
-// Peak returns the most cost admitted in any closed interval of length w
+// peakIn returns the most cost admitted in any closed interval of length w
 // (an exact sliding maximum over the admissions, in time order), with the
 // start of the first such interval.
-func Peak(adm []Admission, w time.Duration) (peak int64, from time.Duration) {
+func peakIn(adm []admission, w time.Duration) (peak int64, from time.Duration) {
 	if !slices.IsSortedFunc(adm, byAt) {
 		adm = slices.SortedFunc(slices.Values(adm), byAt)
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// Matrix order, as RunMatrix documents it.
+// The order of matrix's reports: every algorithm of algorithms, each on
+// both topologies, as Run documents.
 const (
 	tokenShared = iota
 	tokenPerInstance
@@ -91,7 +92,7 @@ func TestLawFindsViolations(t *testing.T) {
 // the bucket may refill early by rate·2s, and the law holds with that
 // slack; the checker reports the slack it used.
 func TestSkewNeedsSlack(t *testing.T) {
-	r, err := Run(Config{Scenario: "abuser", Instances: 3, Seed: 1, Skew: []time.Duration{-time.Second, 0, time.Second}})
+	r, err := run1(Config{Scenario: "abuser", Instances: 3, Seed: 1, Skew: []time.Duration{-time.Second, 0, time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +101,10 @@ func TestSkewNeedsSlack(t *testing.T) {
 	}
 }
 
-func adm(pairs ...int64) []Admission {
-	var a []Admission
+func adm(pairs ...int64) []admission {
+	var a []admission
 	for i := 0; i < len(pairs); i += 2 {
-		a = append(a, Admission{At: time.Duration(pairs[i]) * time.Millisecond, Cost: pairs[i+1]})
+		a = append(a, admission{At: time.Duration(pairs[i]) * time.Millisecond, Cost: pairs[i+1]})
 	}
 	return a
 }
@@ -112,7 +113,7 @@ func TestCheck(t *testing.T) {
 	p := algo.PerSecond(2).Burst(10) // bound 10 + ⌊2·len⌋
 	tests := []struct {
 		name     string
-		adm      []Admission
+		adm      []admission
 		slack    time.Duration
 		holds    bool
 		admitted int64
@@ -129,7 +130,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := Check(p, tt.adm, tt.slack)
+			l, err := checkLaw(p, tt.adm, tt.slack)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,20 +139,20 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Check(algo.Policy{}, adm(0, 1), 0); !errors.Is(err, algo.ErrInvalidPolicy) {
-		t.Errorf("Check(zero policy) error = %v, want ErrInvalidPolicy", err)
+	if _, err := checkLaw(algo.Policy{}, adm(0, 1), 0); !errors.Is(err, algo.ErrInvalidPolicy) {
+		t.Errorf("checkLaw(zero policy) error = %v, want ErrInvalidPolicy", err)
 	}
-	if _, err := Check(p, adm(0, 1), -time.Second); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("Check(negative slack) error = %v, want ErrInvalidConfig", err)
+	if _, err := checkLaw(p, adm(0, 1), -time.Second); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("checkLaw(negative slack) error = %v, want ErrInvalidConfig", err)
 	}
 }
 
 // genAdmissions draws a small sorted run of admissions.
-func genAdmissions(t *rapid.T) []Admission {
+func genAdmissions(t *rapid.T) []admission {
 	n := rapid.IntRange(0, 40).Draw(t, "n")
-	a := make([]Admission, n)
+	a := make([]admission, n)
 	for i := range a {
-		a[i] = Admission{At: time.Duration(rapid.Int64Range(0, 5_000_000).Draw(t, "at")) * time.Microsecond,
+		a[i] = admission{At: time.Duration(rapid.Int64Range(0, 5_000_000).Draw(t, "at")) * time.Microsecond,
 			Cost: rapid.Int64Range(1, 5).Draw(t, "cost")}
 	}
 	slices.SortFunc(a, byAt)
@@ -166,7 +167,7 @@ func TestCheckMatchesBruteForce(t *testing.T) {
 			Burst(rapid.Int64Range(1, 20).Draw(t, "capacity"))
 		a := genAdmissions(t)
 		slack := time.Duration(rapid.Int64Range(0, 1_000_000).Draw(t, "slack")) * time.Microsecond
-		l, err := Check(p, a, slack)
+		l, err := checkLaw(p, a, slack)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +196,7 @@ func TestPeakMatchesBruteForce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		a := genAdmissions(t)
 		w := time.Duration(rapid.Int64Range(0, 2_000_000).Draw(t, "w")) * time.Microsecond
-		got, from := Peak(a, w)
+		got, from := peakIn(a, w)
 		var want int64
 		for _, s := range a {
 			var sum int64
@@ -207,7 +208,7 @@ func TestPeakMatchesBruteForce(t *testing.T) {
 			want = max(want, sum)
 		}
 		if got != want {
-			t.Fatalf("Peak(w=%v) = %d from %v, brute force %d", w, got, from, want)
+			t.Fatalf("peakIn(w=%v) = %d from %v, brute force %d", w, got, from, want)
 		}
 	})
 }

@@ -1,16 +1,22 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/redisstore"
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // machine is a rapid state machine that drives the simulator's own fleets
@@ -28,7 +34,7 @@ import (
 type machine struct {
 	alg    algo.Algorithm
 	top    Topology
-	clk    *Clock
+	clk    *clock
 	skew   []time.Duration
 	cur    int
 	ref    []map[string]algo.State // [0] when shared
@@ -54,7 +60,7 @@ func policyOf(key string) algo.Policy {
 
 func newMachine(t *rapid.T, alg algo.Algorithm, top Topology, rdbs map[string]Config) *machine {
 	n := rapid.IntRange(1, 4).Draw(t, "instances")
-	m := &machine{alg: alg, top: top, clk: NewClock(Start)}
+	m := &machine{alg: alg, top: top, clk: newClock(runStart)}
 	for i := range n {
 		us := rapid.Int64Range(-2_000_000, 2_000_000).Draw(t, fmt.Sprintf("skew%d", i))
 		m.skew = append(m.skew, time.Duration(us)*time.Microsecond)
@@ -68,8 +74,8 @@ func newMachine(t *rapid.T, alg algo.Algorithm, top Topology, rdbs map[string]Co
 	}
 	for name, base := range rdbs {
 		cfg := base
-		cfg.Algorithm, cfg.Topology, cfg.Instances, cfg.Skew = alg, top, n, m.skew
-		f, err := newFleet(cfg.layout(), m.clk)
+		cfg.Instances, cfg.Skew = n, m.skew
+		f, err := newFleet(cfg.layout(alg, top), m.clk)
 		if err != nil {
 			t.Fatalf("%s fleet: %v", name, err)
 		}
@@ -156,7 +162,7 @@ func runMachine(t *testing.T, alg algo.Algorithm, top Topology, stores map[strin
 // memstore (reading the calling instance's skewed clock) and its
 // per-instance memstores answer exactly as the algo reference does.
 func TestMachineMemstore(t *testing.T) {
-	for _, alg := range Algorithms() {
+	for _, alg := range algorithms {
 		for _, top := range []Topology{Shared, PerInstance} {
 			t.Run(alg.Name()+"/"+top.String(), func(t *testing.T) {
 				runMachine(t, alg, top, map[string]Config{"memstore": {}})
@@ -165,15 +171,46 @@ func TestMachineMemstore(t *testing.T) {
 	}
 }
 
-// TestMachineRedis: the simulator's Redis fleet (one redisstore.Store per
-// instance, each on its own skewed client clock, sharing one real Redis)
-// and the shared memstore both agree with the algo token bucket at every
-// step.
+// redisStores is a Config.Stores for the tests: redisstore stores on rdb,
+// each on its clock, under a key prefix of their own per call, with no
+// expiry (virtual time runs far ahead of Redis's clock). The server is the
+// test's, so no key is deleted; cmd/ratebucket's --redis passes the
+// factory users run, which deletes them.
+func redisStores(rdb redis.UniversalClient) func(algo.Algorithm, []store.Clock) ([]store.Store, func() error, error) {
+	var calls int
+	return func(alg algo.Algorithm, clocks []store.Clock) ([]store.Store, func() error, error) {
+		if _, ok := alg.(algo.TokenBucket); !ok {
+			return nil, nil, store.ErrUnsupported
+		}
+		calls++
+		var ss []store.Store
+		var closeAll []func() error
+		for _, clk := range clocks {
+			rs, err := redisstore.New(rdb, redisstore.Config{Prefix: fmt.Sprintf("rb:simtest:%d:", calls), Clock: clk, TTLMargin: -1})
+			if err != nil {
+				return nil, nil, err
+			}
+			ss, closeAll = append(ss, rs), append(closeAll, rs.Close)
+		}
+		return ss, func() error {
+			var errs []error
+			for _, c := range closeAll {
+				errs = append(errs, c())
+			}
+			return errors.Join(errs...)
+		}, nil
+	}
+}
+
+// TestMachineRedis: a fleet of redisstore stores from Config.Stores (one
+// per instance, each on its own skewed client clock, sharing one real
+// Redis) and the shared memstore both agree with the algo token bucket at
+// every step.
 func TestMachineRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	runMachine(t, algo.TokenBucket{}, Shared, map[string]Config{
 		"memstore":   {},
-		"redisstore": {Redis: srv.Client()},
+		"redisstore": {Stores: redisStores(srv.Client()), Backend: "redisstore"},
 	})
 }
 
@@ -183,12 +220,12 @@ func TestMachineRedis(t *testing.T) {
 func TestRedisRunMatchesMemstore(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := Config{Scenario: "boundary-spike", Instances: 3, Seed: 5, Skew: []time.Duration{-300 * time.Millisecond, 0, 700 * time.Millisecond}}
-	mem, err := Run(cfg)
+	mem, err := run1(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Redis = srv.Client()
-	red, err := Run(cfg)
+	cfg.Stores, cfg.Backend = redisStores(srv.Client()), "redisstore"
+	red, err := run1(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +241,44 @@ func TestRedisRunMatchesMemstore(t *testing.T) {
 	if !red.Law.Holds || red.Law.Slack != time.Second {
 		t.Errorf("law on the redis run: %v, slack %v", red.Law, red.Law.Slack)
 	}
-	if n, err := srv.Client().Keys(context.Background(), "rb:sim:*").Result(); err != nil || len(n) != 0 {
-		t.Errorf("keys left behind after the run: %v, %v", n, err)
+}
+
+// TestStoresPerInstance: under PerInstance, Stores is asked once per
+// instance, with that instance's skewed clock, and a factory of memstores
+// gives the report and timeline the default memstores give.
+func TestStoresPerInstance(t *testing.T) {
+	cfg := Config{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Topologies: []Topology{PerInstance}, Instances: 3, Seed: 2,
+		Skew: []time.Duration{0, 400 * time.Millisecond, -time.Second}, Duration: 3 * time.Minute}
+	want, err := run1(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	cfg.Stores = func(alg algo.Algorithm, clocks []store.Clock) ([]store.Store, func() error, error) {
+		calls++
+		if len(clocks) != 1 {
+			t.Errorf("Stores asked for %d stores under PerInstance, want 1", len(clocks))
+		}
+		ms, err := memstore.New(memstore.Config{Clock: clocks[0], Algorithm: alg})
+		if err != nil {
+			return nil, nil, err
+		}
+		return []store.Store{ms}, ms.Close, nil
+	}
+	cfg.Backend = "ownstore"
+	got, err := run1(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 || got.Backend != "ownstore" {
+		t.Fatalf("Stores called %d times, backend %q; want 3, ownstore", calls, got.Backend)
+	}
+	got.Backend = want.Backend
+	for _, v := range [][2]any{{want, got}, {want.Timeline, got.Timeline}} {
+		a, _ := json.Marshal(v[0])
+		b, _ := json.Marshal(v[1])
+		if !bytes.Equal(a, b) {
+			t.Fatalf("memstores from Stores and the default differ:\n%s", firstDiff(b, a))
+		}
 	}
 }

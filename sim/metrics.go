@@ -9,33 +9,32 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// Widths are the interval lengths of [Report.Windows].
-var Widths = []time.Duration{time.Second, 10 * time.Second, time.Minute}
+// widths are the interval lengths of [Report.Windows].
+var widths = []time.Duration{time.Second, 10 * time.Second, time.Minute}
 
 // recorder builds a run's clients and collects what happens to them.
 type recorder struct {
-	scenario string // its name, for errors
-	length   time.Duration
-	classes  []class
-	clients  []*client
-	keys     map[string]*bucketLog
-	focus    string // the key the timeline follows
-	instant  bool   // the scenario is about an instant
-	cost     int64  // Config.Cost: every request's cost, or 0 for its own
-	trace    *tracer
+	length  time.Duration
+	classes []class
+	clients []*client
+	keys    map[string]*bucketLog
+	focus   string // the key the timeline follows
+	instant bool   // the scenario is about an instant
+	cost    int64  // Config.Cost: every request's cost, or 0 for its own
+	trace   *tracer
 }
 
 // bucketLog is every admission at one key, across all instances.
 type bucketLog struct {
 	policy algo.Policy
-	adm    []Admission
+	adm    []admission
 }
 
 // newRecorder builds the clients of scenario sc under its main policy
 // base, scale times as many as the scenario has, for a run of length; seed
 // draws their traffic. The focus key is traced on the stores of l.
 func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64, l layout) *recorder {
-	r := &recorder{scenario: sc.Name, length: length, instant: sc.Instant,
+	r := &recorder{length: length, instant: sc.Instant,
 		classes: sc.classes(base), keys: map[string]*bucketLog{}}
 	for ci, cl := range r.classes {
 		for i := range cl.count * scale {
@@ -107,7 +106,7 @@ func (r *recorder) record(c *client, e event, i int, out served) {
 		b = &bucketLog{policy: c.policy}
 		r.keys[c.key] = b
 	}
-	b.adm = append(b.adm, Admission{At: dur(out.at), Cost: out.charged})
+	b.adm = append(b.adm, admission{At: dur(out.at), Cost: out.charged})
 }
 
 // legit reports whether c stayed within its entitlement's long-run rate:
@@ -150,11 +149,11 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 		rep.Total.add(*s)
 	}
 	keys := sortedKeys(r.keys)
-	for _, w := range Widths {
+	for _, w := range widths {
 		best := Window{Width: w}
 		for _, k := range keys {
 			b := r.keys[k]
-			peak, from := Peak(b.adm, w)
+			peak, from := peakIn(b.adm, w)
 			bound := b.policy.Bound(w)
 			if best.Key == "" || peak*best.Bound > best.Peak*bound {
 				best = Window{Width: w, Key: k, From: from, Peak: peak, Bound: bound}
@@ -166,7 +165,7 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 	first := true
 	for _, k := range keys {
 		b := r.keys[k]
-		law, err := Check(b.policy, b.adm, slack)
+		law, err := checkLaw(b.policy, b.adm, slack)
 		if err != nil {
 			return nil, err
 		}

@@ -1,15 +1,11 @@
 package sim
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
-
-	"github.com/ratebucket/ratebucket/algo"
 )
 
 // Report is what one run measured. Its JSON form (see [Report.JSON]) has
@@ -23,7 +19,7 @@ type Report struct {
 	Topology  Topology        `json:"topology"`
 	Instances int             `json:"instances"`
 	Skew      []time.Duration `json:"skew,omitempty"`
-	// Backend is "memstore" or "redisstore".
+	// Backend names the stores: "memstore", or Config.Backend.
 	Backend string `json:"backend"`
 	// Seed is the seed the traffic was drawn with.
 	Seed uint64 `json:"seed"`
@@ -37,9 +33,9 @@ type Report struct {
 	// Total sums the classes.
 	Total   Stats   `json:"total"`
 	Classes []Stats `json:"classes"`
-	// Windows holds, for each of [Widths], the most admitted in any
-	// interval of that length at the key where it is highest against the
-	// bound Capacity + rate·width.
+	// Windows holds, for each of 1 s, 10 s and 60 s, the most admitted
+	// in any interval of that length at the key where it is highest
+	// against the bound Capacity + rate·width.
 	Windows []Window `json:"windows"`
 	// Law is the never-exceed law over every interval at every key: the
 	// worst violation, or the tightest interval when it holds.
@@ -107,12 +103,13 @@ func (r *Report) Class(name string) (Stats, bool) {
 }
 
 // Setup describes the run's store layout in a few characters, such as
-// "shared×3" or "per-inst×3", with "+skew" when clocks are skewed and
-// "redis" for redisstore.
+// "shared×3" or "per-inst×3", with "+skew" when clocks are skewed; shared
+// stores other than memstore are named by their Backend without a "store"
+// suffix, as "redis×3" for redisstore.
 func (r *Report) Setup() string {
 	s := "shared"
-	if r.Backend == "redisstore" {
-		s = "redis"
+	if r.Backend != "memstore" {
+		s = strings.TrimSuffix(r.Backend, "store")
 	}
 	if r.Topology == PerInstance {
 		s = "per-inst"
@@ -173,18 +170,21 @@ func (r *Report) Markdown() string {
 	return b.String()
 }
 
-// WriteTable writes one row per report, to compare runs of a scenario:
-// the algorithm ("token", "fixed", "sliding"), the store layout (see
+// Reports are the reports of one [Run], in the order of its runs.
+type Reports []*Report
+
+// Table renders one row per report, to compare runs of a scenario: the
+// algorithm ("token", "fixed", "sliding"), the store layout (see
 // [Report.Setup]), admitted and denied requests, the false-429 rate of
 // legitimate clients, the peak admitted in any 1 s, 10 s and 60 s window
 // as a multiple of its bound capacity + rate·w (above 1 breaks the law),
 // and the law's verdict over every interval: "ok", or the worst interval's
 // admitted/bound followed by "!". It is a Markdown table that fits in 80
 // columns.
-func WriteTable(w io.Writer, reports ...*Report) error {
+func (rs Reports) Table() string {
 	t := table{head: []string{"algo", "store", "admit", "deny", "false429", "peak 1s 10s 60s", "law"},
 		right: []bool{false, false, true, true, true, true, true}}
-	for _, r := range reports {
+	for _, r := range rs {
 		peaks := make([]string, len(r.Windows))
 		for i, win := range r.Windows {
 			peaks[i] = strings.TrimSuffix(ratio(win.Peak, win.Bound), "×")
@@ -193,18 +193,17 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		if !r.Law.Holds {
 			law = ratio(r.Law.Admitted, r.Law.Bound) + "!"
 		}
-		t.add(ShortName(r.Algorithm), r.Setup(), r.Total.Admitted, r.Total.Denied,
+		t.add(shortName(r.Algorithm), r.Setup(), r.Total.Admitted, r.Total.Denied,
 			pct(r.Total.False429()), strings.Join(peaks, " "), law)
 	}
-	var b bytes.Buffer
+	var b strings.Builder
 	t.write(&b)
-	_, err := w.Write(b.Bytes())
-	return err
+	return b.String()
 }
 
-// ShortName returns an algorithm's name without its "bucket" or "window"
+// shortName returns an algorithm's name without its "bucket" or "window"
 // suffix: "token", "fixed", "sliding".
-func ShortName(name string) string {
+func shortName(name string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(name, "bucket"), "window")
 }
 
@@ -217,30 +216,6 @@ func ratio(a, b int64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
-}
-
-// RunMatrix runs base's scenario under every algorithm of [Algorithms] and
-// both topologies (with base's instances, skew and seed), token bucket
-// first, shared before per-instance. With base.Redis set it runs only the
-// token bucket, shared, on Redis.
-func RunMatrix(ctx context.Context, base Config) ([]*Report, error) {
-	algs, tops := Algorithms(), []Topology{Shared, PerInstance}
-	if base.Redis != nil {
-		algs, tops = []algo.Algorithm{algo.TokenBucket{}}, []Topology{Shared}
-	}
-	var out []*Report
-	for _, a := range algs {
-		for _, t := range tops {
-			cfg := base
-			cfg.Algorithm, cfg.Topology = a, t
-			rep, err := RunContext(ctx, cfg)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rep)
-		}
-	}
-	return out, nil
 }
 
 // table is a Markdown table whose columns are padded to their widest cell,

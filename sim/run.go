@@ -8,16 +8,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // Errors returned by this package. Match them with [errors.Is].
 var (
-	// ErrUnknownScenario reports a scenario name that [Lookup] does not
-	// know.
+	// ErrUnknownScenario reports a scenario name that [Scenarios] does
+	// not list.
 	ErrUnknownScenario = errors.New("sim: unknown scenario")
 	// ErrInvalidConfig reports a [Config] field out of range or a
 	// combination the simulator cannot run.
@@ -32,24 +30,38 @@ const (
 	MaxScale = 1000
 	// MaxDuration is the longest Config.Duration: a simulated day.
 	MaxDuration = 24 * time.Hour
+	// MaxTrafficRequests bounds the requests Config.Traffic may send
+	// over a run.
+	MaxTrafficRequests = 100_000
 )
 
-// Config describes one run. The zero value plus a Scenario name is a valid
-// run: token bucket, one instance, memstore, seed 0, the scenario's policy
-// and duration.
+// Config describes a simulation: a scenario's traffic through app
+// instances, run under each of Algorithms on each of Topologies, a run and
+// a [Report] for each pair. The zero value plus a Scenario name is one
+// valid run: the token bucket, one instance on a shared memstore, seed 0,
+// the scenario's policy and duration.
 type Config struct {
 	// Scenario names the traffic, as listed by [Scenarios]. Required,
 	// unless Traffic is set.
 	Scenario string
-	// Traffic, when set, is the traffic instead of a named scenario (see
-	// [Traffic]); Scenario must then be empty or [Custom].
-	Traffic *Traffic
-	// Algorithm is the rate-limiting rule. The default is
-	// algo.TokenBucket{}; see [Algorithms].
-	Algorithm algo.Algorithm
-	// Topology says whether instances share one store or keep their own.
-	// The default is Shared.
-	Topology Topology
+	// Traffic, when set, is traffic drawn by hand instead of a named
+	// scenario, as a learner does in the playground: 1 to 10 clients
+	// sharing one key (devices behind one IP, or one API key), one
+	// [Pattern] each, named "client 1", "client 2", … Its scenario is
+	// called "custom" (Scenario must be empty or that); unless Policy
+	// says otherwise its policy is that of the boundary spike, 100 a
+	// minute with a burst of 100, and its duration two minutes or until
+	// 30 s after its last burst, whichever is longer.
+	Traffic []Pattern
+	// Algorithms are the rate-limiting rules, each run on each of
+	// Topologies, in order. The default is the token bucket alone; the
+	// simulator exists to set it beside algo.FixedWindow{} and
+	// algo.SlidingWindow{}.
+	Algorithms []algo.Algorithm
+	// Topologies says whether the instances share one store ([Shared])
+	// or keep their own ([PerInstance]), each a run of its own, in order.
+	// The default is Shared alone.
+	Topologies []Topology
 	// Instances is the number of app instances behind the load balancer,
 	// which sends each request to one of them uniformly at random. The
 	// default is 1.
@@ -59,7 +71,7 @@ type Config struct {
 	// skew.
 	Skew []time.Duration
 	// Seed selects the random traffic. The same Config gives the same
-	// Report, bit for bit.
+	// Reports, bit for bit.
 	Seed uint64
 	// Duration is the virtual time covered. The default is the scenario's.
 	Duration time.Duration
@@ -75,13 +87,26 @@ type Config struct {
 	// Scale multiplies the number of clients in every class: Scale 50 on
 	// "mobile" simulates 5,000 clients. The default is 1.
 	Scale int
-	// Redis, when set, makes the store redisstore over this client, with
-	// one redisstore.Store per instance, each on its own client clock
-	// (virtual time plus its skew). Redis runs only the token bucket, and
-	// only Shared. Keys go under a fresh "rb:sim:<random>:" prefix and are
-	// deleted when the run ends. Runs are bound by round trips: expect
-	// thousands of requests per second, not millions.
-	Redis redis.UniversalClient
+	// Stores, when set, builds the stores of a run instead of memstore:
+	// one per clock given, the i-th reading clocks[i], the clock of an
+	// instance (virtual time plus its skew), which the store must send
+	// with every request (redisstore's client clock does). The stores of
+	// one call keep one state between them, as redisstore clients of one
+	// Redis under a fresh key prefix do, and no other call sees it. Under
+	// Shared it is called once per run with every instance's clock; under
+	// PerInstance once per instance with its own. alg is the run's
+	// algorithm: refuse one the stores cannot run with an error wrapping
+	// store.ErrUnsupported. closeAll, if not nil, is called when the run
+	// ends, to close the stores and delete their state; when Stores
+	// returns an error it has released what it built. The default is
+	// memstore, which runs every algorithm. Runs over a network are bound
+	// by round trips: expect thousands of requests per second, not
+	// millions.
+	Stores func(alg algo.Algorithm, clocks []store.Clock) (stores []store.Store, closeAll func() error, err error)
+	// Backend names the stores Stores builds in reports
+	// ([Report.Backend]), such as "redisstore". It is required with
+	// Stores, and without them the name is "memstore".
+	Backend string
 	// Wrap, when set, wraps each instance's store before its Limiters are
 	// built: s is the backend store (already counted, so calls a wrapper
 	// answers itself do not count as backend calls) and clk the clock the
@@ -91,11 +116,20 @@ type Config struct {
 
 func (c *Config) instances() int { return max(c.Instances, 1) }
 
-func (c *Config) algorithm() algo.Algorithm {
-	if c.Algorithm == nil {
-		return algo.TokenBucket{}
+// algorithms returns Algorithms, or the default.
+func (c *Config) algorithms() []algo.Algorithm {
+	if len(c.Algorithms) == 0 {
+		return []algo.Algorithm{algo.TokenBucket{}}
 	}
-	return c.Algorithm
+	return c.Algorithms
+}
+
+// topologies returns Topologies, or the default.
+func (c *Config) topologies() []Topology {
+	if len(c.Topologies) == 0 {
+		return []Topology{Shared}
+	}
+	return c.Topologies
 }
 
 func (c *Config) check() error {
@@ -113,12 +147,12 @@ func (c *Config) check() error {
 		return bad("scale %d outside [1, %d]", c.Scale, MaxScale)
 	case c.Duration < 0 || c.Duration > MaxDuration || c.Duration%time.Microsecond != 0:
 		return bad("duration %v outside [1µs, %v] or not whole µs", c.Duration, MaxDuration)
-	case c.Topology != Shared && c.Topology != PerInstance:
-		return bad("topology %d", int(c.Topology))
-	case c.Redis != nil && c.Topology != Shared:
-		return bad("redisstore is shared by nature: use topology shared")
-	case c.Redis != nil && c.algorithm().Name() != (algo.TokenBucket{}).Name():
-		return bad("redisstore runs only the token bucket, not %s", c.algorithm().Name())
+	case slices.Contains(c.Algorithms, nil):
+		return bad("a nil algorithm")
+	case slices.ContainsFunc(c.Topologies, func(t Topology) bool { return t != Shared && t != PerInstance }):
+		return bad("topology not Shared or PerInstance in %v", c.Topologies)
+	case (c.Stores == nil) != (c.Backend == ""):
+		return bad("Backend names the stores Stores builds: set both or neither")
 	}
 	for _, s := range c.Skew {
 		if s < -time.Hour || s > time.Hour {
@@ -133,11 +167,11 @@ func (c *Config) check() error {
 	return nil
 }
 
-// runPlan is a Config resolved once, before anything runs: the scenario
-// looked up, every default filled in, and each phase's share set apart, so
-// that no phase reads the Config. newFleet takes the layout; newRecorder
-// the scenario, base, length, scale and seed; simulate the seed; report
-// the head and the slack.
+// runPlan is one run of a Config, resolved before anything runs: the
+// scenario looked up, every default filled in, and each phase's share set
+// apart, so that no phase reads the Config. newFleet takes the layout;
+// newRecorder the scenario, base, length, scale and seed; simulate the
+// seed; report the head and the slack.
 type runPlan struct {
 	layout   layout
 	scenario Scenario
@@ -150,87 +184,101 @@ type runPlan struct {
 	slack    time.Duration // the law's: the spread of the skews
 }
 
-// resolve checks c and resolves it into the plan of a run.
-func (c *Config) resolve() (runPlan, error) {
+// resolve checks c and resolves it into the plans of its runs: one per
+// algorithm and topology, algorithms first.
+func (c *Config) resolve() ([]runPlan, error) {
 	sc, err := c.scenario()
 	if err != nil {
-		return runPlan{}, err
+		return nil, err
 	}
 	if err := c.check(); err != nil {
-		return runPlan{}, err
+		return nil, err
 	}
-	p := runPlan{layout: c.layout(), scenario: sc, base: sc.Policy, length: sc.Duration,
+	p := runPlan{scenario: sc, base: sc.Policy, length: sc.Duration,
 		cost: c.Cost, scale: max(c.Scale, 1), seed: c.Seed}
 	if c.Policy != (algo.Policy{}) {
 		p.base = c.Policy
 	}
 	if c.Cost > p.base.Capacity() {
-		return runPlan{}, fmt.Errorf("sim: cost %d above the capacity of %v: %w", c.Cost, p.base, algo.ErrCostExceedsCapacity)
+		return nil, fmt.Errorf("sim: cost %d above the capacity of %v: %w", c.Cost, p.base, algo.ErrCostExceedsCapacity)
 	}
 	if c.Duration > 0 {
 		p.length = c.Duration
 	}
-	if c.Traffic != nil {
-		if err := c.Traffic.check(p.length); err != nil {
-			return runPlan{}, err
+	if len(c.Traffic) > 0 {
+		if err := traffic(c.Traffic).check(p.length); err != nil {
+			return nil, err
 		}
 	}
-	p.slack = p.layout.spread()
 	backend := "memstore"
-	if c.Redis != nil {
-		backend = "redisstore"
+	if c.Stores != nil {
+		backend = c.Backend
 	}
-	p.head = Report{
-		Scenario: sc.Name, Algorithm: p.layout.alg.Name(), Topology: c.Topology,
-		Instances: len(p.layout.skews), Skew: append([]time.Duration(nil), c.Skew...),
-		Backend: backend, Seed: c.Seed, Duration: p.length, Policy: p.base.String(), Cost: c.Cost,
+	var plans []runPlan
+	for _, alg := range c.algorithms() {
+		for _, top := range c.topologies() {
+			q := p
+			q.layout = c.layout(alg, top)
+			q.slack = q.layout.spread()
+			q.head = Report{
+				Scenario: sc.Name, Algorithm: alg.Name(), Topology: top,
+				Instances: len(q.layout.skews), Skew: slices.Clone(c.Skew),
+				Backend: backend, Seed: c.Seed, Duration: p.length, Policy: p.base.String(), Cost: c.Cost,
+			}
+			plans = append(plans, q)
+		}
 	}
-	return p, nil
+	return plans, nil
 }
 
 // scenario returns the named scenario, or the one Traffic makes.
 func (c *Config) scenario() (Scenario, error) {
-	if c.Traffic == nil {
-		return Lookup(c.Scenario)
+	if len(c.Traffic) == 0 {
+		return lookup(c.Scenario)
 	}
-	if c.Scenario != "" && c.Scenario != Custom {
+	if c.Scenario != "" && c.Scenario != custom {
 		return Scenario{}, fmt.Errorf("%w: scenario %q and traffic both given", ErrInvalidConfig, c.Scenario)
 	}
-	return c.Traffic.scenario(), nil
+	return traffic(c.Traffic).scenario(), nil
 }
 
-// layout resolves the instances and their stores: one skew per instance,
-// in µs, and the default algorithm.
-func (c *Config) layout() layout {
+// layout resolves the instances and their stores for a run of alg on
+// topology top: one skew per instance, in µs.
+func (c *Config) layout(alg algo.Algorithm, top Topology) layout {
 	skews := make([]int64, c.instances())
 	for i, s := range c.Skew {
 		skews[i] = s.Microseconds()
 	}
-	return layout{alg: c.algorithm(), topology: c.Topology, skews: skews, redis: c.Redis, wrap: c.Wrap}
+	return layout{alg: alg, topology: top, skews: skews, stores: c.Stores, wrap: c.Wrap}
 }
 
-// Algorithms returns the algorithms the simulator compares: the token
-// bucket, the fixed window and the sliding window.
-func Algorithms() []algo.Algorithm {
-	return []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}, algo.SlidingWindow{}}
-}
-
-// Run simulates cfg and reports what happened. See [RunContext].
-func Run(cfg Config) (*Report, error) { return RunContext(context.Background(), cfg) }
-
-// RunContext simulates cfg and reports what happened; ctx bounds the run
-// (only a Redis-backed run takes long enough to care). Runs may go on in
+// Run simulates cfg: a run of its scenario for each of its algorithms on
+// each of its topologies, in that order, each reported in a [Report]. The
+// whole Config is checked before anything runs. ctx bounds the runs (only
+// runs over a network store take long enough to care). Runs may go on in
 // several goroutines at once: each has its own clock, stores and random
-// streams. Every error wraps a
-// sentinel: [ErrUnknownScenario], [ErrInvalidConfig], an algo error for a
-// request its policy cannot hold (such as a cost above capacity), or the
-// store's error.
-func RunContext(ctx context.Context, cfg Config) (rep *Report, err error) {
-	p, err := cfg.resolve()
+// streams. Every error wraps a sentinel: [ErrUnknownScenario],
+// [ErrInvalidConfig], an algo error for a request its policy cannot hold
+// (such as a cost above capacity), or the store's error.
+func Run(ctx context.Context, cfg Config) (Reports, error) {
+	plans, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
-	clk := NewClock(Start)
+	reps := make(Reports, 0, len(plans))
+	for _, p := range plans {
+		rep, err := p.run(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %s, %s, %v: %w", p.head.Scenario, p.head.Algorithm, p.head.Topology, err)
+		}
+		reps = append(reps, rep)
+	}
+	return reps, nil
+}
+
+// run makes the run p plans.
+func (p runPlan) run(ctx context.Context) (rep *Report, err error) {
+	clk := newClock(runStart)
 	f, err := newFleet(p.layout, clk)
 	if err != nil {
 		return nil, err
@@ -316,7 +364,7 @@ func (h *events) pop() event {
 // simulate runs the event loop: pop the earliest request, move the clock
 // there, send it through a random instance's Limiter, record the answer,
 // and ask the client for its next request. seed draws the instances.
-func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint64) error {
+func (r *recorder) simulate(ctx context.Context, f *fleet, clk *clock, seed uint64) error {
 	var h events
 	var seq uint64
 	end := r.length.Microseconds()
@@ -335,7 +383,7 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint
 	}
 	lb := rand.New(rand.NewPCG(seed, 0x10adba1a))
 	n := len(f.instances)
-	start := Start.UnixMicro()
+	start := runStart.UnixMicro()
 	for steps := 0; len(h) > 0; steps++ {
 		if steps&4095 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -358,8 +406,7 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *Clock, seed uint
 		out, err := r.classes[c.class].serve(ctx, in.store, lim, c, e)
 		c.calls += f.calls() - before
 		if err != nil {
-			return fmt.Errorf("sim: %s: %s at %v, cost %d: %w",
-				r.scenario, r.classes[c.class].name, dur(e.at), e.cost, err)
+			return fmt.Errorf("%s at %v, cost %d: %w", c.name, dur(e.at), e.cost, err)
 		}
 		r.record(c, e, i, out)
 		q, ok := c.gen.next(c.rng, e.at, &out.res)

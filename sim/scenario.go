@@ -192,9 +192,9 @@ var scenarios = []Scenario{{
 // Scenarios returns every scenario, in a fixed order.
 func Scenarios() []Scenario { return append([]Scenario(nil), scenarios...) }
 
-// Lookup returns the scenario with the given name, or an error wrapping
+// lookup returns the scenario with the given name, or an error wrapping
 // [ErrUnknownScenario].
-func Lookup(name string) (Scenario, error) {
+func lookup(name string) (Scenario, error) {
 	for _, s := range scenarios {
 		if s.Name == name {
 			return s, nil

@@ -17,18 +17,35 @@ import (
 
 var update = flag.Bool("update", false, "rewrite sim/testdata/*.golden from the current output")
 
-// matrices caches RunMatrix per scenario for the fixed golden setup (3
-// instances, seed 1), shared by the tests that read it.
-var matrices sync.Map // name → []*Report
+// run1 runs cfg, which names at most one algorithm and one topology, and
+// returns its one report.
+func run1(cfg Config) (*Report, error) {
+	reps, err := Run(context.Background(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	return reps[0], nil
+}
 
-func matrix(t *testing.T, name string) []*Report {
+// algorithms are the algorithms the simulator exists to compare.
+var algorithms = []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}, algo.SlidingWindow{}}
+
+// everyTopology is both topologies, shared first.
+var everyTopology = []Topology{Shared, PerInstance}
+
+// matrices caches the runs of every algorithm on every topology per
+// scenario for the fixed golden setup (3 instances, seed 1), shared by
+// the tests that read it.
+var matrices sync.Map // name → Reports
+
+func matrix(t *testing.T, name string) Reports {
 	t.Helper()
 	if v, ok := matrices.Load(name); ok {
-		return v.([]*Report)
+		return v.(Reports)
 	}
-	reps, err := RunMatrix(context.Background(), Config{Scenario: name, Instances: 3, Seed: 1})
+	reps, err := Run(context.Background(), Config{Scenario: name, Algorithms: algorithms, Topologies: everyTopology, Instances: 3, Seed: 1})
 	if err != nil {
-		t.Fatalf("RunMatrix(%s): %v", name, err)
+		t.Fatalf("Run(%s): %v", name, err)
 	}
 	matrices.Store(name, reps)
 	return reps
@@ -36,13 +53,11 @@ func matrix(t *testing.T, name string) []*Report {
 
 // scenarioText is what the golden files hold: the comparison table, then
 // each run in detail.
-func scenarioText(t *testing.T, sc Scenario, reps []*Report) []byte {
+func scenarioText(t *testing.T, sc Scenario, reps Reports) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	b.WriteString("## " + sc.Name + ": " + sc.Summary + "\n\n")
-	if err := WriteTable(&b, reps...); err != nil {
-		t.Fatal(err)
-	}
+	b.WriteString(reps.Table())
 	for _, r := range reps {
 		b.WriteString("\n" + r.Markdown())
 	}
@@ -107,12 +122,12 @@ func TestTablesFit80Columns(t *testing.T) {
 // bytes in every rendering; a different seed must change the traffic.
 func TestDeterministic(t *testing.T) {
 	cfgs := []Config{
-		{Scenario: "mobile", Algorithm: algo.FixedWindow{}, Instances: 3, Seed: 7, Duration: 8 * time.Minute},
-		{Scenario: "cost", Instances: 2, Topology: PerInstance, Seed: 7, Skew: []time.Duration{time.Second}},
-		{Scenario: "boundary-spike", Algorithm: algo.SlidingWindow{}, Instances: 3, Seed: 7, Skew: []time.Duration{-time.Second, 0, 2 * time.Second}},
+		{Scenario: "mobile", Algorithms: []algo.Algorithm{algo.FixedWindow{}}, Instances: 3, Seed: 7, Duration: 8 * time.Minute},
+		{Scenario: "cost", Instances: 2, Topologies: []Topology{PerInstance}, Seed: 7, Skew: []time.Duration{time.Second}},
+		{Scenario: "boundary-spike", Algorithms: []algo.Algorithm{algo.SlidingWindow{}}, Instances: 3, Seed: 7, Skew: []time.Duration{-time.Second, 0, 2 * time.Second}},
 	}
 	render := func(cfg Config) []byte {
-		rep, err := Run(cfg)
+		rep, err := run1(cfg)
 		if err != nil {
 			t.Fatalf("Run(%+v): %v", cfg, err)
 		}
@@ -123,10 +138,8 @@ func TestDeterministic(t *testing.T) {
 		var b bytes.Buffer
 		b.Write(js)
 		b.WriteString(rep.Markdown())
-		if err := WriteTable(&b, rep); err != nil {
-			t.Fatal(err)
-		}
-		if err := WriteSVG(&b, rep.Timeline); err != nil {
+		b.WriteString(Reports{rep}.Table())
+		if err := rep.Timeline.WriteSVG(&b); err != nil {
 			t.Fatal(err)
 		}
 		return b.Bytes()

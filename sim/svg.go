@@ -31,7 +31,7 @@ const (
 	maxGrid       = 80      // more window boundaries than this in a panel are not drawn
 )
 
-// WriteSVG draws tl as a self-contained SVG chart. A panel covers the
+// WriteSVG draws tl as a self-contained SVG chart on w. A panel covers the
 // whole run: the room left in the bucket as a continuous line (the
 // token bucket's sawtooth: a drop at each admitted request, a straight
 // refill, flat at capacity; a window's count resetting at each dashed
@@ -44,7 +44,7 @@ const (
 // its own mark. A caption
 // gives the totals and the law's numbers as text. The output depends only
 // on tl, so it is as reproducible as the run.
-func WriteSVG(w io.Writer, tl *Timeline) error {
+func (tl *Timeline) WriteSVG(w io.Writer) error {
 	if tl == nil || tl.Duration <= 0 || tl.Capacity <= 0 {
 		return fmt.Errorf("%w: empty timeline", ErrInvalidConfig)
 	}

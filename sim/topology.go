@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -50,43 +48,36 @@ func (t Topology) MarshalText() ([]byte, error) {
 	return []byte(t.String()), nil
 }
 
-// UnmarshalText decodes a String, as [ParseTopology] does.
+// UnmarshalText decodes a String, "shared" or "per-instance"; any other
+// text is an error wrapping [ErrInvalidConfig], and leaves t as it was.
 func (t *Topology) UnmarshalText(b []byte) error {
-	v, err := ParseTopology(string(b))
-	if err == nil {
-		*t = v
-	}
-	return err
-}
-
-// ParseTopology returns the Topology named "shared" or "per-instance", or an
-// error wrapping [ErrInvalidConfig].
-func ParseTopology(s string) (Topology, error) {
-	switch s {
+	switch string(b) {
 	case "shared":
-		return Shared, nil
+		*t = Shared
 	case "per-instance":
-		return PerInstance, nil
+		*t = PerInstance
+	default:
+		return fmt.Errorf("%w: topology %q (want shared or per-instance)", ErrInvalidConfig, b)
 	}
-	return 0, fmt.Errorf("%w: topology %q (want shared or per-instance)", ErrInvalidConfig, s)
+	return nil
 }
 
-// Counter counts the calls that reach a store. It is safe for simultaneous
-// use.
-type Counter struct{ n atomic.Int64 }
+// counter counts the calls that reach a store. It is safe for
+// simultaneous use.
+type counter struct{ n atomic.Int64 }
 
 // Calls returns how many Take and TakeMulti calls have been made.
-func (c *Counter) Calls() int64 { return c.n.Load() }
+func (c *counter) Calls() int64 { return c.n.Load() }
 
-// Count wraps s so that every Take (and TakeMulti, when s has it) is counted
-// by the returned Counter before being passed on unchanged. The wrapper
+// counted wraps s so that every Take (and TakeMulti, when s has it) is
+// counted by the returned counter before being passed on unchanged. The wrapper
 // implements [store.MultiTaker] exactly when s does, and the operations
 // around a take and leases (store.Refunder, store.AtMostTaker,
 // store.Reserver, store.Leaser, each call counted) when s has them all, as
 // memstore does. The simulator counts backend calls this way; a caching
 // wrapper placed above it (see [Config.Wrap]) shows up as fewer calls.
-func Count(s store.Store) (store.Store, *Counter) {
-	c := new(Counter)
+func counted(s store.Store) (store.Store, *counter) {
+	c := new(counter)
 	if o, ok := s.(opsStore); ok {
 		return countingOps{countingMulti{counting{s, c}, o}, o}, c
 	}
@@ -98,7 +89,7 @@ func Count(s store.Store) (store.Store, *Counter) {
 
 type counting struct {
 	s store.Store
-	c *Counter
+	c *counter
 }
 
 func (k counting) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
@@ -119,7 +110,7 @@ func (k countingMulti) TakeMulti(ctx context.Context, reqs []store.Request) (sto
 // fleet is the app instances of one run and the stores behind them.
 type fleet struct {
 	instances []*instance
-	counters  []*Counter
+	counters  []*counter
 	caller    *callerClock // non-nil for a shared memstore
 	closers   []func() error
 }
@@ -177,9 +168,10 @@ func (f *fleet) close() error {
 type layout struct {
 	alg      algo.Algorithm
 	topology Topology
-	skews    []int64               // µs, one per instance
-	redis    redis.UniversalClient // nil: memstore
-	wrap     func(instance int, clk store.Clock, s store.Store) (store.Store, error)
+	skews    []int64 // µs, one per instance
+	// stores and wrap are Config's; stores nil means memstore.
+	stores func(alg algo.Algorithm, clocks []store.Clock) ([]store.Store, func() error, error)
+	wrap   func(instance int, clk store.Clock, s store.Store) (store.Store, error)
 }
 
 // spread returns the largest skew minus the smallest, no skew counting
@@ -198,7 +190,7 @@ func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
 	if l.wrap != nil {
 		w, err := l.wrap(i, clk, s)
 		if err != nil {
-			return fmt.Errorf("sim: wrap instance %d: %w", i, err)
+			return fmt.Errorf("wrap instance %d: %w", i, err)
 		}
 		s = w
 	}
@@ -208,26 +200,61 @@ func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
 	return nil
 }
 
+// addStores asks l.stores for the stores of the instances from first on,
+// one per clock in clks, and adds them, counted.
+func (f *fleet) addStores(l layout, first int, clks []store.Clock) error {
+	ss, closeAll, err := l.stores(l.alg, clks)
+	if err != nil {
+		return fmt.Errorf("stores: %w", err)
+	}
+	if closeAll != nil {
+		f.closers = append(f.closers, closeAll)
+	}
+	if len(ss) != len(clks) {
+		return fmt.Errorf("%w: Stores built %d stores for %d clocks", ErrInvalidConfig, len(ss), len(clks))
+	}
+	for k, s := range ss {
+		s, n := counted(s)
+		f.counters = append(f.counters, n)
+		if err := f.add(l, first+k, clks[k], s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // newFleet builds the instances of l over virtual clock c.
-func newFleet(l layout, c *Clock) (f *fleet, err error) {
+func newFleet(l layout, c *clock) (f *fleet, err error) {
 	f = new(fleet)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.close())
 		}
 	}()
-	if l.redis != nil {
-		return f, f.addRedis(l, c)
+	switch {
+	case l.stores != nil && l.topology == Shared:
+		clks := make([]store.Clock, len(l.skews))
+		for i, skew := range l.skews {
+			clks[i] = c.Skewed(dur(skew))
+		}
+		return f, f.addStores(l, 0, clks)
+	case l.stores != nil:
+		for i, skew := range l.skews {
+			if err := f.addStores(l, i, []store.Clock{c.Skewed(dur(skew))}); err != nil {
+				return f, err
+			}
+		}
+		return f, nil
 	}
 	switch l.topology {
 	case Shared:
 		f.caller = &callerClock{c: c}
 		ms, err := memstore.New(memstore.Config{Clock: f.caller, Algorithm: l.alg})
 		if err != nil {
-			return f, fmt.Errorf("sim: memstore: %w", err)
+			return f, fmt.Errorf("memstore: %w", err)
 		}
 		f.closers = append(f.closers, ms.Close)
-		s, n := Count(ms)
+		s, n := counted(ms)
 		f.counters = append(f.counters, n)
 		for i := range l.skews {
 			if err := f.add(l, i, f.caller, s); err != nil {
@@ -239,10 +266,10 @@ func newFleet(l layout, c *Clock) (f *fleet, err error) {
 			clk := c.Skewed(dur(skew))
 			ms, err := memstore.New(memstore.Config{Clock: clk, Algorithm: l.alg})
 			if err != nil {
-				return f, fmt.Errorf("sim: memstore: %w", err)
+				return f, fmt.Errorf("memstore: %w", err)
 			}
 			f.closers = append(f.closers, ms.Close)
-			s, n := Count(ms)
+			s, n := counted(ms)
 			f.counters = append(f.counters, n)
 			if err := f.add(l, i, clk, s); err != nil {
 				return f, err
@@ -252,12 +279,12 @@ func newFleet(l layout, c *Clock) (f *fleet, err error) {
 	return f, nil
 }
 
-// Start is the virtual instant at which every run begins: midnight UTC on
-// 1 January 2030. A fixed start keeps runs identical bit for bit, window
+// runStart is the virtual instant at which every run begins: midnight UTC
+// on 1 January 2030. A fixed start keeps runs identical bit for bit, window
 // boundaries included.
-var Start = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
+var runStart = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
 
-// Clock is the simulator's virtual time. It satisfies [store.Clock], so a
+// clock is the simulator's virtual time. It satisfies store.Clock, so a
 // store built with it reads simulated time, and it moves only when told to:
 // [Run] sets it to each event's instant in turn, jumping over the quiet
 // time between events. It never sleeps and never reads the real clock,
@@ -265,44 +292,44 @@ var Start = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
 // github.com/benbjohnson/clock Mock would do the same job, but its Add and
 // Set sleep a millisecond of real time each.)
 //
-// The zero Clock reads the Unix epoch; [NewClock] starts one elsewhere. A
-// Clock is safe for simultaneous use (a store may read it from its own
+// The zero clock reads the Unix epoch; newClock starts one elsewhere. A
+// clock is safe for simultaneous use (a store may read it from its own
 // goroutines); it must not be copied after first use.
-type Clock struct {
+type clock struct {
 	us atomic.Int64 // µs since the Unix epoch
 }
 
-var _ store.Clock = (*Clock)(nil)
+var _ store.Clock = (*clock)(nil)
 
-// NewClock returns a Clock reading t, truncated to the microsecond.
-func NewClock(t time.Time) *Clock {
-	c := new(Clock)
+// newClock returns a clock reading t, truncated to the microsecond.
+func newClock(t time.Time) *clock {
+	c := new(clock)
 	c.Set(t)
 	return c
 }
 
 // Now returns the current virtual time.
-func (c *Clock) Now() time.Time { return time.UnixMicro(c.us.Load()).UTC() }
+func (c *clock) Now() time.Time { return time.UnixMicro(c.us.Load()).UTC() }
 
 // Set moves the clock to t (backwards too: a test may want that).
-func (c *Clock) Set(t time.Time) { c.us.Store(t.UnixMicro()) }
+func (c *clock) Set(t time.Time) { c.us.Store(t.UnixMicro()) }
 
 // Add moves the clock by d and returns the new time.
-func (c *Clock) Add(d time.Duration) time.Time {
+func (c *clock) Add(d time.Duration) time.Time {
 	return time.UnixMicro(c.us.Add(d.Microseconds())).UTC()
 }
 
 // Skewed returns a clock that reads c's time plus skew: the wall clock of
 // an app instance whose clock is off by skew. It follows c as c moves.
-func (c *Clock) Skewed(skew time.Duration) store.Clock {
+func (c *clock) Skewed(skew time.Duration) store.Clock {
 	return skewed{c, skew.Microseconds()}
 }
 
 // micros returns the virtual time in µs since the Unix epoch.
-func (c *Clock) micros() int64 { return c.us.Load() }
+func (c *clock) micros() int64 { return c.us.Load() }
 
 type skewed struct {
-	c    *Clock
+	c    *clock
 	skew int64
 }
 
@@ -314,7 +341,7 @@ func (s skewed) Now() time.Time { return time.UnixMicro(s.c.us.Load() + s.skew).
 // single-threaded, so before each call it sets skew to the calling
 // instance's, and the shared store reads exactly that instance's clock.
 type callerClock struct {
-	c    *Clock
+	c    *clock
 	skew atomic.Int64 // µs
 }
 

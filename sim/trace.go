@@ -10,7 +10,7 @@ import (
 )
 
 // Timeline follows one bucket, the scenario's focus key, through a run,
-// request by request: the drawing data of [WriteSVG] and of the
+// request by request: the drawing data of [Timeline.WriteSVG] and of the
 // playground's JSON API, computed once, here, from the algorithm's own
 // state. Times are offsets from the start of the run; its JSON form has
 // durations in nanoseconds.
@@ -61,10 +61,10 @@ type Timeline struct {
 	Window      time.Duration `json:"window,omitempty"`
 	WindowStart time.Duration `json:"window_start,omitempty"`
 	// Windows lists each window of the run with the cost admitted at Key
-	// in it (by request time), when there are at most [MaxWindows].
+	// in it (by request time), when there are at most 5000.
 	Windows []Interval `json:"windows,omitempty"`
 	// Law is the never-exceed law checked on Key's admissions: the worst
-	// interval when broken, the tightest when it holds (see [Check]).
+	// interval when broken, the tightest when it holds.
 	Law Law `json:"law"`
 	// Peaks is the most admitted at Key in any interval of each width,
 	// from 1 ms up to the run's length in steps of 1, 2 and 5, with its
@@ -135,10 +135,10 @@ type Interval struct {
 	Admitted int64         `json:"admitted"`
 }
 
-// MaxWindows is the most windows [Timeline.Windows] lists; a run cut into
+// maxWindows is the most windows Timeline.Windows lists; a run cut into
 // more (a tiny window over a long run) lists none, and a chart draws the
 // boundaries from Window and WindowStart.
-const MaxWindows = 5000
+const maxWindows = 5000
 
 // tracer replays the followed key's requests on a shadow of each store's
 // state and keeps what the Timeline needs.
@@ -171,7 +171,7 @@ type take struct {
 }
 
 func newTracer(l layout, p algo.Policy) *tracer {
-	t := &tracer{alg: l.alg, p: p, start: Start.UnixMicro(), skews: l.skews, shared: l.topology == Shared,
+	t := &tracer{alg: l.alg, p: p, start: runStart.UnixMicro(), skews: l.skews, shared: l.topology == Shared,
 		exact: true, clients: map[*client]int{}, stores: map[int]*shadow{}}
 	switch l.alg.(type) {
 	case algo.FixedWindow, algo.SlidingWindow:
@@ -320,11 +320,11 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	tl.Algorithm, tl.Policy, tl.Capacity, tl.Rate = t.alg.Name(), t.p, t.p.Capacity(), t.p.Rate().String()
 	tl.Duration, tl.Clients, tl.Requests, tl.Exact = length, t.names, t.requests, t.exact
 	tl.Levels = t.levels(length)
-	var adm []Admission
+	var adm []admission
 	for _, q := range t.requests {
 		if q.Allowed {
 			tl.Admitted++
-			adm = append(adm, Admission{At: q.At, Cost: q.Cost})
+			adm = append(adm, admission{At: q.At, Cost: q.Cost})
 		} else {
 			tl.Denied++
 		}
@@ -332,21 +332,21 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	if w := t.window; w > 0 {
 		tl.Window = dur(w)
 		tl.WindowStart = dur(firstBoundary(t.start, w))
-		if n := (length - tl.WindowStart + tl.Window - 1) / tl.Window; n+1 <= MaxWindows {
+		if n := (length - tl.WindowStart + tl.Window - 1) / tl.Window; n+1 <= maxWindows {
 			tl.Windows = t.windows(tl.WindowStart, tl.Window, length)
 		}
 	}
 	if t.p.Validate() != nil {
 		return nil // no request reached the key: nothing to check
 	}
-	law, err := Check(t.p, adm, slack)
+	law, err := checkLaw(t.p, adm, slack)
 	if err != nil {
 		return err
 	}
 	law.Key = tl.Key
 	tl.Law = law
 	for w := time.Millisecond; w <= length; w = nextWidth(w) {
-		peak, from := Peak(adm, w)
+		peak, from := peakIn(adm, w)
 		tl.Peaks = append(tl.Peaks, Window{Width: w, Key: tl.Key, From: from, Peak: peak, Bound: t.p.Bound(w + slack)})
 	}
 	if len(adm) > 0 {

@@ -31,11 +31,11 @@ func levelAt(pts []Point, t time.Duration) float64 {
 // each request, rounded down, is the Remaining the store reported, for
 // every algorithm, shared and per instance.
 func TestTimelineAgreesWithStore(t *testing.T) {
-	for _, alg := range Algorithms() {
+	for _, alg := range algorithms {
 		for _, top := range []Topology{Shared, PerInstance} {
 			for _, sc := range []string{"boundary-spike", "mobile", "cost"} {
-				cfg := Config{Scenario: sc, Algorithm: alg, Topology: top, Instances: 3, Seed: 3, Duration: 4 * time.Minute}
-				r, err := Run(cfg)
+				cfg := Config{Scenario: sc, Algorithms: []algo.Algorithm{alg}, Topologies: []Topology{top}, Instances: 3, Seed: 3, Duration: 4 * time.Minute}
+				r, err := run1(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -73,7 +73,7 @@ func TestTimelineAgreesWithStore(t *testing.T) {
 func TestLevelIsPiecewiseLinear(t *testing.T) {
 	p := algo.PerSecond(3).Burst(5) // windows of 1.666667 s, not aligned to the start
 	at := []int64{0, 100, 200, 300, 400, 450, 1_900, 1_950, 2_000, 2_010, 3_400, 3_401, 7_000, 7_100}
-	for _, alg := range Algorithms() {
+	for _, alg := range algorithms {
 		tr := newTracer(layout{alg: alg, topology: Shared, skews: []int64{0}}, p)
 		var s algo.State
 		var states []algo.State
@@ -156,28 +156,28 @@ func TestTimelineBoundarySpike(t *testing.T) {
 
 func TestTraffic(t *testing.T) {
 	text := "100 at 59.5s over 490ms, 100 at 1m0.01s over 490ms, every 5s, cost 2"
-	p, err := ParsePattern(text)
-	if err != nil {
+	var p Pattern
+	if err := p.UnmarshalText([]byte(text)); err != nil {
 		t.Fatal(err)
 	}
 	if p.String() != text || len(p.Bursts) != 2 || p.Every != 5*time.Second || p.Cost != 2 {
-		t.Fatalf("ParsePattern(%q) = %+v, String %q", text, p, p.String())
+		t.Fatalf("UnmarshalText(%q) = %+v, String %q", text, p, p.String())
 	}
 	for _, bad := range []string{"100 at", "every -1s", "x at 5s", "5 at 1s over", "cost 0", "at 5 100"} {
-		if _, err := ParsePattern(bad); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("ParsePattern(%q) error = %v", bad, err)
+		if err := p.UnmarshalText([]byte(bad)); !errors.Is(err, ErrInvalidConfig) || p.String() != text {
+			t.Errorf("UnmarshalText(%q) error = %v, pattern now %q", bad, err, p)
 		}
 	}
-	spike := &Traffic{Clients: []Pattern{{Bursts: []Burst{{At: 59500 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}},
-		{Bursts: []Burst{{At: 60010 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}}}}
-	r, err := Run(Config{Traffic: spike, Algorithm: algo.FixedWindow{}})
+	spike := []Pattern{{Bursts: []Burst{{At: 59500 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}},
+		{Bursts: []Burst{{At: 60010 * time.Millisecond, Count: 100, Over: 490 * time.Millisecond}}}}
+	r, err := run1(Config{Traffic: spike, Algorithms: []algo.Algorithm{algo.FixedWindow{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Scenario != Custom || r.Duration != 2*time.Minute || r.Total.Admitted != 200 || r.Law.Holds || len(r.Timeline.Clients) != 2 {
+	if r.Scenario != custom || r.Duration != 2*time.Minute || r.Total.Admitted != 200 || r.Law.Holds || len(r.Timeline.Clients) != 2 {
 		t.Errorf("two bursts across a boundary: %s, %d admitted, law %v, clients %v", r.Title(), r.Total.Admitted, r.Law, r.Timeline.Clients)
 	}
-	r, err = Run(Config{Traffic: spike})
+	r, err = run1(Config{Traffic: spike})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +185,12 @@ func TestTraffic(t *testing.T) {
 		t.Errorf("token bucket: %d admitted, law %v", r.Total.Admitted, r.Law)
 	}
 	for _, cfg := range []Config{
-		{Traffic: &Traffic{}},
 		{Traffic: spike, Scenario: "mobile"},
-		{Traffic: &Traffic{Clients: []Pattern{{Every: time.Microsecond}}}},
+		{Traffic: []Pattern{{Every: time.Microsecond}}},
+		{Traffic: make([]Pattern, 11)},
 	} {
-		if _, err := Run(cfg); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("Run(%+v) error = %v", cfg, err)
+		if _, err := run1(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("run1(%+v) error = %v", cfg, err)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ratebucket/ratebucket/sim/play"
+	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/play"
 )
 
 var playCommand = &command{

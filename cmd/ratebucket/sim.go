@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/choices"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
@@ -123,61 +124,55 @@ func (s *skewFlag) Set(v string) error {
 	return nil
 }
 
-// simRun is one cell of the matrix: which algorithm on which layout.
-type simRun struct {
-	algo algo.Algorithm
-	topo sim.Topology
+// scenarios returns the scenarios --scenario names, in its order.
+func (cfg *simConfig) scenarios() ([]sim.Scenario, error) {
+	if cfg.scenario == "all" {
+		return sim.Scenarios(), nil
+	}
+	var out []sim.Scenario
+	for _, name := range strings.Split(cfg.scenario, ",") {
+		s, err := choices.Scenario(strings.TrimSpace(name))
+		if err != nil {
+			return nil, usageError{err}
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
-// plan checks the flags and returns the scenarios and runs to make.
-func (cfg *simConfig) plan() ([]sim.Scenario, []simRun, error) {
-	var scenarios []sim.Scenario
-	if cfg.scenario == "all" {
-		scenarios = sim.Scenarios()
-	} else {
-		for _, name := range strings.Split(cfg.scenario, ",") {
-			s, err := sim.Lookup(strings.TrimSpace(name))
-			if err != nil {
-				return nil, nil, usageError{err}
-			}
-			scenarios = append(scenarios, s)
-		}
-	}
-	algos, err := pick("--algo", cfg.algos, sim.Algorithms(), func(a algo.Algorithm) []string {
-		return []string{sim.ShortName(a.Name()), a.Name()}
+// config returns the sim.Config of the flags, for every scenario: sim
+// checks it. Only what the flags mean otherwise than the Config is checked
+// here: 0 instances or scale is the Config's default, 1, but no instance
+// at all on the command line; and --redis narrows the runs to the token
+// bucket on a shared store, which is what redisstore runs.
+func (cfg *simConfig) config() (sim.Config, error) {
+	algos, err := pick("--algo", cfg.algos, choices.Algorithms(), func(a algo.Algorithm) []string {
+		return []string{choices.Short(a.Name()), a.Name()}
 	})
 	if err != nil {
-		return nil, nil, err
+		return sim.Config{}, err
 	}
 	topos, err := pick("--topology", cfg.topos, []sim.Topology{sim.Shared, sim.PerInstance}, func(t sim.Topology) []string {
 		return []string{t.String()}
 	})
 	if err != nil {
-		return nil, nil, err
+		return sim.Config{}, err
 	}
 	switch {
-	case cfg.instances < 1 || cfg.instances > sim.MaxInstances:
-		return nil, nil, usagef("--instances %d: want 1 to %d", cfg.instances, sim.MaxInstances)
-	case cfg.scale < 1 || cfg.scale > sim.MaxScale:
-		return nil, nil, usagef("--scale %d: want 1 to %d", cfg.scale, sim.MaxScale)
-	case cfg.duration < 0 || cfg.duration > sim.MaxDuration:
-		return nil, nil, usagef("--duration %v: want up to %v of virtual time", cfg.duration, sim.MaxDuration)
-	case len(cfg.skew) > cfg.instances:
-		return nil, nil, usagef("--skew gives %d offsets for %d instances", len(cfg.skew), cfg.instances)
+	case cfg.instances < 1:
+		return sim.Config{}, usagef("--instances %d: want at least 1", cfg.instances)
+	case cfg.scale < 1:
+		return sim.Config{}, usagef("--scale %d: want at least 1", cfg.scale)
 	}
-	var runs []simRun
-	for _, a := range algos {
-		for _, t := range topos {
-			if cfg.redis.url != "" && (a.Name() != (algo.TokenBucket{}).Name() || t != sim.Shared) {
-				continue // Redis runs the token bucket, shared
-			}
-			runs = append(runs, simRun{a, t})
+	if cfg.redis.url != "" {
+		algos = slices.DeleteFunc(algos, func(a algo.Algorithm) bool { return a.Name() != (algo.TokenBucket{}).Name() })
+		topos = slices.DeleteFunc(topos, func(t sim.Topology) bool { return t != sim.Shared })
+		if len(algos) == 0 || len(topos) == 0 {
+			return sim.Config{}, usagef("--redis runs only the token bucket on a shared store: include token in --algo and shared in --topology")
 		}
 	}
-	if len(runs) == 0 {
-		return nil, nil, usagef("--redis runs only the token bucket on a shared store: include token in --algo and shared in --topology")
-	}
-	return scenarios, runs, nil
+	return sim.Config{Algorithms: algos, Topologies: topos, Instances: cfg.instances, Seed: cfg.seed,
+		Duration: cfg.duration, Scale: cfg.scale, Skew: cfg.skew, Policy: cfg.policy}, nil
 }
 
 // pick parses a comma-separated list of names (or "all") against the
@@ -202,9 +197,10 @@ func pick[T any](flagName, list string, choices []T, names func(T) []string) ([]
 	return out, nil
 }
 
-// runSim runs the plan and prints it.
+// runSim runs each scenario, every algorithm on every layout in one call
+// of sim.Run, and prints them.
 func runSim(ctx context.Context, e *env, cfg *simConfig) error {
-	scenarios, runs, err := cfg.plan()
+	scenarios, err := cfg.scenarios()
 	if err != nil {
 		return err
 	}
@@ -214,38 +210,39 @@ func runSim(ctx context.Context, e *env, cfg *simConfig) error {
 		}
 		return nil
 	}
-	base := sim.Config{Instances: cfg.instances, Seed: cfg.seed, Duration: cfg.duration, Scale: cfg.scale, Skew: cfg.skew, Policy: cfg.policy}
+	base, err := cfg.config()
+	if err != nil {
+		return err
+	}
 	if cfg.redis.url != "" {
 		rdb, err := cfg.redis.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer rdb.Close()
-		base.Redis = rdb
+		base.Stores, base.Backend = simRedisStores(rdb), "redisstore"
 	}
 	if cfg.svgDir != "" {
 		if err := os.MkdirAll(cfg.svgDir, 0o755); err != nil {
 			return err
 		}
 	}
-	prog := startProgress(e.stderr, int64(len(scenarios)*len(runs)), "runs")
+	prog := startProgress(e.stderr, int64(len(scenarios)*len(base.Algorithms)*len(base.Topologies)), "runs")
 	defer prog.finish()
-	var all []*sim.Report
+	var all sim.Reports
 	var charts []string
 	for i, s := range scenarios {
-		var reports []*sim.Report
-		for _, r := range runs {
-			c := base
-			c.Scenario, c.Algorithm, c.Topology = s.Name, r.algo, r.topo
-			rep, err := sim.RunContext(ctx, c)
-			if errors.Is(err, sim.ErrInvalidConfig) || errors.Is(err, algo.ErrCostExceedsCapacity) {
-				return usageError{fmt.Errorf("scenario %s: %w", s.Name, err)} // the flags do not fit it
-			}
-			if err != nil {
-				return fmt.Errorf("scenario %s, %s, %v: %w", s.Name, r.algo.Name(), r.topo, err)
-			}
-			prog.add(1)
-			reports = append(reports, rep)
+		c := base
+		c.Scenario = s.Name
+		reports, err := sim.Run(ctx, c)
+		if errors.Is(err, sim.ErrInvalidConfig) || errors.Is(err, algo.ErrCostExceedsCapacity) {
+			return usageError{err} // the flags do not fit sim, or this scenario
+		}
+		if err != nil {
+			return err
+		}
+		prog.add(int64(len(reports)))
+		for _, rep := range reports {
 			if cfg.svgDir != "" {
 				path, err := writeChart(cfg.svgDir, rep)
 				if err != nil {
@@ -261,9 +258,7 @@ func runSim(ctx context.Context, e *env, cfg *simConfig) error {
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
 		}
-		if err := printScenario(e, s, reports, cfg.detail); err != nil {
-			return err
-		}
+		printScenario(e, s, reports, cfg.detail)
 	}
 	prog.finish()
 	if cfg.json {
@@ -295,7 +290,7 @@ admitted/bound and "!". shared×N: N instances share one store, as with Redis
 // simVerdict sums up the runs as a table: for each algorithm and layout, in
 // how many scenarios the law held, and in which legitimate clients were
 // denied.
-func simVerdict(w io.Writer, reports []*sim.Report) {
+func simVerdict(w io.Writer, reports sim.Reports) {
 	type tally struct {
 		algo, setup string
 		runs, held  int
@@ -307,7 +302,7 @@ func simVerdict(w io.Writer, reports []*sim.Report) {
 		name := r.Algorithm + " " + r.Setup()
 		t, ok := byName[name]
 		if !ok {
-			t = &tally{algo: sim.ShortName(r.Algorithm), setup: r.Setup()}
+			t = &tally{algo: choices.Short(r.Algorithm), setup: r.Setup()}
 			byName[name] = t
 			rows = append(rows, t)
 		}
@@ -333,7 +328,7 @@ func simVerdict(w io.Writer, reports []*sim.Report) {
 }
 
 // printScenario writes one scenario's heading and comparison table.
-func printScenario(e *env, s sim.Scenario, reports []*sim.Report, detail bool) error {
+func printScenario(e *env, s sim.Scenario, reports sim.Reports, detail bool) {
 	r := reports[0]
 	fmt.Fprintf(e.stdout, "## %s\n", s.Name)
 	summary := strings.ToUpper(s.Summary[:1]) + s.Summary[1:] + "."
@@ -341,26 +336,23 @@ func printScenario(e *env, s sim.Scenario, reports []*sim.Report, detail bool) e
 		fmt.Fprintln(e.stdout, line)
 	}
 	fmt.Fprintf(e.stdout, "Policy %s; %d instance(s); %v simulated; seed %d.\n\n", r.Policy, r.Instances, r.Duration, r.Seed)
-	if err := sim.WriteTable(e.stdout, reports...); err != nil {
-		return err
-	}
+	fmt.Fprint(e.stdout, reports.Table())
 	if detail {
 		for _, r := range reports {
 			fmt.Fprintf(e.stdout, "\n%s", r.Markdown())
 		}
 	}
-	return nil
 }
 
 // writeChart writes rep's timeline as DIR/<scenario>-<algo>-<setup>.svg.
 func writeChart(dir string, rep *sim.Report) (path string, err error) {
-	name := fmt.Sprintf("%s-%s-%s.svg", rep.Scenario, sim.ShortName(rep.Algorithm), rep.Topology)
+	name := fmt.Sprintf("%s-%s-%s.svg", rep.Scenario, choices.Short(rep.Algorithm), rep.Topology)
 	path = filepath.Join(dir, name)
 	f, err := os.Create(path)
 	if err != nil {
 		return "", err
 	}
-	if err := sim.WriteSVG(f, rep.Timeline); err != nil {
+	if err := rep.Timeline.WriteSVG(f); err != nil {
 		f.Close()
 		return "", fmt.Errorf("%s: %w", path, err)
 	}

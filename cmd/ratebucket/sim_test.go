@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -150,11 +151,12 @@ func TestSimUsageErrors(t *testing.T) {
 		{"unknown algorithm", []string{"--algo", "leaky"}, `--algo "leaky": want a comma-separated list of token, fixed, sliding`},
 		{"unknown topology", []string{"--topology", "mesh"}, `--topology "mesh"`},
 		{"no instances", []string{"--instances", "0"}, "--instances 0"},
-		{"negative duration", []string{"--duration", "-1m"}, "--duration -1m0s"},
-		{"scale too large", []string{"--scale", "100000"}, "--scale 100000"},
+		{"negative duration", []string{"--duration", "-1m"}, "duration -1m0s outside"},
+		{"no scale", []string{"--scale", "0"}, "--scale 0"},
+		{"scale too large", []string{"--scale", "100000"}, "scale 100000 outside [1, 1000]"},
 		{"redis without the token bucket", []string{"--redis", "127.0.0.1:1", "--algo", "fixed"}, "--redis runs only the token bucket"},
 		{"bad skew", []string{"--skew", "0,soon"}, `invalid value "0,soon" for flag -skew`},
-		{"more skews than instances", []string{"--instances", "2", "--skew", "0,1s,2s"}, "3 offsets for 2 instances"},
+		{"more skews than instances", []string{"--instances", "2", "--skew", "0,1s,2s"}, "3 skews for 2 instances"},
 		{"skew beyond an hour", []string{"--scenario", "sensor", "--skew", "2h"}, "skew 2h0m0s outside ±1h"},
 		{"policy too small for a scenario's costs", []string{"--scenario", "cost", "--capacity", "5", "--rate", "1/s"}, "cost exceeds capacity"},
 		{"invalid policy", []string{"--capacity", "0"}, "capacity 0 outside"},
@@ -194,6 +196,9 @@ func TestSimRedisAgrees(t *testing.T) {
 	}
 	if onRedis.Total.Denied == 0 || !onRedis.Law.Holds {
 		t.Fatalf("the attacker was never denied, or the law broke: %+v %v", onRedis.Total, onRedis.Law)
+	}
+	if keys, err := srv.Client().Keys(context.Background(), "rb:sim:*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys left behind after the run: %v, %v", keys, err)
 	}
 }
 

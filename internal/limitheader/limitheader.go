@@ -88,9 +88,11 @@ func AppendRateLimit(b []byte, name string, remaining int64, resetAfter time.Dur
 	return strconv.AppendInt(append(b, ";t="...), DelaySeconds(resetAfter), 10)
 }
 
-// Window is RateLimit-Policy's w for p at now, in whole seconds, at least
-// 1: a bucket's fill time, rounded up; a calendar quota's period that
-// holds now (86400 for a day, 604800 for a week, the month's days).
+// Window is the draft's w for p at now, in whole seconds, at least 1: a
+// bucket's fill time, rounded up (a token bucket has no fixed window; the
+// bucket admits at most its capacity plus what refills, so capacity per
+// fill time is its sustained rate); a calendar quota's period that holds
+// now (86400 for a day, 604800 for a week, the month's days in seconds).
 func Window(p algo.Policy, now time.Time) int64 {
 	if _, _, ok := p.Calendar(); ok {
 		start, end := p.QuotaPeriod(now.UnixMicro())

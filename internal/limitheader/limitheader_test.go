@@ -3,6 +3,8 @@ package limitheader
 import (
 	"testing"
 	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
 )
 
 // TestFixture: Render gives exactly the fixture's values.
@@ -48,6 +50,27 @@ func TestRounding(t *testing.T) {
 	}
 	if got := ResetUnix(now.Add(time.Nanosecond), 0); got != 101 {
 		t.Errorf("ResetUnix(1ns past a second) = %d, want 101", got)
+	}
+}
+
+// TestWindow: the draft's w is a bucket's fill time in whole seconds,
+// rounded up and at least 1, or the calendar period that holds now.
+func TestWindow(t *testing.T) {
+	feb := time.Date(2026, time.February, 10, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		p    algo.Policy
+		want int64
+	}{
+		{algo.PerSecond(2).Burst(100), 50},
+		{algo.PerSecond(3).Burst(100), 34},
+		{algo.PerSecond(1000).Burst(1), 1},
+		{algo.Quota(10, algo.Day, 0), 86400},
+		{algo.Quota(10, algo.Week, -5*time.Hour), 604800},
+		{algo.Quota(10, algo.Month, 0), 28 * 86400},
+	} {
+		if got := Window(c.p, feb); got != c.want {
+			t.Errorf("Window(%v) = %d, want %d", c.p, got, c.want)
+		}
 	}
 }
 

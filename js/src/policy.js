@@ -1,6 +1,10 @@
 // Policies: a bucket's capacity and refill rate, reduced to the three
 // integers the script takes (capacity, unit, refill), exactly as Go's
-// algo.Policy holds them (redisstore/WIRE.md, "The policy").
+// algo.Policy holds them (redisstore/WIRE.md, "The policy"). This is the
+// package's one computation of its own: the script would pay for it on
+// every call, so it is done here, once per Policy, and
+// redisstore/crossruntime_test.go (TestCrossRuntimePolicy) holds it, its
+// bounds and fillTimeUs to algo's over generated capacities and rates.
 
 /** Bounds of algo (algo/policy.go); the script checks the ones its math needs. */
 export const MAX_CAPACITY = 1_000_000_000_000;

@@ -1,6 +1,7 @@
 package play
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/choices"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
@@ -76,10 +79,12 @@ func TestRunMatchesSimulator(t *testing.T) {
 		t.Fatalf("runs %+v", res.Runs)
 	}
 	for _, r := range res.Runs {
-		want, err := sim.Run(sim.Config{Scenario: "boundary-spike", Algorithm: byShortName(r.Short), Instances: 3, Seed: 1})
+		reps, err := sim.Run(context.Background(), sim.Config{Scenario: "boundary-spike",
+			Algorithms: []algo.Algorithm{choices.Algorithm(r.Short)}, Instances: 3, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
+		want := reps[0]
 		got := r.Timeline
 		if r.Report.Total != want.Total || got.Admitted != want.Timeline.Admitted || len(got.Requests) != len(want.Timeline.Requests) ||
 			got.Law.Holds != want.Timeline.Law.Holds || got.Law.Admitted != want.Timeline.Law.Admitted || got.Zoom != want.Timeline.Zoom ||
@@ -96,19 +101,18 @@ func TestParseView(t *testing.T) {
 	q := url.Values{"scenario": {"custom"}, "client": {"100 at 59.5s over 490ms", "every 2s, cost 3", ""}, "cost": {"2"},
 		"algos": {"sliding"}, "topology": {"per-instance"}, "instances": {"2"}, "skew": {"0,400ms"},
 		"capacity": {"50"}, "rate": {"10/s"}, "seed": {"7"}, "duration": {"90s"}, "from": {"3"}}
-	v, err := ParseView(q)
+	b, err := ParseView(q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := v.Base
-	if b.Traffic == nil || len(b.Traffic.Clients) != 2 || b.Traffic.Clients[0].Cost != 2 || b.Traffic.Clients[1].Cost != 3 ||
-		len(v.Algorithms) != 1 || v.Algorithms[0].Name() != "slidingwindow" || b.Topology != sim.PerInstance ||
+	if len(b.Traffic) != 2 || b.Traffic[0].Cost != 2 || b.Traffic[1].Cost != 3 ||
+		len(b.Algorithms) != 1 || b.Algorithms[0].Name() != "slidingwindow" || len(b.Topologies) != 1 || b.Topologies[0] != sim.PerInstance ||
 		b.Instances != 2 || len(b.Skew) != 2 || b.Policy.Capacity() != 50 || b.Policy.Rate().String() != "10/1s" ||
 		b.Seed != 7 || b.Duration != 90*time.Second || b.Cost != 0 {
-		t.Fatalf("ParseView = %+v", v)
+		t.Fatalf("ParseView = %+v", b)
 	}
 	// On a named scenario, cost is every request's: sim.Config.Cost.
-	if v, err := ParseView(url.Values{"scenario": {"sensor"}, "cost": {"3"}}); err != nil || v.Base.Cost != 3 || v.Base.Traffic != nil {
+	if v, err := ParseView(url.Values{"scenario": {"sensor"}, "cost": {"3"}}); err != nil || v.Cost != 3 || len(v.Traffic) != 0 {
 		t.Fatalf("ParseView(scenario=sensor&cost=3) = %+v, %v", v, err)
 	}
 	for _, bad := range []string{"scenario=nope", "scenario=custom", "algos=leaky", "instances=11", "topology=mesh",

@@ -1,14 +1,14 @@
-// Package play serves the playground: a page in which a learner runs the
-// simulator's scenarios, or traffic drawn by hand, through the token
-// bucket, the fixed window and the sliding window side by side, and sees
-// every request, the room left in each bucket as a continuous line, the
-// windows, and where the never-exceed law breaks.
+// Package play is the web UI of `ratebucket play`, the playground: a page
+// in which a learner runs the simulator's scenarios, or traffic drawn by
+// hand, through the token bucket, the fixed window and the sliding window
+// side by side, and sees every request, the room left in each bucket as a
+// continuous line, the windows, and where the never-exceed law breaks.
 //
 // The page is plain HTML, CSS and JavaScript embedded in the binary (no
 // build step, nothing fetched from the network). It draws and does no
 // rate-limit arithmetic: every number and every point of every line comes
 // from the Go simulator through a small JSON API of this server, the same
-// [sim.Timeline] that [sim.WriteSVG] draws.
+// [sim.Timeline] that [sim.Timeline.WriteSVG] draws.
 //
 //	GET /                  the page; its query string is the view (see below)
 //	GET /api/scenarios     the named scenarios: name, summary, policy, duration
@@ -22,8 +22,8 @@
 // URL reproduces it (runs are deterministic):
 //
 //	scenario   a name from /api/scenarios, or "custom" (default boundary-spike)
-//	client     custom traffic, one parameter per client, as sim.ParsePattern
-//	           reads it: "100 at 59.5s over 490ms, every 5s"
+//	client     custom traffic, one parameter per client, a sim.Pattern as
+//	           text: "100 at 59.5s over 490ms, every 5s"
 //	cost       the cost of every request of a named scenario (default each
 //	           request's own); of each custom request that does not set its own
 //	algos      comma-separated token, fixed, sliding (default all three)
@@ -36,8 +36,9 @@
 //	duration   virtual time covered (default the scenario's; at most 1h)
 //	from, to   the page's zoom, in seconds; the API ignores them
 //
-// Use [Handler] with any http.Server; cmd/ratebucket's play subcommand
-// serves it on 127.0.0.1.
+// It is the command's own, not an API: cmd/ratebucket's play subcommand
+// serves [Handler] on 127.0.0.1, and playtest drives that binary in real
+// browsers.
 package play
 
 import (
@@ -54,6 +55,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/choices"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
@@ -68,6 +70,10 @@ const (
 	// MaxDuration is the longest run a view may ask for.
 	MaxDuration = time.Hour
 )
+
+// custom is the scenario of the query string that stands for traffic
+// drawn by hand, one client parameter per client.
+const custom = "custom"
 
 // ErrBadQuery is wrapped by every error in a view's query string; the API
 // answers it with 400 and the message.
@@ -88,7 +94,7 @@ func Handler() http.Handler {
 		writeJSON(w, http.StatusOK, scenarios())
 	})
 	mux.HandleFunc("GET /api/run", func(w http.ResponseWriter, r *http.Request) {
-		v, err := ParseView(r.URL.Query())
+		cfg, err := ParseView(r.URL.Query())
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
@@ -99,7 +105,7 @@ func Handler() http.Handler {
 		case <-r.Context().Done():
 			return
 		}
-		res, err := v.Run(r.Context())
+		res, err := run(r.Context(), cfg)
 		switch {
 		case errors.Is(err, sim.ErrInvalidConfig) || errors.Is(err, algo.ErrCostExceedsCapacity) || errors.Is(err, algo.ErrInvalidPolicy):
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
@@ -148,23 +154,16 @@ func scenarios() []ScenarioInfo {
 	return out
 }
 
-// View is a parsed query string: the runs to make, one per algorithm.
-type View struct {
-	// Base is the run's Config without its Algorithm.
-	Base sim.Config
-	// Algorithms are the algorithms to run, in the page's order.
-	Algorithms []algo.Algorithm
-}
-
-// ParseView reads a view's query string (see the package documentation).
+// ParseView reads a view's query string (see the package documentation)
+// into the Config of its runs, one per algorithm, in the page's order.
 // Errors wrap [ErrBadQuery].
-func ParseView(q url.Values) (View, error) {
-	bad := func(format string, a ...any) (View, error) {
-		return View{}, fmt.Errorf("%w: "+format, append([]any{ErrBadQuery}, a...)...)
+func ParseView(q url.Values) (sim.Config, error) {
+	bad := func(format string, a ...any) (sim.Config, error) {
+		return sim.Config{}, fmt.Errorf("%w: "+format, append([]any{ErrBadQuery}, a...)...)
 	}
-	v := View{Base: sim.Config{Scenario: "boundary-spike", Instances: 3, Seed: 1}}
+	cfg := sim.Config{Scenario: "boundary-spike", Instances: 3, Seed: 1}
 	if s := q.Get("scenario"); s != "" {
-		v.Base.Scenario = s
+		cfg.Scenario = s
 	}
 	var cost int64
 	if s := q.Get("cost"); s != "" {
@@ -174,69 +173,68 @@ func ParseView(q url.Values) (View, error) {
 		}
 		cost = c
 	}
-	if v.Base.Scenario == sim.Custom {
+	if cfg.Scenario == custom {
 		cost = max(cost, 1)
-		tr := &sim.Traffic{}
 		for _, line := range q["client"] {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			p, err := sim.ParsePattern(line)
-			if err != nil {
+			var p sim.Pattern
+			if err := p.UnmarshalText([]byte(line)); err != nil {
 				return bad("%v", err)
 			}
 			if p.Cost == 0 {
 				p.Cost = cost
 			}
-			tr.Clients = append(tr.Clients, p)
+			cfg.Traffic = append(cfg.Traffic, p)
 		}
-		if len(tr.Clients) == 0 {
+		if len(cfg.Traffic) == 0 {
 			return bad("custom traffic needs at least one client, such as client=100 at 59.5s")
 		}
-		v.Base.Scenario, v.Base.Traffic = "", tr
-	} else if _, err := sim.Lookup(v.Base.Scenario); err != nil {
+		cfg.Scenario = ""
+	} else if _, err := choices.Scenario(cfg.Scenario); err != nil {
 		return bad("%v", err)
 	} else {
-		v.Base.Cost = cost // sim checks it against the capacity
+		cfg.Cost = cost // sim checks it against the capacity
 	}
-	v.Algorithms = sim.Algorithms()
+	cfg.Algorithms = choices.Algorithms()
 	if s := q.Get("algos"); s != "" {
-		v.Algorithms = nil
+		cfg.Algorithms = nil
 		for _, name := range strings.Split(s, ",") {
-			a := byShortName(strings.TrimSpace(name))
+			a := choices.Algorithm(strings.TrimSpace(name))
 			if a == nil {
 				return bad("algorithm %q: want token, fixed or sliding", name)
 			}
-			v.Algorithms = append(v.Algorithms, a)
+			cfg.Algorithms = append(cfg.Algorithms, a)
 		}
 	}
 	if s := q.Get("topology"); s != "" {
-		t, err := sim.ParseTopology(s)
-		if err != nil {
+		var t sim.Topology
+		if err := t.UnmarshalText([]byte(s)); err != nil {
 			return bad("%v", err)
 		}
-		v.Base.Topology = t
+		cfg.Topologies = []sim.Topology{t}
 	}
 	if s := q.Get("instances"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxInstances {
 			return bad("instances %q: want 1 to %d", s, MaxInstances)
 		}
-		v.Base.Instances = n
+		cfg.Instances = n
 	}
 	if s := q.Get("seed"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return bad("seed %q: want a whole number", s)
 		}
-		v.Base.Seed = n
+		cfg.Seed = n
 	}
 	if s := q.Get("duration"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 || d > MaxDuration {
 			return bad("duration %q: want up to %v, such as 2m", s, MaxDuration)
 		}
-		v.Base.Duration = d.Truncate(time.Microsecond)
+		cfg.Duration = d.Truncate(time.Microsecond)
 	}
 	if s := q.Get("skew"); s != "" {
 		for _, part := range strings.Split(s, ",") {
@@ -244,25 +242,25 @@ func ParseView(q url.Values) (View, error) {
 			if err != nil {
 				return bad("skew %q: want comma-separated durations such as 0,400ms,-1s", s)
 			}
-			v.Base.Skew = append(v.Base.Skew, d)
+			cfg.Skew = append(cfg.Skew, d)
 		}
 	}
 	if c, r := q.Get("capacity"), q.Get("rate"); c != "" || r != "" {
-		p, err := policy(c, r, v.Base)
+		p, err := policy(c, r, cfg)
 		if err != nil {
 			return bad("%v", err)
 		}
-		v.Base.Policy = p
+		cfg.Policy = p
 	}
-	return v, nil
+	return cfg, nil
 }
 
 // policy builds the policy of capacity c and rate r, either of which may
 // be empty to keep the scenario's.
 func policy(c, r string, base sim.Config) (algo.Policy, error) {
 	def := sim.Scenario{}
-	if base.Traffic == nil {
-		def, _ = sim.Lookup(base.Scenario)
+	if len(base.Traffic) == 0 {
+		def, _ = choices.Scenario(base.Scenario)
 	} else {
 		def.Policy = algo.PerMinute(100).Burst(100)
 	}
@@ -307,17 +305,6 @@ func parseRate(s string) (algo.Rate, error) {
 	return algo.Per(n, period), nil
 }
 
-// byShortName returns the algorithm called "token", "fixed" or "sliding"
-// (or by its full name), or nil.
-func byShortName(name string) algo.Algorithm {
-	for _, a := range sim.Algorithms() {
-		if name == a.Name() || name == sim.ShortName(a.Name()) {
-			return a
-		}
-	}
-	return nil
-}
-
 // Result is what /api/run answers: the view's scenario and one run per
 // algorithm.
 type Result struct {
@@ -341,26 +328,23 @@ type Run struct {
 	Timeline *sim.Timeline `json:"timeline"`
 }
 
-// Run makes the view's runs, one per algorithm, in order; ctx bounds them.
-func (v View) Run(ctx context.Context) (*Result, error) {
+// run makes the runs of cfg, a view's Config, one per algorithm, in
+// order; ctx bounds them.
+func run(ctx context.Context, cfg sim.Config) (*Result, error) {
 	res := &Result{}
-	if v.Base.Traffic != nil {
-		for _, p := range v.Base.Traffic.Clients {
-			res.Traffic = append(res.Traffic, p.String())
-		}
+	for _, p := range cfg.Traffic {
+		res.Traffic = append(res.Traffic, p.String())
 	}
-	for _, a := range v.Algorithms {
-		cfg := v.Base
-		cfg.Algorithm = a
-		rep, err := sim.RunContext(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
+	reps, err := sim.Run(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, rep := range reps {
 		res.Scenario, res.Policy = rep.Scenario, rep.Timeline.Policy.String()
-		res.Runs = append(res.Runs, Run{Short: sim.ShortName(a.Name()), Report: rep, Timeline: rep.Timeline})
+		res.Runs = append(res.Runs, Run{Short: choices.Short(rep.Algorithm), Report: rep, Timeline: rep.Timeline})
 	}
-	if v.Base.Traffic == nil {
-		sc, _ := sim.Lookup(v.Base.Scenario)
+	if len(cfg.Traffic) == 0 {
+		sc, _ := choices.Scenario(cfg.Scenario)
 		res.Summary = sc.Summary
 	} else {
 		res.Summary = "your traffic: " + strings.Join(res.Traffic, "; ")
