@@ -223,7 +223,7 @@ type storeLimiter struct {
 }
 
 func (l storeLimiter) Allow(key string) (bool, error) {
-	r, err := l.s.Take(context.Background(), key, l.p, 1)
+	r, err := l.s.Take(context.Background(), store.Request{Key: key, Policy: l.p, Cost: 1})
 	return r.Allowed, err
 }
 

@@ -132,7 +132,7 @@ func (e *env) warm(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := e.primary.Take(ctx, "warm", policy, 0); err != nil {
+	if _, err := e.primary.Take(ctx, store.Request{Key: "warm", Policy: policy, Cost: 0}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -160,7 +160,7 @@ type call struct {
 func (e *env) take(key string) call {
 	before := e.f.Stats()
 	start := time.Now()
-	res, err := e.f.Take(context.Background(), key, policy, 1)
+	res, err := e.f.Take(context.Background(), store.Request{Key: key, Policy: policy, Cost: 1})
 	took := time.Since(start)
 	after := e.f.Stats()
 	return call{res: res, err: err, took: took,

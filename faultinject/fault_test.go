@@ -192,7 +192,7 @@ func authoritative(t *testing.T, e *env) {
 		admitted := 0
 		for i := range policy.Capacity() + 5 {
 			var res algo.Result
-			if res, err = e.primary.Take(ctx, key, policy, 1); err != nil {
+			if res, err = e.primary.Take(ctx, store.Request{Key: key, Policy: policy, Cost: 1}); err != nil {
 				break
 			}
 			checkValid(t, int(i), res)

@@ -20,13 +20,12 @@ import (
 // abuser-facing bound of the cache is not loosened by it.
 func TestRefundLostReply(t *testing.T) {
 	e := newEnvCache(t, hybrid.LocalFallback, true)
-	if _, ok := store.Store(e.primary).(store.Refunder); !ok {
-		t.Skip("redisstore does not give tokens back (store.Refunder) yet")
-	}
 	e.warm(t)
 	ctx := context.Background()
 	hourly := algo.PerHour(1).Burst(1)
-	take := func() (algo.Result, error) { return e.f.Take(ctx, "login", hourly, 1) }
+	take := func() (algo.Result, error) {
+		return e.f.Take(ctx, store.Request{Key: "login", Policy: hourly, Cost: 1})
+	}
 	if res, err := take(); err != nil || !res.Allowed {
 		t.Fatalf("first login: %+v, %v", res, err)
 	}
@@ -34,7 +33,7 @@ func TestRefundLostReply(t *testing.T) {
 		t.Fatalf("second login: %+v, %v, cache %+v; want a local denial", res, err, e.cache.Stats())
 	}
 	e.toxic(t, `{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":2000}}`)
-	if _, err := e.f.Refund(ctx, "login", hourly, 1); err != nil {
+	if _, err := e.f.Refund(ctx, store.Request{Key: "login", Policy: hourly, Cost: 1}); err != nil {
 		t.Fatalf("refund under the local fallback: %v", err)
 	}
 	if st := e.f.Stats(); st.Failures != 1 {
@@ -60,11 +59,11 @@ func TestCancelLostReply(t *testing.T) {
 	e.warm(t)
 	ctx := context.Background()
 	p := algo.PerHour(1).Burst(2)
-	take := func() (algo.Result, error) { return e.f.Take(ctx, "queue", p, 1) }
+	take := func() (algo.Result, error) { return e.f.Take(ctx, store.Request{Key: "queue", Policy: p, Cost: 1}) }
 	if res, err := take(); err != nil || !res.Allowed {
 		t.Fatalf("first take: %+v, %v", res, err)
 	}
-	rsv, err := e.f.Reserve(ctx, "queue", p, 2, 2*time.Hour)
+	rsv, err := e.f.Reserve(ctx, store.Request{Key: "queue", Policy: p, Cost: 2}, 2*time.Hour)
 	if err != nil || !rsv.Allowed || rsv.Delay != time.Hour {
 		t.Fatalf("Reserve = %+v, %v; want admitted an hour ahead", rsv, err)
 	}
@@ -90,16 +89,18 @@ func TestCancelLostReply(t *testing.T) {
 }
 
 // TestRefundElsewhereMarked: the takes of a key whose tokens another
-// instance gives back are marked store.WithRefundable (as httplimit's
+// instance gives back are marked Refundable (as httplimit's
 // ChargeIf routes mark theirs). While Redis is cut off, they are served by
 // the local share, never denied from the cache; once it is back, a refund
 // made by another instance straight to Redis is seen at once.
 func TestRefundElsewhereMarked(t *testing.T) {
 	e := newEnvCache(t, hybrid.LocalFallback, true)
 	e.warm(t)
-	ctx := store.WithRefundable(context.Background())
+	ctx := context.Background()
 	hourly := algo.PerHour(1).Burst(1)
-	take := func() (algo.Result, error) { return e.f.Take(ctx, "login", hourly, 1) }
+	take := func() (algo.Result, error) {
+		return e.f.Take(ctx, store.Request{Key: "login", Policy: hourly, Cost: 1, Refundable: true})
+	}
 	for i, allowed := range []bool{true, false, false} {
 		if res, err := take(); err != nil || res.Allowed != allowed {
 			t.Fatalf("take %d: %+v, %v; want allowed %v", i, res, err, allowed)
@@ -117,7 +118,7 @@ func TestRefundElsewhereMarked(t *testing.T) {
 	healToxics(t, e)
 	recoverCalls(t, e)
 	// Another instance refunds the token straight to Redis.
-	if _, err := e.primary.Refund(context.Background(), "login", hourly, 1); err != nil {
+	if _, err := e.primary.Refund(context.Background(), store.Request{Key: "login", Policy: hourly, Cost: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := take(); err != nil || !res.Allowed {

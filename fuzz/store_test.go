@@ -159,7 +159,7 @@ func luaParity(rdb *redis.Client) func(*rapid.T) {
 				p := pols[key]
 				cost := drawCost(t, p)
 				want, werr := ref.take(p, key, now, cost)
-				got, err := rs.Take(ctx, key, p, cost)
+				got, err := rs.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 				switch {
 				case key == "":
 					if !errors.Is(err, store.ErrEmptyKey) {

@@ -342,7 +342,7 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 		// route, the rule as the policy.
 		ctx = store.WithLabels(ctx, store.Labels{Route: method, Policy: r.name})
 	}
-	res, err := l.store.Take(ctx, key, r.policy, r.cost)
+	res, err := l.store.Take(ctx, store.Request{Key: key, Policy: r.policy, Cost: r.cost})
 	if err != nil {
 		return l.failure(ctx, method, r, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -112,7 +114,7 @@ func TestStreamChargedOnceAtOpen(t *testing.T) {
 	}
 	md, _ := st.Header()
 	wantMD(t, md, map[string]string{grpclimit.MDRemaining: "0"})
-	if res, err := e.ms.Take(ctx, "g:default:id{alice}", algo.PerMinute(1).Burst(2), 0); err != nil || res.Remaining != 0 {
+	if res, err := e.ms.Take(ctx, store.Request{Key: "g:default:id{alice}", Policy: algo.PerMinute(1).Burst(2), Cost: 0}); err != nil || res.Remaining != 0 {
 		t.Fatalf("bucket after two streams and many messages: %+v, %v; want 0 left", res, err)
 	}
 }
@@ -151,7 +153,7 @@ func TestMethodRules(t *testing.T) {
 			t.Fatalf("Watch %d: %v, want %v (own bucket of 1)", i, err, want)
 		}
 	}
-	if res, err := e.ms.Take(ctx, "g:default:id{alice}", algo.PerMinute(1).Burst(10), 0); err != nil || res.Remaining != 2 {
+	if res, err := e.ms.Take(ctx, store.Request{Key: "g:default:id{alice}", Policy: algo.PerMinute(1).Burst(10), Cost: 0}); err != nil || res.Remaining != 2 {
 		t.Fatalf("default bucket: %+v, %v; want 2 left (two Checks of 4)", res, err)
 	}
 }

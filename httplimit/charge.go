@@ -18,7 +18,7 @@ import (
 // admitted, before its handler runs, as every request is; when its
 // handler has returned, ChargeIf reads the status of the response and
 // says whether the charge stands. When it does not, the tokens go back to
-// the buckets they came from (store.Refunder), with the same keys,
+// the buckets they came from (store.Store), with the same keys,
 // policies and cost. The response has been written by then, so a refund
 // never turns an admitted request into a 429; it is one store call made
 // before the handler's ServeHTTP returns, as a Concurrency lease's
@@ -36,7 +36,7 @@ import (
 // outcome is not a status the middleware can read.
 
 //
-// The takes of such a route are marked store.WithRefundable: a store that
+// The takes of such a route are marked store.Request.Refundable: a store that
 // answers from what it learnt of earlier answers (hybrid.DenyCache) then
 // neither answers them locally nor learns from them, so that a refund
 // made by another instance of the fleet, which that store cannot see,
@@ -51,40 +51,32 @@ func (m *Middleware) checkChargeIf() error {
 		return nil
 	}
 	s := baseStore(m.store)
-	var ok bool
-	if m.refunder, ok = s.(store.Refunder); !ok {
-		return fmt.Errorf("%w: ChargeIf needs a store that implements store.Refunder (memstore and redisstore do); the Config's store, a %T, does not: %w",
-			ErrInvalidConfig, s, store.ErrUnsupported)
-	}
-	m.store, m.multi = refundableStore{s}, nil
-	if _, ok := s.(store.MultiTaker); ok {
-		m.multi = refundableStore{s}
-	}
+	m.refunder, m.store = s, refundableStore{s}
 	return nil
 }
 
 // refundableStore is the store of a route whose charges may be given back:
-// it marks every take with store.WithRefundable. A route made With a
+// it marks every take Refundable (store.Request). A route made With a
 // ChargeIf route's Middleware inherits it, and so marks its takes too
 // (routes whose limits share a Name share their buckets, which the
 // parent's refunds reach). baseStore unwraps it for the interfaces it does
-// not pass on (store.Leaser, store.Reserver).
+// not pass on (store.Store, store.Store).
 type refundableStore struct{ store.Store }
 
-// Take takes with ctx marked refundable.
-func (s refundableStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
-	return s.Store.Take(store.WithRefundable(ctx), key, p, cost)
+// Take takes with the request marked Refundable.
+func (s refundableStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	req.Refundable = true
+	return s.Store.Take(ctx, req)
 }
 
-// TakeMulti takes atomically with ctx marked refundable, when the store
-// can; otherwise it answers store.ErrNotTogether, for which take falls
-// back to Takes in order.
+// TakeMulti takes atomically with every request marked Refundable.
 func (s refundableStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
-	mt, ok := s.Store.(store.MultiTaker)
-	if !ok {
-		return store.MultiResult{}, fmt.Errorf("httplimit: %T takes one key at a time: %w", s.Store, store.ErrNotTogether)
+	marked := make([]store.Request, len(reqs))
+	for i, r := range reqs {
+		r.Refundable = true
+		marked[i] = r
 	}
-	return mt.TakeMulti(store.WithRefundable(ctx), reqs)
+	return s.Store.TakeMulti(ctx, marked)
 }
 
 // baseStore returns the store a refundableStore wraps, or s.
@@ -122,7 +114,7 @@ func (m *Middleware) serveCharged(w http.ResponseWriter, r *http.Request, next h
 // keyed by different KeyFuncs).
 func (m *Middleware) refund(ctx context.Context, takes []store.Request) error {
 	if len(takes) == 1 {
-		_, err := m.refunder.Refund(ctx, takes[0].Key, takes[0].Policy, takes[0].Cost)
+		_, err := m.refunder.Refund(ctx, takes[0])
 		return err
 	}
 	_, err := m.refunder.RefundMulti(ctx, takes)
@@ -131,7 +123,7 @@ func (m *Middleware) refund(ctx context.Context, takes []store.Request) error {
 	}
 	var errs []error
 	for i, q := range takes {
-		if _, err := m.refunder.Refund(limitContext(ctx, i), q.Key, q.Policy, q.Cost); err != nil {
+		if _, err := m.refunder.Refund(limitContext(ctx, i), q); err != nil {
 			errs = append(errs, fmt.Errorf("limit key %q: %w", q.Key, err))
 		}
 	}

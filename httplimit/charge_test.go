@@ -35,11 +35,11 @@ func newRefundStore(t *testing.T) *refundStore {
 	return &refundStore{Store: newStore(t, newClock())}
 }
 
-func (s *refundStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (s *refundStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	if s.down.Load() {
 		return algo.Result{}, errDown
 	}
-	return s.Store.Take(ctx, key, p, cost)
+	return s.Store.Take(ctx, req)
 }
 
 func (s *refundStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
@@ -61,12 +61,12 @@ func (s *refundStore) refundErr() error {
 	return s.err
 }
 
-func (s *refundStore) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
+func (s *refundStore) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
 	s.single.Add(1)
 	if err := s.refundErr(); err != nil {
 		return algo.Result{}, err
 	}
-	return s.Store.Refund(ctx, key, p, n)
+	return s.Store.Refund(ctx, req)
 }
 
 func (s *refundStore) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {
@@ -106,7 +106,7 @@ func remaining(t *testing.T, m *Middleware) []int64 {
 	}
 	var out []int64
 	for _, q := range takes {
-		res, err := m.store.Take(context.Background(), q.Key, q.Policy, 0)
+		res, err := m.store.Take(context.Background(), store.Request{Key: q.Key, Policy: q.Policy, Cost: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +265,7 @@ func TestChargeIfNoRefund(t *testing.T) {
 		code  int
 	}{
 		{"denied", Config{}, func(t *testing.T, s *refundStore, h http.Handler) {
-			s.Store.Take(context.Background(), "h:default:ip{192.0.2.1}", policy, 1)
+			s.Store.Take(context.Background(), store.Request{Key: "h:default:ip{192.0.2.1}", Policy: policy, Cost: 1})
 		}, 429},
 		{"skipped", Config{Skip: func(*http.Request) bool { return true }}, nil, 500},
 		{"failed open", Config{}, func(t *testing.T, s *refundStore, h http.Handler) { s.down.Store(true) }, 500},
@@ -341,19 +341,6 @@ func TestChargeIfRefundFails(t *testing.T) {
 	}
 }
 
-// TestChargeIfNeedsRefunder: New and With refuse ChargeIf over a store
-// that cannot give tokens back.
-func TestChargeIfNeedsRefunder(t *testing.T) {
-	base := Config{Store: onlyTake{newStore(t, newClock())}}
-	if _, err := New(Config{Store: base.Store, ChargeIf: notServerError}); !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, store.ErrUnsupported) {
-		t.Fatalf("New: %v, want ErrInvalidConfig and store.ErrUnsupported", err)
-	}
-	m := newMW(t, base)
-	if _, err := m.With(Config{ChargeIf: notServerError}); !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, store.ErrUnsupported) {
-		t.Fatalf("With: %v, want ErrInvalidConfig and store.ErrUnsupported", err)
-	}
-}
-
 // TestChargeIfResponseController: through a real server, the handler of
 // a route charged by outcome still reaches the connection with
 // http.ResponseController (a write deadline, flushing) and can hijack it;
@@ -401,7 +388,7 @@ func TestChargeIfResponseController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.Store.Take(context.Background(), keys[0], algo.PerHour(5).Burst(5), 0); err != nil || res.Remaining != 4 {
+	if res, err := s.Store.Take(context.Background(), store.Request{Key: keys[0], Policy: algo.PerHour(5).Burst(5), Cost: 0}); err != nil || res.Remaining != 4 {
 		t.Fatalf("%+v, %v: want 4 left, the hijack's charge", res, err)
 	}
 }

@@ -23,7 +23,7 @@ const DefaultConcurrencyName = "inflight"
 //		Policy: algo.LeasePolicy{Limit: 2, TTL: 5 * time.Minute},
 //	}})
 //
-// Each request holds a lease (store.Leaser) for as long as its handler
+// Each request holds a lease (store.Store) for as long as its handler
 // runs: the lease is taken before the token-bucket limits are asked, and
 // given back when the handler returns, also when it panics, and with a
 // context that outlives the request, so a client that hangs up still
@@ -88,15 +88,10 @@ func newConcurrency(c Concurrency, prefix string, key KeyFunc) (*limit, error) {
 }
 
 // newInFlight returns the ConcurrencyLimiter of the limit l with policy p
-// on s, or an error wrapping ErrInvalidConfig when s keeps no leases.
+// on s.
 func newInFlight(s store.Store, l *limit, p algo.LeasePolicy) (*store.ConcurrencyLimiter, error) {
 	s = baseStore(s) // a ChargeIf route's marks takes only
-	leaser, ok := s.(store.Leaser)
-	if !ok {
-		return nil, fmt.Errorf("%w: Concurrency %q needs a store that implements store.Leaser (memstore, redisstore and hybrid's wrappers do); the Config's store, a %T, does not",
-			ErrInvalidConfig, l.name, s)
-	}
-	lim, err := store.NewConcurrencyLimiter(leaser, p, store.ConcurrencyConfig{})
+	lim, err := store.NewConcurrencyLimiter(s, p, store.ConcurrencyConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: Concurrency %q: %w", ErrInvalidConfig, l.name, err)
 	}

@@ -67,7 +67,7 @@ func leaseKey(t *testing.T, m *Middleware) string {
 func held(t *testing.T, m *Middleware) int64 {
 	t.Helper()
 	ctx := context.Background()
-	l := m.store.(store.Leaser)
+	l := m.store
 	p := m.inflight.Policy()
 	res, err := l.AcquireLease(ctx, leaseKey(t, m), p, "probe")
 	if err != nil {
@@ -208,7 +208,7 @@ func TestConcurrencyChargesNothingWhenDenied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := m.store.Take(context.Background(), keys[0], bucket, 0)
+		res, err := m.store.Take(context.Background(), store.Request{Key: keys[0], Policy: bucket, Cost: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,10 +279,6 @@ func TestConcurrencyRetryAfter(t *testing.T) {
 	<-done
 }
 
-// leaseless is a store that keeps buckets but no leases, as a wrapper that
-// does not forward store.Leaser (hybrid's) is.
-type leaseless struct{ onlyTake }
-
 // failLeaser keeps buckets in s and fails every lease call with err.
 type failLeaser struct {
 	store.Store
@@ -297,8 +293,8 @@ func (f failLeaser) RenewLease(context.Context, string, algo.LeasePolicy, string
 	return false, f.err
 }
 
-// TestConcurrencyConfig: New and With refuse a Concurrency limit whose
-// store keeps no leases (naming the store's type), a bad name or policy,
+// TestConcurrencyConfig: New and With refuse a Concurrency limit with a
+// bad name or policy,
 // and a Prefix with which a lease key could be too long.
 func TestConcurrencyConfig(t *testing.T) {
 	ok := Concurrency{Policy: algo.LeasePolicy{Limit: 2, TTL: time.Minute}}
@@ -308,9 +304,8 @@ func TestConcurrencyConfig(t *testing.T) {
 		want []error
 		msg  string
 	}{
-		{"store without leases", Config{Store: leaseless{onlyTake{newStore(t, newClock())}}, Concurrency: ok}, []error{ErrInvalidConfig}, "httplimit.leaseless"},
 		{"bad name", Config{Concurrency: Concurrency{Name: "in flight", Policy: ok.Policy}}, []error{ErrInvalidConfig}, "in flight"},
-		{"ttl 0", Config{Concurrency: Concurrency{Policy: algo.LeasePolicy{Limit: 2}}}, []error{ErrInvalidConfig, store.ErrInvalidLeasePolicy}, ""},
+		{"ttl 0", Config{Concurrency: Concurrency{Policy: algo.LeasePolicy{Limit: 2}}}, []error{ErrInvalidConfig, algo.ErrInvalidLeasePolicy}, ""},
 		{"long prefix", Config{Prefix: strings.Repeat("p", 140), // the buckets' keys fit, not the leases'
 			Concurrency: Concurrency{Name: strings.Repeat("n", 32), Policy: ok.Policy}}, []error{ErrInvalidConfig, store.ErrKeyTooLong}, "Concurrency"},
 	}
@@ -326,10 +321,6 @@ func TestConcurrencyConfig(t *testing.T) {
 				t.Fatalf("New = %v, want it to mention %q", err, tc.msg)
 			}
 		})
-	}
-	parent := newMW(t, Config{Store: leaseless{onlyTake{newStore(t, newClock())}}})
-	if _, err := parent.With(Config{Concurrency: ok}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "store.Leaser") {
-		t.Fatalf("With(Concurrency) on a store without leases = %v, want ErrInvalidConfig naming store.Leaser", err)
 	}
 }
 
@@ -359,7 +350,7 @@ func TestConcurrencyNoKey(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
 	keys, _ := m.Keys(r)
-	if res, err := m.store.Take(context.Background(), keys[0], DefaultPolicy, 0); err != nil || res.Remaining != DefaultPolicy.Capacity() {
+	if res, err := m.store.Take(context.Background(), store.Request{Key: keys[0], Policy: DefaultPolicy, Cost: 0}); err != nil || res.Remaining != DefaultPolicy.Capacity() {
 		t.Fatalf("bucket after the 400: %+v, %v; want full", res, err)
 	}
 }

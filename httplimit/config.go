@@ -26,7 +26,7 @@ var DefaultPolicy = algo.PerSecond(2).Burst(100)
 // Limit is one rate limit a request must pass. A request under several
 // limits (a burst limit and a daily quota; a per-user and a per-tenant
 // limit) is admitted only if all admit it. With a store implementing
-// [store.MultiTaker] (memstore and redisstore do) the limits are taken
+// [store.Store] (memstore and redisstore do) the limits are taken
 // atomically: all charge or none does. With any other store they are taken
 // one at a time, in order, and charging stops at the first refusal (the
 // later limits are only read, for the headers): never more is admitted than
@@ -168,7 +168,7 @@ type Config struct {
 	Shadow bool
 	// Concurrency, when its Policy is set, bounds how many requests of a
 	// client run at once, holding a lease for each request's duration
-	// (see [Concurrency]). It needs a Store implementing store.Leaser
+	// (see [Concurrency]). It needs a Store implementing store.Store
 	// (memstore and redisstore do; New and With return an error wrapping
 	// ErrInvalidConfig otherwise). Default: none.
 	Concurrency Concurrency
@@ -192,7 +192,7 @@ type Config struct {
 	// request stays charged. A request the buckets refused, one served
 	// or decided while the store failed, one whose handler panicked and
 	// a hijacked connection are never refunded (see the package doc).
-	// It needs a Store implementing store.Refunder (memstore and
+	// It needs a Store implementing store.Store (memstore and
 	// redisstore do; New and With return an error wrapping
 	// ErrInvalidConfig and store.ErrUnsupported otherwise). Default:
 	// every admitted request stays charged.
@@ -200,7 +200,7 @@ type Config struct {
 	// Delay, when positive, smooths bursts instead of refusing them: a
 	// request that its bucket would refuse now but can admit within
 	// Delay is held for its exact delay (a reservation,
-	// store.Reserver), then served; one that would need longer gets 429
+	// store.Store), then served; one that would need longer gets 429
 	// with the exact Retry-After. A request whose client disconnects
 	// while held is not served, and its reservation is cancelled: its
 	// tokens come back when no later request of the key was held behind
@@ -210,7 +210,7 @@ type Config struct {
 	// in tests), the real clock's otherwise. Delay needs a route with a
 	// single Limit, neither a shadow limit, nor a Resolve, nor a calendar
 	// quota (algo.Quota) as its Policy or a tier's, which cannot be
-	// reserved, and a Store implementing store.Reserver (memstore and
+	// reserved, and a Store implementing store.Store (memstore and
 	// redisstore do); New and With return an error wrapping
 	// ErrInvalidConfig otherwise, naming the limit (and
 	// algo.ErrQuotaUnsupported for a quota, store.ErrUnsupported for the

@@ -15,7 +15,7 @@ import (
 
 // Smoothing (Config.Delay), as NGINX's limit_req burst delay does: a
 // request the bucket cannot admit now, but can within Delay, is admitted
-// with a reservation (store.Reserver) and held for its exact delay, the
+// with a reservation (store.Store) and held for its exact delay, the
 // time until its tokens exist, before its handler runs; a request that
 // would need longer is refused with 429 and the exact Retry-After. The
 // bucket serves reservations in the order they were made: requests held
@@ -32,7 +32,7 @@ import (
 // deadline is held only if it can proceed before the deadline; otherwise
 // it is refused at once, as one beyond Delay is.
 //
-// A Delay route's reservations are marked store.WithRefundable, as a
+// A Delay route's reservations are marked store.Request.Refundable, as a
 // ChargeIf route's takes are (see charge.go): any of them may be
 // cancelled, by the instance that holds its request.
 //
@@ -90,11 +90,6 @@ func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
 			ErrInvalidConfig, len(m.limits))
 	}
 	s := baseStore(m.store)
-	rs, ok := s.(store.Reserver)
-	if !ok {
-		return fmt.Errorf("%w: Delay needs a store that implements store.Reserver (memstore and redisstore do); the Config's store, a %T, does not: %w",
-			ErrInvalidConfig, s, store.ErrUnsupported)
-	}
 	timers, ok := clk.(clock.Clock)
 	if !ok {
 		timers = clock.New()
@@ -105,7 +100,7 @@ func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
 		if p == (algo.Policy{}) {
 			continue
 		}
-		lim, err := store.NewLimiter(refundableReserver{s, rs}, p, store.LimiterConfig{Clock: timers})
+		lim, err := store.NewLimiter(refundableReserver{s}, p, store.LimiterConfig{Clock: timers})
 		if err != nil {
 			return fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.name, err)
 		}
@@ -115,21 +110,14 @@ func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
 }
 
 // refundableReserver is the store of a Delay route's Limiters: it marks
-// every reservation, which a client that disconnects cancels, with
-// store.WithRefundable (see refundableStore).
-type refundableReserver struct {
-	store.Store
-	rs store.Reserver
-}
+// every reservation, which a client that disconnects cancels,
+// Refundable (see refundableStore).
+type refundableReserver struct{ store.Store }
 
-// Reserve reserves with ctx marked refundable.
-func (s refundableReserver) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
-	return s.rs.Reserve(store.WithRefundable(ctx), key, p, cost, maxWait)
-}
-
-// CancelReservation cancels with ctx marked refundable.
-func (s refundableReserver) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
-	return s.rs.CancelReservation(store.WithRefundable(ctx), key, p, t)
+// Reserve reserves with the request marked Refundable.
+func (s refundableReserver) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
+	req.Refundable = true
+	return s.Store.Reserve(ctx, req, maxWait)
 }
 
 // mapValues returns m's values, in no particular order.

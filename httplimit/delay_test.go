@@ -217,7 +217,6 @@ func TestDelayConfig(t *testing.T) {
 	}{
 		{"negative", Config{Delay: -time.Second}, nil},
 		{"two limits", Config{Delay: time.Second, Limits: two}, nil},
-		{"store without reservations", Config{Delay: time.Second, Store: onlyTake{newStore(t, newClock())}}, store.ErrUnsupported},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,7 +86,7 @@
 // route; a cost above a capacity is an error when the route is built, or
 // for a CostFunc a 500 with the reason logged, never a request that waits
 // forever. A request may pass several limits at once (a burst and a daily
-// quota), taken atomically when the store implements [store.MultiTaker].
+// quota), taken atomically when the store implements [store.Store].
 // A limit's Policy may be a calendar quota (algo.Quota: 10,000 a month,
 // reset on the 1st): RateLimit-Policy and RateLimit then list every
 // limit, with a quota's period as its window, and X-RateLimit-* and
@@ -109,7 +109,7 @@
 //
 // Config.Concurrency caps how many requests of one client a route runs at
 // once ([Concurrency]): each request holds a lease in the store
-// (store.Leaser: memstore and redisstore keep them; across a fleet with
+// (store.Store: memstore and redisstore keep them; across a fleet with
 // redisstore) until its handler returns or panics. A request that finds
 // the client at the limit gets 429 with Retry-After (whole seconds, never
 // 0: when the earliest lease expires at the latest) and the Denied
@@ -128,7 +128,7 @@
 //
 // Config.ChargeIf decides, after the handler returns, whether a request's
 // charge stands, from its response's status; when it does not, the tokens
-// go back to the same buckets (store.Refunder; memstore and redisstore
+// go back to the same buckets (store.Store; memstore and redisstore
 // have it), after the response, so a refund never makes a 429. Count only
 // failed logins, or spare clients the server's own failures:
 //
@@ -143,7 +143,7 @@
 //
 // Config.Delay holds a request that its bucket would refuse but can admit
 // within Delay, for the exact time until its tokens exist (a reservation:
-// store.Reserver), then serves it; beyond Delay it is a 429 with the exact
+// store.Store), then serves it; beyond Delay it is a 429 with the exact
 // Retry-After, as NGINX's limit_req burst delay does:
 //
 //	feed, _ := mw.With(httplimit.Config{Delay: 2 * time.Second})

@@ -38,13 +38,19 @@ func newStore(t testing.TB, clk store.Clock) *memstore.Store {
 // errStore fails every call with err. It is a store whose backend is down,
 // not a mock of any backend.
 type errStore struct {
-	err   error
-	calls atomic.Int64
+	store.Store // nil: only Take is for use
+	err         error
+	calls       atomic.Int64
 }
 
-func (s *errStore) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+func (s *errStore) Take(context.Context, store.Request) (algo.Result, error) {
 	s.calls.Add(1)
 	return algo.Result{}, s.err
+}
+
+func (s *errStore) TakeMulti(context.Context, []store.Request) (store.MultiResult, error) {
+	s.calls.Add(1)
+	return store.MultiResult{}, s.err
 }
 
 // countingStore counts the calls to a store.
@@ -53,21 +59,15 @@ type countingStore struct {
 	calls atomic.Int64
 }
 
-func (s *countingStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (s *countingStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	s.calls.Add(1)
-	return s.Store.Take(ctx, key, p, cost)
+	return s.Store.Take(ctx, req)
 }
 
-// onlyTake hides a store's TakeMulti, to exercise the in-order fallback.
-type onlyTake struct{ s store.Store }
-
-func (o onlyTake) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
-	return o.s.Take(ctx, key, p, cost)
-}
-
-// crossSlot is a MultiTaker whose TakeMulti always reports keys in
-// different Cluster slots, as redisstore on a Cluster does.
-type crossSlot struct{ onlyTake }
+// crossSlot is a store whose TakeMulti always reports keys in different
+// Cluster slots, as redisstore on a Cluster does: it exercises the
+// in-order fallback.
+type crossSlot struct{ store.Store }
 
 func (crossSlot) TakeMulti(context.Context, []store.Request) (store.MultiResult, error) {
 	return store.MultiResult{}, store.ErrNotTogether

@@ -37,7 +37,6 @@ import (
 type Middleware struct {
 	cfg       Config // as configured, defaults not filled in: With starts from it
 	store     store.Store
-	multi     store.MultiTaker // store's, or nil
 	limits    []limit
 	labels    store.Labels              // of every store call, but the route
 	conc      *limit                    // the Concurrency limit, or nil
@@ -53,7 +52,7 @@ type Middleware struct {
 	onError   ErrorHandler
 	observer  Observer
 	chargeIf  func(status int) bool
-	refunder  store.Refunder // store's, when chargeIf is set
+	refunder  store.Store // store's, when chargeIf is set
 	delay     time.Duration
 	reservers map[algo.Policy]*store.Limiter // per policy of the limit, when delay is set
 	shadow    bool                           // some limit is a shadow limit
@@ -192,7 +191,6 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 			}
 		}
 	}
-	m.multi, _ = m.store.(store.MultiTaker)
 	if err := m.checkChargeIf(); err != nil {
 		return nil, err
 	}
@@ -347,20 +345,18 @@ func (l *limit) keyOf(r *http.Request) (Key, error) {
 }
 
 // take asks the store for every limit: one Take, an atomic TakeMulti, or
-// (without MultiTaker, or across Cluster slots) Takes in order.
+// (across Cluster slots: store.ErrNotTogether) Takes in order.
 //
 // inOrder reports the last: then a refused request's results reflect the
 // charges made before the refusal, where TakeMulti charges nothing.
 func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.MultiResult, inOrder bool, err error) {
 	if len(reqs) == 1 {
-		res, err := m.store.Take(ctx, reqs[0].Key, reqs[0].Policy, reqs[0].Cost)
+		res, err := m.store.Take(ctx, reqs[0])
 		return store.MultiResult{Allowed: res.Allowed, Results: []algo.Result{res}}, false, err
 	}
-	if m.multi != nil {
-		mr, err := m.multi.TakeMulti(ctx, reqs)
-		if !errors.Is(err, store.ErrNotTogether) {
-			return mr, false, err
-		}
+	mr, err = m.store.TakeMulti(ctx, reqs)
+	if !errors.Is(err, store.ErrNotTogether) {
+		return mr, false, err
 	}
 	// In order, a later limit's bad cost would come after the earlier
 	// charges: check them all first, as the store would, so a refused
@@ -374,7 +370,7 @@ func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.M
 		if !mr.Allowed {
 			cost = 0 // refused already: only read the rest, for the headers
 		}
-		res, err := m.store.Take(limitContext(ctx, i), q.Key, q.Policy, cost)
+		res, err := m.store.Take(limitContext(ctx, i), store.Request{Key: q.Key, Policy: q.Policy, Cost: cost})
 		if err != nil {
 			return store.MultiResult{}, true, err
 		}
@@ -385,7 +381,7 @@ func (m *Middleware) take(ctx context.Context, reqs []store.Request) (mr store.M
 }
 
 // decide fills d from the store's results for takes. When a request was
-// refused with nothing charged (inOrder false), a MultiTaker reports the
+// refused with nothing charged (inOrder false), TakeMulti reports the
 // limits that would have admitted it as if charged; decide shows them as
 // they are (algo.TokenBucket.Uncharged: cost more tokens left, and the
 // reset sooner by the cost's refill time, late by under 1µs, never early).

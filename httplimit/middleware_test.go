@@ -195,8 +195,7 @@ func TestSeveralLimits(t *testing.T) {
 		atomic bool
 	}{
 		{"memstore TakeMulti: atomic", func(s store.Store) store.Store { return s }, true},
-		{"store without TakeMulti: in order", func(s store.Store) store.Store { return onlyTake{s} }, false},
-		{"cross-slot TakeMulti: in order", func(s store.Store) store.Store { return crossSlot{onlyTake{s}} }, false},
+		{"cross-slot TakeMulti: in order", func(s store.Store) store.Store { return crossSlot{s} }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clk := newClock()
@@ -266,9 +265,9 @@ type slowStore struct {
 	clk interface{ Add(time.Duration) time.Time }
 }
 
-func (s slowStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (s slowStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	s.clk.Add(3 * time.Millisecond)
-	return s.Store.Take(ctx, key, p, cost)
+	return s.Store.Take(ctx, req)
 }
 
 func TestObserver(t *testing.T) {

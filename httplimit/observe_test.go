@@ -59,7 +59,7 @@ func TestObservedStore(t *testing.T) {
 			clk := newClock()
 			var s store.Store = newStore(t, clk)
 			if !tc.atomic {
-				s = onlyTake{s}
+				s = crossSlot{s}
 			}
 			obs := &decisions{}
 			mux := http.NewServeMux()

@@ -32,7 +32,7 @@ type Verdict struct {
 	// Result is a decision reached without the failed store (for
 	// example by a local fallback store): the middleware applies it as it
 	// would the store's answer, headers and 429 included. It must hold
-	// one Result per Failure.Takes, meaning what a [store.MultiTaker]'s
+	// one Result per Failure.Takes, meaning what a [store.Store]'s
 	// answer means (a refusal charged nothing); otherwise it is ignored.
 	Result *store.MultiResult
 	// Serve passes the request on unlimited, without rate-limit headers.

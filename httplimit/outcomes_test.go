@@ -99,9 +99,9 @@ func TestFailModes(t *testing.T) {
 
 // badInputStore fails as a store does on bad input: not an outage, so no
 // fail mode applies and it is never served open.
-type badInputStore struct{}
+type badInputStore struct{ store.Store } // nil: only Take is for use
 
-func (badInputStore) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+func (badInputStore) Take(context.Context, store.Request) (algo.Result, error) {
 	return algo.Result{}, fmt.Errorf("somestore: %w", algo.ErrInvalidPolicy)
 }
 

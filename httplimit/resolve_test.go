@@ -67,7 +67,7 @@ func levels(t *testing.T, m *Middleware, edit ...func(*http.Request)) []int64 {
 	}
 	var out []int64
 	for _, q := range takes {
-		res, err := m.store.Take(context.Background(), q.Key, q.Policy, 0)
+		res, err := m.store.Take(context.Background(), store.Request{Key: q.Key, Policy: q.Policy, Cost: 0})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func (m *Middleware) shadowTakes(r *http.Request, d *Decision, takes []store.Req
 			enforced, limits = append(enforced, q), append(limits, d.Limits[i])
 			continue
 		}
-		res, err := m.store.Take(shadowContext(r, l.name), q.Key, q.Policy, q.Cost)
+		res, err := m.store.Take(shadowContext(r, l.name), q)
 		if err != nil {
 			if r.Context().Err() == nil {
 				m.log.log(r.Context(), slog.LevelError, "httplimit: shadow limit failed", slog.String("pattern", r.Pattern),

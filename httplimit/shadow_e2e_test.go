@@ -78,7 +78,7 @@ func TestRedisResolveAndShadow(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, p := range []algo.Policy{plans[c.tenant].Policy, shadow} {
-					res, err := st.Take(context.Background(), keys[i], p, 0)
+					res, err := st.Take(context.Background(), store.Request{Key: keys[i], Policy: p, Cost: 0})
 					if err != nil || res.Remaining != c.levels[i] || res.ResetAfter <= 0 || res.ResetAfter > 4*time.Hour {
 						t.Errorf("%s: bucket %s at %+v, %v; want %d left", c.tenant, keys[i], res, err, c.levels[i])
 					}

@@ -177,11 +177,12 @@ type failKeys struct {
 	part string
 }
 
-func (f failKeys) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (f failKeys) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	key := req.Key
 	if strings.Contains(key, f.part) {
 		return algo.Result{}, errDown
 	}
-	return f.Store.Take(ctx, key, p, cost)
+	return f.Store.Take(ctx, req)
 }
 
 // TestShadowFailureIsNotTheRoutes: a shadow take that fails is logged and

@@ -60,7 +60,7 @@ type DenyCacheConfig struct {
 	Name     string
 	// Refunded, when set, reports the keys whose buckets may be given
 	// tokens back by other instances (refunds, cancelled reservations)
-	// through calls that are not marked store.WithRefundable: the cache
+	// through calls that are not marked Request.Refundable: the cache
 	// keeps no entry for them, so it never denies them locally and they
 	// cost a primary call each. httplimit's ChargeIf and Delay routes
 	// mark their calls and need no entry here; name the keys that your
@@ -106,8 +106,7 @@ type DenyCache struct {
 }
 
 var (
-	_ store.Store      = (*DenyCache)(nil)
-	_ store.MultiTaker = (*DenyCache)(nil)
+	_ store.Store = (*DenyCache)(nil)
 )
 
 // DenyCacheStats counts what a DenyCache did.
@@ -169,29 +168,29 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 // most 1µs later), Remaining and ResetAfter likewise. Otherwise it returns
 // the primary's answer and error. Bad input always reaches the primary, so
 // its errors come back unchanged. After Close it returns [store.ErrClosed].
-func (c *DenyCache) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
-	res, _, err := c.takeFrom(ctx, key, p, cost)
+func (c *DenyCache) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	res, _, err := c.takeFrom(ctx, req)
 	return res, err
 }
 
-func (c *DenyCache) takeFrom(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool, error) {
+func (c *DenyCache) takeFrom(ctx context.Context, r store.Request) (algo.Result, bool, error) {
 	if c.closed.Load() {
 		return algo.Result{}, false, store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return algo.Result{}, false, err
 	}
-	if res, ok := c.deny(ctx, key, p, cost); ok {
+	if res, ok := c.deny(r); ok {
 		c.hit(ctx, -1)
 		return res, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()
 	c.calls.Add(1)
-	res, primary, err := takeFrom(ctx, c.primary, key, p, cost)
-	if store.IsRefundable(ctx) {
-		c.unlearn(key) // it may have charged: what the cache knew is stale
+	res, primary, err := takeFrom(ctx, c.primary, r)
+	if r.Refundable {
+		c.unlearn(r.Key) // it may have charged: what the cache knew is stale
 	} else if err == nil && primary {
-		c.learn(key, p, cost, seq, t0, res, res.Allowed, !res.Allowed || res.Remaining < max(cost, 1))
+		c.learn(r.Key, r.Policy, r.Cost, seq, t0, res, res.Allowed, !res.Allowed || res.Remaining < max(r.Cost, 1))
 	}
 	return res, primary, err
 }
@@ -210,14 +209,17 @@ func (c *DenyCache) lookup(key string, p algo.Policy, cost int64) (b bound, e, e
 }
 
 // deny returns the local denial of a request, when the bound proves one
-// and pins its answer (see bound.decide). A call marked refundable
-// (store.WithRefundable) is never answered locally.
-func (c *DenyCache) deny(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool) {
-	b, e, eff, ok := c.lookup(key, p, cost)
-	if !ok || store.IsRefundable(ctx) { // the mark is read only for a key with an entry
+// and pins its answer (see bound.decide). A request marked Refundable is
+// never answered locally.
+func (c *DenyCache) deny(r store.Request) (algo.Result, bool) {
+	if r.Refundable {
 		return algo.Result{}, false
 	}
-	res, ok := b.Decide(cost, e, eff)
+	b, e, eff, ok := c.lookup(r.Key, r.Policy, r.Cost)
+	if !ok {
+		return algo.Result{}, false
+	}
+	res, ok := b.Decide(r.Cost, e, eff)
 	if ok {
 		c.denied.Add(1)
 	}
@@ -228,16 +230,19 @@ func (c *DenyCache) deny(ctx context.Context, key string, p algo.Policy, cost in
 // bound proves denied stays denied when Redis is down, with the exact answer
 // when there is one and the bound's own otherwise. A call marked
 // refundable is never answered locally.
-func (c *DenyCache) denyDown(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool) {
-	b, e, eff, ok := c.lookup(key, p, cost)
-	if !ok || !b.Denies(cost, eff) || store.IsRefundable(ctx) {
+func (c *DenyCache) denyDown(r store.Request) (algo.Result, bool) {
+	if r.Refundable {
+		return algo.Result{}, false
+	}
+	b, e, eff, ok := c.lookup(r.Key, r.Policy, r.Cost)
+	if !ok || !b.Denies(r.Cost, eff) {
 		return algo.Result{}, false
 	}
 	c.denied.Add(1)
-	if res, ok := b.Decide(cost, e, eff); ok {
+	if res, ok := b.Decide(r.Cost, e, eff); ok {
 		return res, true
 	}
-	return b.Bounded(cost, eff), true
+	return b.Bounded(r.Cost, eff), true
 }
 
 // charge records a request of cost admitted by a Fallback's local store
@@ -246,13 +251,13 @@ func (c *DenyCache) denyDown(ctx context.Context, key string, p algo.Policy, cos
 // would give it. The charged bound is dropped when the primary is back
 // (forgetLocal), since the primary never saw these admissions. A call
 // marked refundable is not counted: its key keeps no entry.
-func (c *DenyCache) charge(ctx context.Context, key string, p algo.Policy, cost int64) {
-	if !eligible(key, p, cost) || store.IsRefundable(ctx) {
+func (c *DenyCache) charge(r store.Request) {
+	if !eligible(r.Key, r.Policy, r.Cost) || r.Refundable {
 		return
 	}
-	c.cache.update(key, func(b *bound) {
-		if b.Policy() == p {
-			b.charge(cost)
+	c.cache.update(r.Key, func(b *bound) {
+		if b.Policy() == r.Policy {
+			b.charge(r.Cost)
 		}
 	})
 }
@@ -263,8 +268,7 @@ func (c *DenyCache) forgetLocal() { c.cache.dropLocal() }
 // TakeMulti denies locally when every request has an entry and at least one
 // is certainly denied; Results then hold, for each bucket, what the primary
 // would answer for it alone absent other traffic. Otherwise the primary
-// decides. It returns an error wrapping [ErrNotMultiTaker] when the primary
-// is not a [store.MultiTaker].
+// decides.
 func (c *DenyCache) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
 	mr, _, err := c.takeMultiFrom(ctx, reqs)
 	return mr, err
@@ -277,14 +281,14 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 	if err := ctx.Err(); err != nil {
 		return store.MultiResult{}, false, err
 	}
-	if mr, ok := c.denyMulti(ctx, reqs); ok {
+	if mr, ok := c.denyMulti(reqs); ok {
 		c.hit(ctx, mr.Denied)
 		return mr, false, nil
 	}
 	seq, t0 := c.seq.Add(1), c.now()
 	c.calls.Add(1)
 	mr, primary, err := takeMultiFrom(ctx, c.primary, reqs)
-	if store.IsRefundable(ctx) {
+	if refundable(reqs) {
 		for _, r := range reqs {
 			c.unlearn(r.Key)
 		}
@@ -304,9 +308,9 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 
 // denyMulti returns the local answer to reqs, if the cache can prove a
 // denial. A call marked refundable is never answered locally.
-func (c *DenyCache) denyMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, bool) {
+func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
 	// Bad input (a key named twice, say) is the primary's to report.
-	if c.closed.Load() || len(reqs) == 0 || store.CheckRequests(reqs, store.MaxKeyLen(-1)) != nil {
+	if c.closed.Load() || len(reqs) == 0 || refundable(reqs) || store.CheckRequests(reqs, store.MaxKeyLen(-1)) != nil {
 		return store.MultiResult{}, false
 	}
 	now := c.now()
@@ -326,7 +330,7 @@ func (c *DenyCache) denyMulti(ctx context.Context, reqs []store.Request) (store.
 		}
 		mr.Results[i] = res
 	}
-	if mr.Denied < 0 || store.IsRefundable(ctx) {
+	if mr.Denied < 0 {
 		return store.MultiResult{}, false
 	}
 	mr.Denied = -1
@@ -337,6 +341,16 @@ func (c *DenyCache) denyMulti(ctx context.Context, reqs []store.Request) (store.
 	}
 	c.denied.Add(1)
 	return mr, true
+}
+
+// refundable reports whether any of reqs is marked Refundable.
+func refundable(reqs []store.Request) bool {
+	for _, r := range reqs {
+		if r.Refundable {
+			return true
+		}
+	}
+	return false
 }
 
 // now reads the clock and keeps the latest reading.

@@ -58,11 +58,11 @@ func abuse(t testing.TB, clk *storetest.Clock, cached, plain store.Store, p algo
 	t.Helper()
 	const every = 3333 * time.Microsecond
 	for end := clk.Now().Add(d); clk.Now().Before(end); clk.Add(every) {
-		got, err := cached.Take(ctx, "abuser", p, 1)
+		got, err := cached.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := plain.Take(ctx, "abuser", p, 1)
+		want, err := plain.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,8 +173,8 @@ func twin(t *testing.T, rt *rapid.T, others bool, back time.Duration) {
 			clk.Set(latest.Add(-back))
 		}
 		if others && rapid.IntRange(0, 3).Draw(rt, "other") == 0 {
-			a, err1 := primary.Take(ctx, key, p, cost)
-			b, err2 := plain.Take(ctx, key, p, cost)
+			a, err1 := primary.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
+			b, err2 := plain.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 			if err1 != nil || err2 != nil || (back == 0 && a != b) {
 				rt.Fatalf("other instance: %+v %v, %+v %v", a, err1, b, err2)
 			}
@@ -182,7 +182,7 @@ func twin(t *testing.T, rt *rapid.T, others bool, back time.Duration) {
 		}
 		truth := shared.peek(key, p, clk.Now(), cost)
 		local := c.Stats().Denied
-		got, err := c.Take(ctx, key, p, cost)
+		got, err := c.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 		if err != nil {
 			rt.Fatalf("step %d: %v", i, err)
 		}
@@ -192,7 +192,7 @@ func twin(t *testing.T, rt *rapid.T, others bool, back time.Duration) {
 		if back > 0 {
 			continue
 		}
-		want, err := plain.Take(ctx, key, p, cost)
+		want, err := plain.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 		if err != nil || got.Allowed != want.Allowed || (!others && got != want) {
 			rt.Fatalf("step %d: Take(%s, %v, %d) cached %+v, plain %+v %v", i, key, p, cost, got, want, err)
 		}
@@ -233,15 +233,15 @@ func TestDenyCacheClockMargin(t *testing.T) {
 			ahead := &offsetClock{ours, 100 * time.Millisecond}
 			shared := &sharedBucket{}
 			c := newCache(t, shared.view(ours), hybrid.DenyCacheConfig{Clock: ours, ClockMargin: tc.margin})
-			if res, _ := c.Take(ctx, "k", p, 1); !res.Allowed {
+			if res, _ := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); !res.Allowed {
 				t.Fatal("first take denied")
 			}
 			ours.Add(400 * time.Millisecond)
-			if _, err := shared.view(ahead).Take(ctx, "k", p, 0); err != nil { // at 500ms in its time
+			if _, err := shared.view(ahead).Take(ctx, store.Request{Key: "k", Policy: p, Cost: 0}); err != nil { // at 500ms in its time
 				t.Fatal(err)
 			}
 			ours.Add(20 * time.Millisecond)
-			res, err := c.Take(ctx, "k", p, 1)
+			res, err := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,7 +259,7 @@ func TestDenyCacheBadInput(t *testing.T) {
 	c := newCache(t, newMem(t, clk), hybrid.DenyCacheConfig{Clock: clk})
 	p := algo.PerSecond(1).Burst(2)
 	for range 3 {
-		if _, err := c.Take(ctx, "k", p, 1); err != nil {
+		if _, err := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -277,14 +277,14 @@ func TestDenyCacheBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := c.Take(ctx, tc.key, tc.p, tc.cost); !errors.Is(err, tc.want) {
+			if _, err := c.Take(ctx, store.Request{Key: tc.key, Policy: tc.p, Cost: tc.cost}); !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
 		})
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.Take(cancelled, "k", p, 1); !errors.Is(err, context.Canceled) {
+	if _, err := c.Take(cancelled, store.Request{Key: "k", Policy: p, Cost: 1}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled context: %v", err)
 	}
 	if _, err := hybrid.NewDenyCache(nil, hybrid.DenyCacheConfig{}); !errors.Is(err, hybrid.ErrInvalidConfig) {
@@ -304,8 +304,8 @@ func TestDenyCacheBounded(t *testing.T) {
 	p := algo.PerMinute(1).Burst(1)
 	for i := range 2000 {
 		key := fmt.Sprint("k", i%100)
-		got, _ := c.Take(ctx, key, p, 1)
-		want, _ := plain.Take(ctx, key, p, 1)
+		got, _ := c.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1})
+		want, _ := plain.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1})
 		if got != want {
 			t.Fatalf("%s: %+v, plain %+v", key, got, want)
 		}
@@ -324,8 +324,8 @@ func drained(t *testing.T) (*hybrid.DenyCache, algo.Policy) {
 	clk := storetest.NewClock()
 	c := newCache(t, newMem(t, clk), hybrid.DenyCacheConfig{Clock: clk})
 	p := algo.PerHour(1).Burst(1)
-	c.Take(ctx, "k", p, 1)
-	if res, _ := c.Take(ctx, "k", p, 1); res.Allowed || c.Stats().Denied != 1 {
+	c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
+	if res, _ := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); res.Allowed || c.Stats().Denied != 1 {
 		t.Fatalf("second take %+v, stats %+v: want a local denial", res, c.Stats())
 	}
 	return c, p
@@ -339,7 +339,7 @@ func TestDenyCacheForget(t *testing.T) {
 	if st := c.Stats(); st.Entries != 0 {
 		t.Fatalf("after Forget: %+v", st)
 	}
-	if res, _ := c.Take(ctx, "k", p, 1); res.Allowed || c.Stats().Calls != 2 {
+	if res, _ := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); res.Allowed || c.Stats().Calls != 2 {
 		t.Fatalf("after Forget: %+v, %+v: want the primary asked", res, c.Stats())
 	}
 }
@@ -347,7 +347,7 @@ func TestDenyCacheForget(t *testing.T) {
 // TestDenyCacheHitAllocs: a local denial allocates nothing.
 func TestDenyCacheHitAllocs(t *testing.T) {
 	c, p := drained(t)
-	if n := testing.AllocsPerRun(100, func() { c.Take(ctx, "k", p, 1) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}) }); n != 0 {
 		t.Fatalf("%v allocations per local denial", n)
 	}
 }
@@ -360,14 +360,14 @@ func BenchmarkDenyCacheAbusive(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			clk := storetest.NewClock()
 			var calls countingStore
-			calls.s = newMem(b, clk)
+			calls.Store = newMem(b, clk)
 			var s store.Store = &calls
 			if name == "denycache" {
 				s = newCache(b, &calls, hybrid.DenyCacheConfig{Clock: clk})
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				s.Take(ctx, "abuser", p, 1)
+				s.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1})
 				clk.Add(3333 * time.Microsecond)
 			}
 			b.ReportMetric(float64(calls.n)/float64(b.N), "calls/op")
@@ -377,13 +377,13 @@ func BenchmarkDenyCacheAbusive(b *testing.B) {
 
 // countingStore counts the calls that reach a store.
 type countingStore struct {
-	s store.Store
+	store.Store
 	n int64
 }
 
-func (c *countingStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (c *countingStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	c.n++
-	return c.s.Take(ctx, key, p, cost)
+	return c.Store.Take(ctx, req)
 }
 
 // TestDenyCacheMulti: the abusive client against two limits at once (burst
@@ -413,9 +413,6 @@ func TestDenyCacheMulti(t *testing.T) {
 	if st := c.Stats(); st.Calls > int64(admitted)+1 {
 		t.Fatalf("%d calls for %d admissions of %d requests", st.Calls, admitted, n)
 	}
-	if _, err := newCache(t, &countingStore{s: plain}, hybrid.DenyCacheConfig{}).TakeMulti(ctx, reqs); !errors.Is(err, hybrid.ErrNotMultiTaker) {
-		t.Fatalf("over a store without TakeMulti: %v", err)
-	}
 }
 
 // BenchmarkDenyCacheLocalDeny measures a local denial on the system clock,
@@ -426,12 +423,12 @@ func BenchmarkDenyCacheLocalDeny(b *testing.B) {
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = fmt.Sprint("k", i)
-		c.Take(ctx, keys[i], p, 1)
+		c.Take(ctx, store.Request{Key: keys[i], Policy: p, Cost: 1})
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {
-			if res, _ := c.Take(ctx, keys[i%len(keys)], p, 1); res.Allowed {
+			if res, _ := c.Take(ctx, store.Request{Key: keys[i%len(keys)], Policy: p, Cost: 1}); res.Allowed {
 				b.Fatal("admitted")
 			}
 		}

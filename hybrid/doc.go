@@ -64,8 +64,8 @@
 //
 // # Refunds, grants, reservations and leases
 //
-// Both wrappers are a store.Refunder, a store.AtMostTaker, a store.Reserver
-// and a store.Leaser, passing each call to the primary (which must have the
+// Both wrappers are a store.Store, a store.Store, a store.Store
+// and a store.Store, passing each call to the primary (which must have the
 // operation, or the call returns an error wrapping store.ErrUnsupported).
 // A grant (TakeAtMost) only takes tokens, so the DenyCache learns from its
 // answer as from a Take's, and a grant its bound proves empty is answered
@@ -82,7 +82,7 @@
 //     key, and keeps the answers of calls then in flight from restoring
 //     one, whatever the give-back's own answer (a call that failed may
 //     have been applied): the next request goes to the primary.
-//   - A call marked refundable (store.WithRefundable: its charge may be
+//   - A call marked refundable (Request.Refundable: its charge may be
 //     given back later, perhaps by another instance) is never answered
 //     locally and never learnt from, and drops the key's entry. httplimit
 //     marks the takes of every ChargeIf route and the reservations of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -24,5 +26,5 @@ func Example_composed() {
 	limiter, _ := hybrid.NewFallback(cache, local, hybrid.FallbackConfig{Instances: 4})
 	// use limiter wherever a store.Store goes: store.NewLimiter, httplimit
 
-	fmt.Println(limiter.Take(context.Background(), "alice", algo.PerSecond(2).Burst(100), 1))
+	fmt.Println(limiter.Take(context.Background(), store.Request{Key: "alice", Policy: algo.PerSecond(2).Burst(100), Cost: 1}))
 }

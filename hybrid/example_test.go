@@ -23,7 +23,7 @@ func ExampleNewDenyCache() {
 	cache, _ := hybrid.NewDenyCache(primary, hybrid.DenyCacheConfig{Clock: clk})
 	p := algo.PerSecond(2).Burst(3)
 	for i := range 10 {
-		res, _ := cache.Take(context.Background(), "abuser", p, 1)
+		res, _ := cache.Take(context.Background(), store.Request{Key: "abuser", Policy: p, Cost: 1})
 		fmt.Printf("%d allowed=%v retry=%v\n", i, res.Allowed, res.RetryAfter)
 		clk.Add(100 * time.Millisecond)
 	}
@@ -45,9 +45,9 @@ func ExampleNewDenyCache() {
 
 // downStore is a primary that always fails, as Redis does while it is
 // unreachable.
-type downStore struct{}
+type downStore struct{ store.Store } // nil: only Take is called
 
-func (downStore) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+func (downStore) Take(context.Context, store.Request) (algo.Result, error) {
 	return algo.Result{}, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 }
 
@@ -64,7 +64,7 @@ func ExampleNewFallback() {
 	fmt.Println("share:", p.Share(4))
 	admitted := 0
 	for range 40 {
-		if res, _ := f.Take(context.Background(), "user:42", p, 1); res.Allowed {
+		if res, _ := f.Take(context.Background(), store.Request{Key: "user:42", Policy: p, Cost: 1}); res.Allowed {
 			admitted++
 		}
 	}

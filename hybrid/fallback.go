@@ -132,11 +132,11 @@ type Fallback struct {
 	ops            // Refund, TakeAtMost, Reserve…: see ops.go
 
 	calls, failures, degraded atomic.Int64
+	closed                    atomic.Bool
 }
 
 var (
-	_ store.Store      = (*Fallback)(nil)
-	_ store.MultiTaker = (*Fallback)(nil)
+	_ store.Store = (*Fallback)(nil)
 )
 
 // FallbackStats counts what a Fallback did.
@@ -226,6 +226,14 @@ func (f *Fallback) report(t transition) {
 	}
 }
 
+// Close makes later calls fail with [store.ErrClosed]. It closes neither
+// the primary nor the local store, which belong to the caller. Close is
+// idempotent.
+func (f *Fallback) Close() error {
+	f.closed.Store(true)
+	return nil
+}
+
 // State returns the breaker's state.
 func (f *Fallback) State() State { return State(f.br.state.Load()) }
 
@@ -237,23 +245,22 @@ func (f *Fallback) Stats() FallbackStats {
 }
 
 // Take asks the primary through the breaker, or answers by Mode.
-func (f *Fallback) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
-	res, _, err := f.takeFrom(ctx, key, p, cost)
+func (f *Fallback) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	res, _, err := f.takeFrom(ctx, req)
 	return res, err
 }
 
-// TakeMulti is Take for multi-limit takes: the primary and, in
-// LocalFallback mode, the local store must be store.MultiTakers, or it
-// returns an error wrapping [ErrNotMultiTaker].
+// TakeMulti is Take for multi-limit takes: all are charged or none, on
+// the primary or, in LocalFallback mode, on the local store.
 func (f *Fallback) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
 	mr, _, err := f.takeMultiFrom(ctx, reqs)
 	return mr, err
 }
 
-func (f *Fallback) takeFrom(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool, error) {
+func (f *Fallback) takeFrom(ctx context.Context, r store.Request) (algo.Result, bool, error) {
 	return guard(f, ctx,
-		func(ctx context.Context) (algo.Result, bool, error) { return takeFrom(ctx, f.primary, key, p, cost) },
-		func(cause error) (algo.Result, error) { return f.degrade(ctx, key, p, cost, cause) })
+		func(ctx context.Context) (algo.Result, bool, error) { return takeFrom(ctx, f.primary, r) },
+		func(cause error) (algo.Result, error) { return f.degrade(ctx, r, cause) })
 }
 
 func (f *Fallback) takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error) {
@@ -265,6 +272,10 @@ func (f *Fallback) takeMultiFrom(ctx context.Context, reqs []store.Request) (sto
 // guard runs call on the primary through the breaker, with the deadline,
 // and answers with degrade what the primary does not.
 func guard[T any](f *Fallback, ctx context.Context, call func(context.Context) (T, bool, error), degrade func(error) (T, error)) (T, bool, error) {
+	if f.closed.Load() {
+		var zero T
+		return zero, false, store.ErrClosed
+	}
 	if err := ctx.Err(); err != nil {
 		var zero T
 		return zero, false, err
@@ -299,7 +310,7 @@ func classify(ctx context.Context, primary bool, err error) outcome {
 	switch {
 	case err == nil && primary:
 		return success
-	case err == nil, store.IsInputError(err), errors.Is(err, ErrNotMultiTaker), errors.Is(ctx.Err(), context.Canceled):
+	case err == nil, store.IsInputError(err), errors.Is(err, store.ErrClosed), errors.Is(ctx.Err(), context.Canceled):
 		return neutral // a local answer, the caller's mistake, or the caller gave up
 	}
 	return failure
@@ -308,12 +319,13 @@ func classify(ctx context.Context, primary bool, err error) outcome {
 // degrade answers a request the primary did not: with the denial of a
 // DenyCache primary when it proves one, else by Mode. cause is the failure
 // that made this call degrade, or nil when the breaker refused it.
-func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost int64, cause error) (algo.Result, error) {
-	if err := store.CheckRequest(store.Request{Key: key, Policy: p, Cost: cost}, store.MaxKeyLen(f.cfg.MaxKeyLen)); err != nil {
+func (f *Fallback) degrade(ctx context.Context, r store.Request, cause error) (algo.Result, error) {
+	key, p, cost := r.Key, r.Policy, r.Cost
+	if err := store.CheckRequest(r, store.MaxKeyLen(f.cfg.MaxKeyLen)); err != nil {
 		return algo.Result{}, fmt.Errorf("hybrid: %w", err)
 	}
 	if d, ok := f.primary.(denier); ok {
-		if res, ok := d.denyDown(ctx, key, p, cost); ok {
+		if res, ok := d.denyDown(r); ok {
 			d.hit(ctx, -1)
 			return res, nil // certainly denied by Redis, reachable or not
 		}
@@ -330,9 +342,9 @@ func (f *Fallback) degrade(ctx context.Context, key string, p algo.Policy, cost 
 		// may answer again.
 		return algo.Result{RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}, nil
 	}
-	res, err := f.local.Take(ctx, key, q, cost)
+	res, err := f.local.Take(ctx, store.Request{Key: key, Policy: q, Cost: cost})
 	if d, ok := f.primary.(denier); ok && err == nil && res.Allowed {
-		d.charge(ctx, key, p, cost)
+		d.charge(r)
 	}
 	return res, err
 }
@@ -343,7 +355,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 		return store.MultiResult{}, fmt.Errorf("hybrid: %w", err)
 	}
 	if d, ok := f.primary.(denier); ok {
-		if mr, ok := d.denyMulti(ctx, reqs); ok {
+		if mr, ok := d.denyMulti(reqs); ok {
 			d.hit(ctx, mr.Denied)
 			return mr, nil
 		}

@@ -40,7 +40,7 @@ var errDown = errors.New("test: primary down")
 // never answers). Otherwise it passes calls to s. It records the deadline
 // of the last call it received.
 type flaky struct {
-	s        store.Store
+	store.Store
 	mu       sync.Mutex
 	down     bool
 	hang     bool
@@ -55,7 +55,7 @@ func (f *flaky) set(down, hang bool) {
 	f.down, f.hang = down, hang
 }
 
-func (f *flaky) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (f *flaky) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	f.mu.Lock()
 	f.calls++
 	down, hang := f.down, f.hang
@@ -77,7 +77,7 @@ func (f *flaky) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 	case down:
 		return algo.Result{}, errDown
 	}
-	return f.s.Take(ctx, key, p, cost)
+	return f.Store.Take(ctx, req)
 }
 
 func (f *flaky) count() int {
@@ -101,7 +101,7 @@ type rig struct {
 func newRig(t *testing.T, cfg hybrid.FallbackConfig) *rig {
 	t.Helper()
 	r := &rig{clk: storetest.NewClock()}
-	r.primary = &flaky{s: newMem(t, r.clk)}
+	r.primary = &flaky{Store: newMem(t, r.clk)}
 	cfg.Clock = r.clk
 	if cfg.Timeout == 0 {
 		cfg.Timeout = unhurried
@@ -126,7 +126,7 @@ func newRig(t *testing.T, cfg hybrid.FallbackConfig) *rig {
 
 func (r *rig) take(t *testing.T, key string) (algo.Result, error) {
 	t.Helper()
-	return r.f.Take(ctx, key, algo.PerSecond(2).Burst(100), 1)
+	return r.f.Take(ctx, store.Request{Key: key, Policy: algo.PerSecond(2).Burst(100), Cost: 1})
 }
 
 func (r *rig) history() string {
@@ -253,7 +253,7 @@ func TestFallbackNeutral(t *testing.T) {
 	for _, open := range []bool{false, true} {
 		for _, tc := range tests {
 			for range 2 * hybrid.DefaultFailureThreshold {
-				if _, err := r.f.Take(tc.ctx, tc.key, tc.p, tc.cost); !errors.Is(err, tc.want) {
+				if _, err := r.f.Take(tc.ctx, store.Request{Key: tc.key, Policy: tc.p, Cost: tc.cost}); !errors.Is(err, tc.want) {
 					t.Fatalf("%s (open %v): err %v, want %v", tc.name, open, err, tc.want)
 				}
 			}
@@ -329,7 +329,7 @@ func TestFallbackCallerDeadline(t *testing.T) {
 	p := algo.PerSecond(2).Burst(100)
 	for range hybrid.DefaultFailureThreshold {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Millisecond)
-		_, err := r.f.Take(cctx, "k", p, 1)
+		_, err := r.f.Take(cctx, store.Request{Key: "k", Policy: p, Cost: 1})
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err %v, want the caller's deadline", err)
@@ -354,7 +354,7 @@ func TestFallbackProbesBounded(t *testing.T) {
 	probeCtx, release := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() {
-		_, err := r.f.Take(probeCtx, "k", algo.PerSecond(2).Burst(100), 1)
+		_, err := r.f.Take(probeCtx, store.Request{Key: "k", Policy: algo.PerSecond(2).Burst(100), Cost: 1})
 		done <- err
 	}()
 	<-r.primary.hung // the probe is in the primary
@@ -399,24 +399,24 @@ func TestFallbackOverDenyCache(t *testing.T) {
 	for _, mode := range []hybrid.Mode{hybrid.LocalFallback, hybrid.FailClosed, hybrid.FailOpen} {
 		t.Run(mode.String(), func(t *testing.T) {
 			clk := storetest.NewClock()
-			primary := &flaky{s: newMem(t, clk)}
+			primary := &flaky{Store: newMem(t, clk)}
 			cache := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk})
 			f, err := hybrid.NewFallback(cache, newMem(t, clk), hybrid.FallbackConfig{Mode: mode, Clock: clk, Timeout: unhurried, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := algo.PerHour(1).Burst(1)
-			f.Take(ctx, "abuser", p, 1) // drains it: the cache denies it from now on
+			f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1}) // drains it: the cache denies it from now on
 			primary.set(true, false)
 			for i := range hybrid.DefaultFailureThreshold {
-				f.Take(ctx, "abuser", p, 1)
-				f.Take(ctx, fmt.Sprint("user", i), p, 1)
+				f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1})
+				f.Take(ctx, store.Request{Key: fmt.Sprint("user", i), Policy: p, Cost: 1})
 			}
 			if f.State() != hybrid.Open || cache.Stats().Denied != hybrid.DefaultFailureThreshold {
 				t.Fatalf("state %v, cache %+v: want open after 5 failures among local denials", f.State(), cache.Stats())
 			}
 			for i := range 10 {
-				res, err := f.Take(ctx, "abuser", p, 1)
+				res, err := f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1})
 				if err != nil || res.Allowed || res.RetryAfter < 59*time.Minute {
 					t.Fatalf("abuser while open, %d: %+v %v: want Redis's denial, from the cache", i, res, err)
 				}
@@ -432,7 +432,7 @@ func TestFallbackOverDenyCache(t *testing.T) {
 			// the next.
 			clk.Add(time.Hour)
 			for i, want := range []bool{true, false, false} {
-				if res, err := f.Take(ctx, "abuser", p, 1); err != nil || res.Allowed != want {
+				if res, err := f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1}); err != nil || res.Allowed != want {
 					t.Fatalf("an hour on, request %d: %+v %v, want allowed %v", i, res, err, want)
 				}
 			}
@@ -442,9 +442,9 @@ func TestFallbackOverDenyCache(t *testing.T) {
 			// abuser once more.
 			primary.set(false, false)
 			clk.Add(hybrid.DefaultCoolDown)
-			f.Take(ctx, "someone", p, 1)
+			f.Take(ctx, store.Request{Key: "someone", Policy: p, Cost: 1})
 			calls := primary.count()
-			if res, err := f.Take(ctx, "abuser", p, 1); f.State() != hybrid.Closed || err != nil || !res.Allowed || primary.count() != calls+1 {
+			if res, err := f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1}); f.State() != hybrid.Closed || err != nil || !res.Allowed || primary.count() != calls+1 {
 				t.Fatalf("after recovery: %v, %+v %v, %d calls: want Redis's admission", f.State(), res, err, primary.count()-calls)
 			}
 		})
@@ -468,7 +468,7 @@ func BenchmarkFallbackClosed(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					s.Take(ctx, "k", p, 1)
+					s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
 				}
 			})
 		})

@@ -17,7 +17,7 @@ import (
 type fleetKey struct {
 	p algo.Policy
 	s algo.State
-	// refunded: every call on the key is marked store.WithRefundable,
+	// refunded: every call on the key is marked Request.Refundable,
 	// and its tokens are given back (refunds, cancelled reservations) by
 	// either instance.
 	refunded bool
@@ -26,7 +26,7 @@ type fleetKey struct {
 // TestDenyCacheFleetExact: two instances, each with its own DenyCache,
 // share one primary as a fleet shares Redis. On key "r" either instance
 // takes, grants, reserves, refunds and cancels (the other's reservations
-// too), every call marked store.WithRefundable, as httplimit's ChargeIf
+// too), every call marked Request.Refundable, as httplimit's ChargeIf
 // and Delay routes mark theirs; on key "t" either instance takes and
 // grants, and nobody gives back. Every answer is checked against
 // algo.TokenBucket on the same calls: the primary's answers equal it, the
@@ -46,10 +46,9 @@ func TestDenyCacheFleetExact(t *testing.T) {
 		for i := range rapid.IntRange(1, 100).Draw(rt, "ops") {
 			name := rapid.SampledFrom([]string{"r", "t"}).Draw(rt, "key")
 			k, in := keys[name], rapid.IntRange(0, 1).Draw(rt, "instance")
-			c, cctx := caches[in], ctx
+			c, cctx, marked := caches[in], ctx, k.refunded
 			ops := []string{"take", "take", "at most"}
 			if k.refunded {
-				cctx = store.WithRefundable(ctx)
 				ops = append(ops, "refund", "reserve", "cancel")
 			}
 			clk.Add(time.Duration(rapid.Int64Range(0, 2*k.p.FillTime().Microseconds()/k.p.Capacity()).Draw(rt, "step µs")) * time.Microsecond)
@@ -64,19 +63,19 @@ func TestDenyCacheFleetExact(t *testing.T) {
 				var w algo.Result
 				k.s, w, _ = algo.TokenBucket{}.Take(k.p, k.s, now, cost)
 				want, wantAllowed = w, w.Allowed
-				got, err = c.Take(cctx, name, k.p, cost)
+				got, err = c.Take(cctx, store.Request{Key: name, Policy: k.p, Cost: cost, Refundable: marked})
 			case "at most":
 				n := rapid.Int64Range(0, 2*k.p.Capacity()).Draw(rt, "n")
 				var g int64
 				var w algo.Result
 				k.s, g, w, _ = algo.TokenBucket{}.TakeAtMost(k.p, k.s, now, n)
 				want, wantAllowed = []any{g, w}, g > 0 || n == 0
-				gg, res, e := c.TakeAtMost(cctx, name, k.p, n)
+				gg, res, e := c.TakeAtMost(cctx, store.Request{Key: name, Policy: k.p, Cost: n, Refundable: marked})
 				got, err = []any{gg, res}, e
 			case "refund":
 				n := rapid.Int64Range(0, k.p.Capacity()).Draw(rt, "n")
 				k.s, want, _ = algo.TokenBucket{}.Refund(k.p, k.s, now, n)
-				got, err = c.Refund(cctx, name, k.p, n)
+				got, err = c.Refund(cctx, store.Request{Key: name, Policy: k.p, Cost: n, Refundable: marked})
 			case "reserve":
 				cost := rapid.Int64Range(0, k.p.Capacity()).Draw(rt, "cost")
 				wait := rapid.Int64Range(0, k.p.MaxDelay().Microseconds()).Draw(rt, "maxWait µs")
@@ -86,7 +85,7 @@ func TestDenyCacheFleetExact(t *testing.T) {
 					tickets = append(tickets, w.Ticket)
 				}
 				want = w
-				got, err = c.Reserve(cctx, name, k.p, cost, time.Duration(wait)*time.Microsecond)
+				got, err = c.Reserve(cctx, store.Request{Key: name, Policy: k.p, Cost: cost, Refundable: marked}, time.Duration(wait)*time.Microsecond)
 			case "cancel": // any instance cancels any reservation, perhaps twice or late
 				var tk algo.Ticket
 				if len(tickets) > 0 {

@@ -41,14 +41,16 @@ func (b *sharedBucket) peek(key string, p algo.Policy, now time.Time, cost int64
 }
 
 // view returns the store instance that reads clk.
-func (b *sharedBucket) view(clk store.Clock) store.Store { return &bucketView{b, clk} }
+func (b *sharedBucket) view(clk store.Clock) store.Store { return &bucketView{b: b, clk: clk} }
 
 type bucketView struct {
-	b   *sharedBucket
-	clk store.Clock
+	store.Store // nil: only its own methods are for use
+	b           *sharedBucket
+	clk         store.Clock
 }
 
-func (v *bucketView) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (v *bucketView) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	if key == "" {
 		return algo.Result{}, store.ErrEmptyKey
 	}

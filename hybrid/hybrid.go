@@ -3,7 +3,6 @@ package hybrid
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -14,9 +13,6 @@ import (
 var (
 	// ErrInvalidConfig reports a configuration a constructor refused.
 	ErrInvalidConfig = errors.New("hybrid: invalid config")
-	// ErrNotMultiTaker reports a TakeMulti on a wrapper whose store is
-	// not a store.MultiTaker.
-	ErrNotMultiTaker = errors.New("hybrid: store does not support multi-limit takes")
 	// ErrOpen reports that a Fallback in FailClosed mode refused a
 	// request because the primary store is failing. It wraps the
 	// primary's last error when there is one.
@@ -29,7 +25,7 @@ var (
 // only from primary answers, and a Fallback's breaker counts only primary
 // answers as proof that the primary is healthy.
 type sourced interface {
-	takeFrom(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool, error)
+	takeFrom(ctx context.Context, r store.Request) (algo.Result, bool, error)
 	takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error)
 }
 
@@ -39,19 +35,19 @@ type sourced interface {
 // It also keeps count of the Fallback's local admissions (charge), and
 // forgets them when the primary is back (forgetLocal).
 type denier interface {
-	denyDown(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, bool)
-	denyMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, bool)
-	charge(ctx context.Context, key string, p algo.Policy, cost int64)
+	denyDown(r store.Request) (algo.Result, bool)
+	denyMulti(reqs []store.Request) (store.MultiResult, bool)
+	charge(r store.Request)
 	forgetLocal()
 	hit(ctx context.Context, i int) // reports a local denial
 }
 
 // takeFrom calls s, telling whether the answer came from a primary store.
-func takeFrom(ctx context.Context, s store.Store, key string, p algo.Policy, cost int64) (algo.Result, bool, error) {
+func takeFrom(ctx context.Context, s store.Store, r store.Request) (algo.Result, bool, error) {
 	if w, ok := s.(sourced); ok {
-		return w.takeFrom(ctx, key, p, cost)
+		return w.takeFrom(ctx, r)
 	}
-	res, err := s.Take(ctx, key, p, cost)
+	res, err := s.Take(ctx, r)
 	return res, true, err
 }
 
@@ -60,11 +56,7 @@ func takeMultiFrom(ctx context.Context, s store.Store, reqs []store.Request) (st
 	if w, ok := s.(sourced); ok {
 		return w.takeMultiFrom(ctx, reqs)
 	}
-	m, ok := s.(store.MultiTaker)
-	if !ok {
-		return store.MultiResult{}, false, fmt.Errorf("%w: %T", ErrNotMultiTaker, s)
-	}
-	mr, err := m.TakeMulti(ctx, reqs)
+	mr, err := s.TakeMulti(ctx, reqs)
 	return mr, true, err
 }
 

@@ -22,7 +22,7 @@ import (
 // unlimited). When the store comes back, /api/feed is limited by it again.
 func TestHTTPLimitModesPerRoute(t *testing.T) {
 	clk := storetest.NewClock()
-	shared := &flaky{s: newMem(t, clk)}
+	shared := &flaky{Store: newMem(t, clk)}
 	p := algo.PerMinute(1).Burst(5)
 	quiet := slog.New(slog.DiscardHandler)
 	fb, err := hybrid.NewFallback(shared, newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Timeout: unhurried, Logger: quiet})
@@ -144,7 +144,7 @@ func TestHTTPLimitRefundsThroughDenyCache(t *testing.T) {
 // shared store. A success on instance B, admitted before instance A saw
 // the bucket empty, gives its token back when its handler returns: A's
 // next request is admitted at once, not denied from a stale entry,
-// because the route's takes are marked store.WithRefundable and the cache
+// because the route's takes are marked Request.Refundable and the cache
 // keeps no entry for them.
 func TestHTTPLimitChargeIfFleet(t *testing.T) {
 	clk := storetest.NewClock()

@@ -8,7 +8,7 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// Concurrency leases (store.Leaser) on both wrappers, so that a route
+// Concurrency leases (store.Store) on both wrappers, so that a route
 // limited by a Fallback or a DenyCache can hold leases too (httplimit's
 // Concurrency). A lease is no bucket: the DenyCache has no bound to learn
 // from one and passes every lease call to its primary. The Fallback sends
@@ -18,7 +18,7 @@ import (
 //   - LocalFallback: the local store keeps the lease, under the policy's
 //     share (Limit divided by Instances, rounded down, at least 1), so a
 //     fleet of N holds about Limit in flight while the primary is down.
-//     The local store must be a store.Leaser (memstore is).
+//     The local store must be a store.Store (memstore is).
 //   - FailClosed: an error wrapping ErrOpen.
 //   - FailOpen: admitted, with no lease held anywhere (Remaining is
 //     Limit−1); its release or renewal fails with ErrOpen while the
@@ -30,22 +30,11 @@ import (
 // taken; one taken on the primary before the outage and released during
 // it frees its primary slot at its TTL.
 
-var (
-	_ store.Leaser = (*DenyCache)(nil)
-	_ store.Leaser = (*Fallback)(nil)
-)
-
-// leaserOf returns s as a store.Leaser, or an error wrapping
+// leaserOf returns s as a store.Store, or an error wrapping
 // store.ErrUnsupported when it keeps no leases.
-func leaserOf(s store.Store) (store.Leaser, error) {
-	l, ok := s.(store.Leaser)
-	if !ok {
-		return nil, fmt.Errorf("hybrid: %w: %T keeps no leases (store.Leaser)", store.ErrUnsupported, s)
-	}
-	return l, nil
-}
+func leaserOf(s store.Store) (store.Store, error) { return s, nil }
 
-// AcquireLease passes the call to the primary: see store.Leaser. It returns
+// AcquireLease passes the call to the primary: see store.Store. It returns
 // an error wrapping store.ErrUnsupported when the primary keeps no leases,
 // and store.ErrClosed after Close.
 func (c *DenyCache) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
@@ -74,8 +63,8 @@ func (c *DenyCache) RenewLease(ctx context.Context, key string, p algo.LeasePoli
 	return l.RenewLease(ctx, key, p, id)
 }
 
-// leaser returns the primary as a store.Leaser, or the error of a call.
-func (c *DenyCache) leaser() (store.Leaser, error) {
+// leaser returns the primary as a store.Store, or the error of a call.
+func (c *DenyCache) leaser() (store.Store, error) {
 	if c.closed.Load() {
 		return nil, store.ErrClosed
 	}
@@ -90,7 +79,7 @@ func shareLease(p algo.LeasePolicy, instances int) algo.LeasePolicy {
 }
 
 // AcquireLease asks the primary through the breaker, or answers by Mode:
-// see the package doc and store.Leaser.
+// see the package doc and store.Store.
 func (f *Fallback) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
 	res, _, err := guard(f, ctx,
 		func(ctx context.Context) (algo.LeaseResult, bool, error) {
@@ -122,9 +111,9 @@ func (f *Fallback) AcquireLease(ctx context.Context, key string, p algo.LeasePol
 
 // ReleaseLease asks the primary through the breaker and, under
 // LocalFallback, the local store for a lease the primary does not hold:
-// see the package doc and store.Leaser.
+// see the package doc and store.Store.
 func (f *Fallback) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
-	return f.leaseOp(ctx, key, id, nil, func(ctx context.Context, l store.Leaser, _ *algo.LeasePolicy) (bool, error) {
+	return f.leaseOp(ctx, key, id, nil, func(ctx context.Context, l store.Store, _ *algo.LeasePolicy) (bool, error) {
 		return l.ReleaseLease(ctx, key, id)
 	})
 }
@@ -132,9 +121,9 @@ func (f *Fallback) ReleaseLease(ctx context.Context, key, id string) (bool, erro
 // RenewLease asks the primary through the breaker and, under
 // LocalFallback, the local store for a lease the primary does not hold
 // (with the share of p the local store acquired it under): see the
-// package doc and store.Leaser.
+// package doc and store.Store.
 func (f *Fallback) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
-	return f.leaseOp(ctx, key, id, &p, func(ctx context.Context, l store.Leaser, p *algo.LeasePolicy) (bool, error) {
+	return f.leaseOp(ctx, key, id, &p, func(ctx context.Context, l store.Store, p *algo.LeasePolicy) (bool, error) {
 		return l.RenewLease(ctx, key, *p, id)
 	})
 }
@@ -144,7 +133,7 @@ func (f *Fallback) RenewLease(ctx context.Context, key string, p algo.LeasePolic
 // primary does not hold live, or a call the primary cannot answer, goes to
 // the local store, under p's share.
 func (f *Fallback) leaseOp(ctx context.Context, key, id string, p *algo.LeasePolicy,
-	call func(context.Context, store.Leaser, *algo.LeasePolicy) (bool, error)) (bool, error) {
+	call func(context.Context, store.Store, *algo.LeasePolicy) (bool, error)) (bool, error) {
 	local := func(ctx context.Context) (bool, error) {
 		l, err := leaserOf(f.local)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/hybrid"
-	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
@@ -24,21 +23,21 @@ func (f flakyLeases) AcquireLease(ctx context.Context, key string, p algo.LeaseP
 	if err := f.fail(); err != nil {
 		return algo.LeaseResult{}, err
 	}
-	return f.s.(store.Leaser).AcquireLease(ctx, key, p, id)
+	return f.Store.AcquireLease(ctx, key, p, id)
 }
 
 func (f flakyLeases) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
 	if err := f.fail(); err != nil {
 		return false, err
 	}
-	return f.s.(store.Leaser).ReleaseLease(ctx, key, id)
+	return f.Store.ReleaseLease(ctx, key, id)
 }
 
 func (f flakyLeases) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
 	if err := f.fail(); err != nil {
 		return false, err
 	}
-	return f.s.(store.Leaser).RenewLease(ctx, key, p, id)
+	return f.Store.RenewLease(ctx, key, p, id)
 }
 
 // TestWrappersKeepLeases: an httplimit route with a Concurrency limit and
@@ -105,7 +104,7 @@ func TestFallbackLeases(t *testing.T) {
 	for _, mode := range []hybrid.Mode{hybrid.LocalFallback, hybrid.FailOpen, hybrid.FailClosed} {
 		t.Run(mode.String(), func(t *testing.T) {
 			clk := storetest.NewClock()
-			primary := flakyLeases{flakyOps{&flaky{s: newMem(t, clk)}}}
+			primary := flakyLeases{flakyOps{&flaky{Store: newMem(t, clk)}}}
 			f, err := hybrid.NewFallback(primary, newMem(t, clk), hybrid.FallbackConfig{
 				Mode: mode, Instances: 2, Clock: clk, Timeout: unhurried, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {

@@ -72,23 +72,23 @@ func TestObserveBreaker(t *testing.T) {
 func TestObserveDenyCacheHits(t *testing.T) {
 	clk := storetest.NewClock()
 	ev := &events{}
-	primary := &flaky{s: newMem(t, clk)}
+	primary := &flaky{Store: newMem(t, clk)}
 	c := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk, ClockMargin: -1, Observer: ev})
 	p := algo.PerMinute(1).Burst(1)
 	login := store.WithLabels(ctx, store.Labels{Route: "POST /login", Policy: "login"})
-	if res, err := c.Take(login, "alice", p, 1); err != nil || !res.Allowed {
+	if res, err := c.Take(login, store.Request{Key: "alice", Policy: p, Cost: 1}); err != nil || !res.Allowed {
 		t.Fatalf("first take: %+v %v", res, err)
 	}
 	if len(ev.hits) != 0 {
 		t.Fatalf("hits %+v before any local denial", ev.hits)
 	}
 	// The answer left no token: the cache denies the next take itself.
-	if res, err := c.Take(login, "alice", p, 1); err != nil || res.Allowed || primary.count() != 1 {
+	if res, err := c.Take(login, store.Request{Key: "alice", Policy: p, Cost: 1}); err != nil || res.Allowed || primary.count() != 1 {
 		t.Fatalf("second take: %+v %v after %d primary calls, want a local denial", res, err, primary.count())
 	}
 	multi := store.WithLabels(ctx, store.Labels{Route: "GET /feed", Policies: []string{"burst", "login"}})
 	burst := algo.PerMinute(2).Burst(1) // refills sooner: "login" denies longest
-	c.Take(ctx, "alice-burst", burst, 1)
+	c.Take(ctx, store.Request{Key: "alice-burst", Policy: burst, Cost: 1})
 	if mr, err := c.TakeMulti(multi, []store.Request{{Key: "alice-burst", Policy: burst, Cost: 1}, {Key: "alice", Policy: p, Cost: 1}}); err != nil ||
 		mr.Allowed || mr.Denied != 1 || primary.count() != 2 {
 		t.Fatalf("multi: %+v %v after %d primary calls, want a local denial by the second", mr, err, primary.count())
@@ -99,7 +99,7 @@ func TestObserveDenyCacheHits(t *testing.T) {
 		t.Fatal(err)
 	}
 	primary.set(true, false)
-	if res, err := f.Take(login, "alice", p, 1); err != nil || res.Allowed {
+	if res, err := f.Take(login, store.Request{Key: "alice", Policy: p, Cost: 1}); err != nil || res.Allowed {
 		t.Fatalf("down: %+v %v, want the cache's denial", res, err)
 	}
 	want := []store.DenyCacheHit{

@@ -10,21 +10,12 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// The operations around a take (store.Refunder, store.AtMostTaker,
-// store.Reserver) on both wrappers: see "Refunds, grants and
-// reservations" in the package doc for what each does and what the
-// DenyCache's bound then guarantees. Each call is an op, run on a store by
-// opOn, so that the wrappers compose as their Takes do (opSourced tells
-// a primary's answer from a local one).
-
-var (
-	_ store.Refunder    = (*DenyCache)(nil)
-	_ store.AtMostTaker = (*DenyCache)(nil)
-	_ store.Reserver    = (*DenyCache)(nil)
-	_ store.Refunder    = (*Fallback)(nil)
-	_ store.AtMostTaker = (*Fallback)(nil)
-	_ store.Reserver    = (*Fallback)(nil)
-)
+// The operations around a take (Refund, TakeAtMost, Reserve and their
+// kin) on both wrappers: see "Refunds, grants and reservations" in the
+// package doc for what each does and what the DenyCache's bound then
+// guarantees. Each call is an op, run on a store by opOn, so that the
+// wrappers compose as their Takes do (opSourced tells a primary's answer
+// from a local one).
 
 // opKind names an operation around a take.
 type opKind uint8
@@ -43,6 +34,7 @@ type op struct {
 	key     string
 	p       algo.Policy
 	n       int64 // Refund's n, TakeAtMost's n, Reserve's cost
+	refund  bool  // the request is marked Refundable
 	reqs    []store.Request
 	maxWait time.Duration
 	ticket  algo.Ticket
@@ -70,40 +62,24 @@ func opOn(ctx context.Context, s store.Store, o op) (r opResult, primary bool, e
 		return w.opFrom(ctx, o)
 	}
 	switch o.kind {
-	case opRefund, opRefundMulti:
-		rf, ok := s.(store.Refunder)
-		if !ok {
-			return r, false, unsupported(s, "refunds")
-		}
-		if o.kind == opRefund {
-			r.res, err = rf.Refund(ctx, o.key, o.p, o.n)
-		} else {
-			r.results, err = rf.RefundMulti(ctx, o.reqs)
-		}
+	case opRefund:
+		r.res, err = s.Refund(ctx, o.request())
+	case opRefundMulti:
+		r.results, err = s.RefundMulti(ctx, o.reqs)
 	case opAtMost:
-		am, ok := s.(store.AtMostTaker)
-		if !ok {
-			return r, false, unsupported(s, "partial grants")
-		}
-		r.granted, r.res, err = am.TakeAtMost(ctx, o.key, o.p, o.n)
+		r.granted, r.res, err = s.TakeAtMost(ctx, o.request())
+	case opReserve:
+		r.rsv, err = s.Reserve(ctx, o.request(), o.maxWait)
+		r.res = r.rsv.Result
 	default:
-		rs, ok := s.(store.Reserver)
-		if !ok {
-			return r, false, unsupported(s, "reservations")
-		}
-		if o.kind == opReserve {
-			r.rsv, err = rs.Reserve(ctx, o.key, o.p, o.n, o.maxWait)
-			r.res = r.rsv.Result
-		} else {
-			r.ok, r.res, err = rs.CancelReservation(ctx, o.key, o.p, o.ticket)
-		}
+		r.ok, r.res, err = s.CancelReservation(ctx, o.key, o.p, o.ticket)
 	}
 	return r, true, err
 }
 
-// unsupported is the error for a store without the operations what.
-func unsupported(s store.Store, what string) error {
-	return fmt.Errorf("hybrid: %w: %T has no %s", store.ErrUnsupported, s, what)
+// request returns o's single request.
+func (o op) request() store.Request {
+	return store.Request{Key: o.key, Policy: o.p, Cost: o.n, Refundable: o.refund}
 }
 
 // ops gives a wrapper the operations around a take, each run by the
@@ -113,36 +89,36 @@ type ops struct {
 }
 
 // Refund gives n tokens back to the bucket at key under p: see
-// store.Refunder, and "Refunds, grants and reservations" in the package
+// store.Store, and "Refunds, grants and reservations" in the package
 // doc for what the wrapper adds.
-func (w *ops) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
-	r, _, err := w.run(ctx, op{kind: opRefund, key: key, p: p, n: n})
+func (w *ops) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
+	r, _, err := w.run(ctx, op{kind: opRefund, key: req.Key, p: req.Policy, n: req.Cost, refund: req.Refundable})
 	return r.res, err
 }
 
 // RefundMulti gives tokens back to several buckets at once, atomically
-// in the primary: see store.Refunder and the package doc.
+// in the primary: see store.Store and the package doc.
 func (w *ops) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {
 	r, _, err := w.run(ctx, op{kind: opRefundMulti, reqs: reqs})
 	return r.results, err
 }
 
 // TakeAtMost takes as many whole tokens of the bucket at key under p as it
-// holds, up to n: see store.AtMostTaker and the package doc.
-func (w *ops) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (int64, algo.Result, error) {
-	r, _, err := w.run(ctx, op{kind: opAtMost, key: key, p: p, n: n})
+// holds, up to n: see store.Store and the package doc.
+func (w *ops) TakeAtMost(ctx context.Context, req store.Request) (int64, algo.Result, error) {
+	r, _, err := w.run(ctx, op{kind: opAtMost, key: req.Key, p: req.Policy, n: req.Cost, refund: req.Refundable})
 	return r.granted, r.res, err
 }
 
 // Reserve reserves cost tokens of the bucket at key under p, admitted if
-// they exist within maxWait: see store.Reserver and the package doc.
-func (w *ops) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
-	r, _, err := w.run(ctx, op{kind: opReserve, key: key, p: p, n: cost, maxWait: maxWait})
+// they exist within maxWait: see store.Store and the package doc.
+func (w *ops) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
+	r, _, err := w.run(ctx, op{kind: opReserve, key: req.Key, p: req.Policy, n: req.Cost, refund: req.Refundable, maxWait: maxWait})
 	return r.rsv, err
 }
 
 // CancelReservation gives back the tokens of a reservation on key under p
-// that is still the last in line: see store.Reserver and the package doc.
+// that is still the last in line: see store.Store and the package doc.
 func (w *ops) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
 	r, _, err := w.run(ctx, op{kind: opCancel, key: key, p: p, ticket: t})
 	return r.ok, r.res, err
@@ -196,7 +172,7 @@ func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 		return opResult{}, false, err
 	}
 	if o.kind == opAtMost && o.n > 0 {
-		if res, ok := c.deny(ctx, o.key, o.p, 1); ok {
+		if res, ok := c.deny(store.Request{Key: o.key, Policy: o.p, Cost: 1, Refundable: o.refund}); ok {
 			c.hit(ctx, -1)
 			return opResult{res: res}, false, nil
 		}
@@ -209,7 +185,7 @@ func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 		// Whatever the answer (a failure may still have given back),
 		// the key's bucket may hold more than the cache knows.
 		c.invalidate(o.keys()...)
-	case o.kind == opReserve || store.IsRefundable(ctx):
+	case o.kind == opReserve || o.refund:
 		c.unlearn(o.key)
 	case err == nil && primary && o.kind == opAtMost:
 		// Granting g > 0 is an admitted Take of g; granting nothing, a
@@ -250,7 +226,7 @@ func (f *Fallback) degradeOp(ctx context.Context, o op, cause error) (opResult, 
 	}
 	d, cached := f.primary.(denier)
 	if cached && o.kind == opAtMost && o.n > 0 {
-		if res, ok := d.denyDown(ctx, o.key, o.p, 1); ok {
+		if res, ok := d.denyDown(store.Request{Key: o.key, Policy: o.p, Cost: 1, Refundable: o.refund}); ok {
 			d.hit(ctx, -1)
 			return opResult{res: res}, nil // certainly denied by Redis, reachable or not
 		}
@@ -279,9 +255,9 @@ func (f *Fallback) degradeOp(ctx context.Context, o op, cause error) (opResult, 
 	if cached && err == nil {
 		switch {
 		case o.kind == opAtMost && r.granted > 0:
-			d.charge(ctx, o.key, o.p, r.granted)
+			d.charge(store.Request{Key: o.key, Policy: o.p, Cost: r.granted, Refundable: o.refund})
 		case o.kind == opReserve && r.rsv.Allowed && o.n > 0:
-			d.charge(ctx, o.key, o.p, o.n)
+			d.charge(o.request())
 		}
 	}
 	return r, err

@@ -17,9 +17,10 @@ import (
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
-// Refund makes a bucketView a store.Refunder (RefundMulti is not needed
+// Refund makes a bucketView a store.Store (RefundMulti is not needed
 // by these tests): a refund made by the instance that reads clk.
-func (v *bucketView) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
+func (v *bucketView) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
+	key, p, n := req.Key, req.Policy, req.Cost
 	v.b.mu.Lock()
 	defer v.b.mu.Unlock()
 	if v.b.states == nil {
@@ -57,7 +58,7 @@ func newCacheRig(t *testing.T, cfg hybrid.DenyCacheConfig) *cacheRig {
 func (r *cacheRig) take(t *testing.T, key string, p algo.Policy, cost int64) (algo.Result, bool) {
 	t.Helper()
 	before := r.c.Stats().Denied
-	res, err := r.c.Take(ctx, key, p, cost)
+	res, err := r.c.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestDenyCacheGiveBackThrough(t *testing.T) {
 	t.Run("refund", func(t *testing.T) {
 		r := newCacheRig(t, hybrid.DenyCacheConfig{})
 		r.drain(t, "k", hourly)
-		if res, err := r.c.Refund(ctx, "k", hourly, 1); err != nil || res.Remaining != 1 {
+		if res, err := r.c.Refund(ctx, store.Request{Key: "k", Policy: hourly, Cost: 1}); err != nil || res.Remaining != 1 {
 			t.Fatalf("Refund = %+v, %v", res, err)
 		}
 		if res, local := r.take(t, "k", hourly, 1); !res.Allowed || local {
@@ -110,7 +111,7 @@ func TestDenyCacheGiveBackThrough(t *testing.T) {
 		if res, _ := r.take(t, "k", p, 1); !res.Allowed {
 			t.Fatal(res)
 		}
-		rsv, err := r.c.Reserve(ctx, "k", p, 2, time.Hour)
+		rsv, err := r.c.Reserve(ctx, store.Request{Key: "k", Policy: p, Cost: 2}, time.Hour)
 		if err != nil || !rsv.Allowed || rsv.Delay != time.Hour {
 			t.Fatalf("Reserve = %+v, %v; want a delay of an hour", rsv, err)
 		}
@@ -137,8 +138,8 @@ type lostReply struct{ *memstore.Store }
 
 var errLost = errors.New("i/o timeout")
 
-func (l lostReply) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
-	l.Store.Refund(ctx, key, p, n)
+func (l lostReply) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
+	l.Store.Refund(ctx, req)
 	return algo.Result{}, errLost
 }
 
@@ -150,12 +151,12 @@ func TestDenyCacheRefundLostReply(t *testing.T) {
 	c := newCache(t, lostReply{ms}, hybrid.DenyCacheConfig{Clock: clk, ClockMargin: -1})
 	hourly := algo.PerHour(1).Burst(1)
 	for range 3 {
-		c.Take(ctx, "k", hourly, 1)
+		c.Take(ctx, store.Request{Key: "k", Policy: hourly, Cost: 1})
 	}
-	if _, err := c.Refund(ctx, "k", hourly, 1); !errors.Is(err, errLost) {
+	if _, err := c.Refund(ctx, store.Request{Key: "k", Policy: hourly, Cost: 1}); !errors.Is(err, errLost) {
 		t.Fatalf("Refund: %v, want the lost reply", err)
 	}
-	if res, err := c.Take(ctx, "k", hourly, 1); err != nil || !res.Allowed {
+	if res, err := c.Take(ctx, store.Request{Key: "k", Policy: hourly, Cost: 1}); err != nil || !res.Allowed {
 		t.Fatalf("after the refund: %+v, %v; want admitted", res, err)
 	}
 }
@@ -171,7 +172,7 @@ func TestDenyCacheRefundElsewhere(t *testing.T) {
 		r := newCacheRig(t, hybrid.DenyCacheConfig{})
 		learnt := r.clk.Now()
 		r.take(t, "k", p, 1) // the primary's admission teaches the bound
-		if _, err := r.ms.Refund(ctx, "k", p, 1); err != nil {
+		if _, err := r.ms.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		r.clk.Set(learnt.Add(time.Minute - time.Microsecond))
@@ -184,18 +185,17 @@ func TestDenyCacheRefundElsewhere(t *testing.T) {
 		}
 	})
 	t.Run("marked", func(t *testing.T) {
-		// The takes are marked store.WithRefundable, as httplimit marks a
+		// The takes are marked Request.Refundable, as httplimit marks a
 		// ChargeIf route's: the cache keeps no entry, and the refund made
 		// elsewhere is seen at once.
 		r := newCacheRig(t, hybrid.DenyCacheConfig{})
-		marked := store.WithRefundable(ctx)
 		for range 3 {
-			r.c.Take(marked, "k", p, 1)
+			r.c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1, Refundable: true})
 		}
-		if _, err := r.ms.Refund(ctx, "k", p, 1); err != nil {
+		if _, err := r.ms.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := r.c.Take(marked, "k", p, 1); err != nil || !res.Allowed {
+		if res, err := r.c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1, Refundable: true}); err != nil || !res.Allowed {
 			t.Fatalf("after a refund elsewhere: %+v, %v; want admitted", res, err)
 		}
 		if st := r.c.Stats(); st.Entries != 0 || st.Denied != 0 || st.Calls != 4 {
@@ -209,7 +209,7 @@ func TestDenyCacheRefundElsewhere(t *testing.T) {
 				t.Fatal("a key under Refunded was denied locally")
 			}
 		}
-		if _, err := r.ms.Refund(ctx, "k", p, 1); err != nil {
+		if _, err := r.ms.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if res, local := r.take(t, "k", p, 1); !res.Allowed || local {
@@ -229,7 +229,7 @@ func TestDenyCacheRefundElsewhere(t *testing.T) {
 // make the cache stale: a local denial of a request the primary would
 // admit comes within the time the request's cost takes to refill after
 // the last primary call on its key, never later. With Refunded, or with
-// every take marked store.WithRefundable, the cache answers nothing
+// every take marked Request.Refundable, the cache answers nothing
 // locally.
 func TestDenyCacheRefundTwin(t *testing.T) {
 	for _, mode := range []string{"through", "elsewhere", "elsewhere, Refunded", "elsewhere, marked"} {
@@ -248,10 +248,7 @@ func refundTwin(t *testing.T, rt *rapid.T, mode string) {
 		cfg.Refunded = func(string) bool { return true }
 	}
 	c := newCache(t, primary, cfg)
-	tctx := ctx
-	if mode == "elsewhere, marked" {
-		tctx = store.WithRefundable(ctx)
-	}
+	marked := mode == "elsewhere, marked"
 	ps := []algo.Policy{genPolicy(rt, "p0"), genPolicy(rt, "p1")}
 	lastCall := map[string]time.Time{}
 	for i := range rapid.IntRange(1, 100).Draw(rt, "ops") {
@@ -262,13 +259,13 @@ func refundTwin(t *testing.T, rt *rapid.T, mode string) {
 		if rapid.IntRange(0, 3).Draw(rt, "refund") == 0 {
 			var err error
 			if mode == "through" {
-				_, err = c.Refund(ctx, key, p, cost)
+				_, err = c.Refund(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 				lastCall[key] = clk.Now()
 				if err == nil {
-					_, err = plain.Refund(ctx, key, p, cost)
+					_, err = plain.Refund(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 				}
 			} else {
-				_, err = primary.(store.Refunder).Refund(ctx, key, p, cost)
+				_, err = primary.Refund(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 			}
 			if err != nil {
 				rt.Fatalf("step %d: refund: %v", i, err)
@@ -277,7 +274,7 @@ func refundTwin(t *testing.T, rt *rapid.T, mode string) {
 		}
 		truth := shared.peek(key, p, clk.Now(), cost)
 		st := c.Stats()
-		got, err := c.Take(tctx, key, p, cost)
+		got, err := c.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost, Refundable: marked})
 		if err != nil {
 			rt.Fatalf("step %d: %v", i, err)
 		}
@@ -287,7 +284,7 @@ func refundTwin(t *testing.T, rt *rapid.T, mode string) {
 		}
 		switch {
 		case mode == "through":
-			if want, err := plain.Take(ctx, key, p, cost); err != nil || got != want || local && got != truth {
+			if want, err := plain.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost}); err != nil || got != want || local && got != truth {
 				rt.Fatalf("step %d: Take(%s, %v, %d) cached %+v (local %v), plain %+v %v, primary %+v", i, key, p, cost, got, local, want, err, truth)
 			}
 		case local && mode != "elsewhere":
@@ -318,39 +315,39 @@ func (f flakyOps) fail() error {
 	return nil
 }
 
-func (f flakyOps) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
+func (f flakyOps) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
 	if err := f.fail(); err != nil {
 		return algo.Result{}, err
 	}
-	return f.s.(store.Refunder).Refund(ctx, key, p, n)
+	return f.Store.Refund(ctx, req)
 }
 
 func (f flakyOps) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {
 	if err := f.fail(); err != nil {
 		return nil, err
 	}
-	return f.s.(store.Refunder).RefundMulti(ctx, reqs)
+	return f.Store.RefundMulti(ctx, reqs)
 }
 
-func (f flakyOps) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (int64, algo.Result, error) {
+func (f flakyOps) TakeAtMost(ctx context.Context, req store.Request) (int64, algo.Result, error) {
 	if err := f.fail(); err != nil {
 		return 0, algo.Result{}, err
 	}
-	return f.s.(store.AtMostTaker).TakeAtMost(ctx, key, p, n)
+	return f.Store.TakeAtMost(ctx, req)
 }
 
-func (f flakyOps) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
+func (f flakyOps) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
 	if err := f.fail(); err != nil {
 		return algo.Reservation{}, err
 	}
-	return f.s.(store.Reserver).Reserve(ctx, key, p, cost, maxWait)
+	return f.Store.Reserve(ctx, req, maxWait)
 }
 
 func (f flakyOps) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
 	if err := f.fail(); err != nil {
 		return false, algo.Result{}, err
 	}
-	return f.s.(store.Reserver).CancelReservation(ctx, key, p, t)
+	return f.Store.CancelReservation(ctx, key, p, t)
 }
 
 // newOpsFallback returns a quiet Fallback in mode over primary, with a
@@ -375,12 +372,12 @@ func TestFallbackOps(t *testing.T) {
 	for _, mode := range []hybrid.Mode{hybrid.LocalFallback, hybrid.FailOpen, hybrid.FailClosed} {
 		t.Run(mode.String(), func(t *testing.T) {
 			clk := storetest.NewClock()
-			primary := flakyOps{&flaky{s: newMem(t, clk)}}
+			primary := flakyOps{&flaky{Store: newMem(t, clk)}}
 			f := newOpsFallback(t, clk, primary, mode)
-			if _, err := f.Take(ctx, "queued", p, 4); err != nil {
+			if _, err := f.Take(ctx, store.Request{Key: "queued", Policy: p, Cost: 4}); err != nil {
 				t.Fatal(err)
 			}
-			queued, err := f.Reserve(ctx, "queued", p, 1, time.Hour)
+			queued, err := f.Reserve(ctx, store.Request{Key: "queued", Policy: p, Cost: 1}, time.Hour)
 			if err != nil || !queued.Allowed || queued.Delay != 15*time.Minute {
 				t.Fatalf("Reserve on the primary = %+v, %v", queued, err)
 			}
@@ -393,17 +390,17 @@ func TestFallbackOps(t *testing.T) {
 					t.Fatalf("%s: %v; want ErrOpen %v", op, err, wantOpen)
 				}
 			}
-			g, res, err := f.TakeAtMost(ctx, "k", p, 10)
+			g, res, err := f.TakeAtMost(ctx, store.Request{Key: "k", Policy: p, Cost: 10})
 			check("TakeAtMost", err, false)
 			if !open && (g != 4 || res.Remaining != 0) {
 				t.Fatalf("TakeAtMost(10) = %d, %+v; want the capacity, 4", g, res)
 			}
-			rsv, err := f.Reserve(ctx, "other", p, 1, time.Minute)
+			rsv, err := f.Reserve(ctx, store.Request{Key: "other", Policy: p, Cost: 1}, time.Minute)
 			check("Reserve", err, false)
 			if !open && (!rsv.Allowed || rsv.Delay != 0) {
 				t.Fatalf("Reserve = %+v; want admitted at once", rsv)
 			}
-			res, err = f.Refund(ctx, "k", p, 1)
+			res, err = f.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
 			check("Refund", err, true)
 			if mode == hybrid.LocalFallback && res.Remaining != 1 {
 				t.Fatalf("Refund on the local share = %+v; want 1 back", res)
@@ -418,7 +415,7 @@ func TestFallbackOps(t *testing.T) {
 			if f.State() != hybrid.Open {
 				t.Fatalf("state %v after five failing calls, want open", f.State())
 			}
-			if _, _, err := f.TakeAtMost(ctx, "k", p, -1); !errors.Is(err, algo.ErrInvalidCost) {
+			if _, _, err := f.TakeAtMost(ctx, store.Request{Key: "k", Policy: p, Cost: -1}); !errors.Is(err, algo.ErrInvalidCost) {
 				t.Fatalf("TakeAtMost(-1) = %v, want ErrInvalidCost", err)
 			}
 		})
@@ -433,15 +430,15 @@ func TestFallbackOverDenyCacheAtMost(t *testing.T) {
 	for _, mode := range []hybrid.Mode{hybrid.LocalFallback, hybrid.FailClosed, hybrid.FailOpen} {
 		t.Run(mode.String(), func(t *testing.T) {
 			clk := storetest.NewClock()
-			primary := flakyOps{&flaky{s: newMem(t, clk)}}
+			primary := flakyOps{&flaky{Store: newMem(t, clk)}}
 			cache := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk})
 			f := newOpsFallback(t, clk, cache, mode)
-			if g, _, err := f.TakeAtMost(ctx, "abuser", p, 5); g != 1 || err != nil {
+			if g, _, err := f.TakeAtMost(ctx, store.Request{Key: "abuser", Policy: p, Cost: 5}); g != 1 || err != nil {
 				t.Fatalf("TakeAtMost = %d, %v; want the one token", g, err)
 			}
 			primary.set(true, false)
 			for i := range 2 * hybrid.DefaultFailureThreshold {
-				g, res, err := f.TakeAtMost(ctx, "abuser", p, 5)
+				g, res, err := f.TakeAtMost(ctx, store.Request{Key: "abuser", Policy: p, Cost: 5})
 				if g != 0 || err != nil || res.Allowed || res.RetryAfter < 59*time.Minute {
 					t.Fatalf("call %d while down: %d, %+v, %v; want nothing granted, from the cache", i, g, res, err)
 				}

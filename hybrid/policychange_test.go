@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"pgregory.net/rapid"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -26,8 +28,8 @@ func TestDenyCachePolicyRaised(t *testing.T) {
 	small, raised := algo.PerMinute(1).Burst(2), algo.PerSecond(10).Burst(20)
 	take := func(p algo.Policy, cost int64) algo.Result {
 		t.Helper()
-		got, err1 := c.Take(ctx, "k", p, cost)
-		want, err2 := twin.Take(ctx, "k", p, cost)
+		got, err1 := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: cost})
+		want, err2 := twin.Take(ctx, store.Request{Key: "k", Policy: p, Cost: cost})
 		if err1 != nil || err2 != nil || got != want {
 			t.Fatalf("Take(%v, %d) through the cache = %+v, %v; the twin says %+v, %v", p, cost, got, err1, want, err2)
 		}
@@ -88,8 +90,8 @@ func TestDenyCachePolicyChanges(t *testing.T) {
 			last = p
 			cost := rapid.Int64Range(1, p.Capacity()).Draw(rt, "cost")
 			before := c.Stats().Denied
-			got, err1 := c.Take(ctx, "k", p, cost)
-			want, err2 := twin.Take(ctx, "k", p, cost)
+			got, err1 := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: cost})
+			want, err2 := twin.Take(ctx, store.Request{Key: "k", Policy: p, Cost: cost})
 			if err1 != nil || err2 != nil || got != want {
 				rt.Fatalf("step %d: Take(%v, %d) through the cache = %+v, %v; the twin says %+v, %v", step, p, cost, got, err1, want, err2)
 			}

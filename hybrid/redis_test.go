@@ -100,7 +100,7 @@ func TestRedisAbusiveClient(t *testing.T) {
 		// second of Redis's clock, however busy this machine is.
 		var reqs, admitted int64
 		for ; admitted < p.Capacity()+2; reqs++ {
-			res, err := c.Take(ctx, "abuser", p, 1)
+			res, err := c.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -30,13 +30,16 @@ func TestRefusedAndHungRedis(t *testing.T) {
 	p, lp := algo.PerHour(1).Burst(10), algo.LeasePolicy{Limit: 2, TTL: time.Minute}
 	notSent := func(err error) bool { return errors.Is(err, redisstore.ErrNotSent) }
 	open := func(err error) bool { return notSent(err) && errors.Is(err, hybrid.ErrOpen) }
-	take := func(s store.Store) error { _, err := s.Take(context.Background(), "k", p, 1); return err }
+	take := func(s store.Store) error {
+		_, err := s.Take(context.Background(), store.Request{Key: "k", Policy: p, Cost: 1})
+		return err
+	}
 	lease := func(s store.Store) error {
-		_, err := s.(store.Leaser).AcquireLease(context.Background(), "k", lp, "id")
+		_, err := s.AcquireLease(context.Background(), "k", lp, "id")
 		return err
 	}
 	local := func(s store.Store) error {
-		res, err := s.Take(context.Background(), "k", p, 1)
+		res, err := s.Take(context.Background(), store.Request{Key: "k", Policy: p, Cost: 1})
 		if err == nil && !res.Allowed {
 			err = errors.New("denied: want the local share's admission")
 		}

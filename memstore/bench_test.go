@@ -36,7 +36,7 @@ func BenchmarkTake(b *testing.B) {
 		keys := benchKeys(b, s, "hot", 1)
 		b.ReportAllocs()
 		for b.Loop() {
-			s.Take(ctx, keys[0], benchPolicy, 1)
+			s.Take(ctx, store.Request{Key: keys[0], Policy: benchPolicy, Cost: 1})
 		}
 	})
 	b.Run("100k keys", func(b *testing.B) {
@@ -45,7 +45,7 @@ func BenchmarkTake(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			s.Take(ctx, keys[i], benchPolicy, 1)
+			s.Take(ctx, store.Request{Key: keys[i], Policy: benchPolicy, Cost: 1})
 			if i++; i == len(keys) {
 				i = 0
 			}
@@ -65,7 +65,7 @@ func BenchmarkTake(b *testing.B) {
 			g := int(next.Add(1)-1) % 64
 			mine, i := keys[g*perG:(g+1)*perG], 0
 			for pb.Next() {
-				s.Take(ctx, mine[i], benchPolicy, 1)
+				s.Take(ctx, store.Request{Key: mine[i], Policy: benchPolicy, Cost: 1})
 				if i++; i == perG {
 					i = 0
 				}

@@ -23,7 +23,7 @@ type tb interface {
 // take calls s.Take and fails the test on an error.
 func take(t tb, s *memstore.Store, key string, p algo.Policy, cost int64) algo.Result {
 	t.Helper()
-	res, err := s.Take(context.Background(), key, p, cost)
+	res, err := s.Take(context.Background(), store.Request{Key: key, Policy: p, Cost: cost})
 	if err != nil {
 		t.Fatalf("Take(%q, %d): %v", key, cost, err)
 	}

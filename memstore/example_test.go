@@ -24,11 +24,11 @@ func Example() {
 	ctx := context.Background()
 	p := algo.PerSecond(2).Burst(3) // 3 at once, then one every 500ms
 	for range 4 {
-		res, _ := s.Take(ctx, "client-42", p, 1)
+		res, _ := s.Take(ctx, store.Request{Key: "client-42", Policy: p, Cost: 1})
 		fmt.Printf("allowed=%v remaining=%d retry-after=%v\n", res.Allowed, res.Remaining, res.RetryAfter)
 	}
 	clk.Add(500 * time.Millisecond)
-	res, _ := s.Take(ctx, "client-42", p, 1)
+	res, _ := s.Take(ctx, store.Request{Key: "client-42", Policy: p, Cost: 1})
 	fmt.Printf("after 500ms: allowed=%v\n", res.Allowed)
 	fmt.Println("buckets:", s.Len())
 	// Output:
@@ -56,7 +56,7 @@ func ExampleStore_TakeMulti() {
 		})
 		fmt.Printf("allowed=%v denied-by=%d retry-after=%v\n", res.Allowed, res.Denied, res.RetryAfter)
 	}
-	res, _ := s.Take(context.Background(), "global", global, 0)
+	res, _ := s.Take(context.Background(), store.Request{Key: "global", Policy: global, Cost: 0})
 	fmt.Println("global remaining:", res.Remaining)
 	// Output:
 	// allowed=true denied-by=-1 retry-after=0s

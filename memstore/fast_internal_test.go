@@ -57,7 +57,7 @@ func newOneShard(t *testing.T) *Store {
 func goTake(t *testing.T, s *Store, key string, p algo.Policy) <-chan algo.Result {
 	ch := make(chan algo.Result, 1)
 	go func() {
-		res, err := s.Take(context.Background(), key, p, 1)
+		res, err := s.Take(context.Background(), store.Request{Key: key, Policy: p, Cost: 1})
 		if err != nil {
 			t.Error(err)
 		}
@@ -68,7 +68,7 @@ func goTake(t *testing.T, s *Store, key string, p algo.Policy) <-chan algo.Resul
 
 func mustTake(t *testing.T, s *Store, key string, p algo.Policy, cost int64) algo.Result {
 	t.Helper()
-	res, err := s.Take(context.Background(), key, p, cost)
+	res, err := s.Take(context.Background(), store.Request{Key: key, Policy: p, Cost: cost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestLockFreeTakeDuringShift(t *testing.T) {
 	<-ps["fast: view read"].reached
 	refunded := make(chan error, 1)
 	go func() { // fills b: the bucket is dropped, and a shifted into its slot
-		_, err := s.Refund(context.Background(), b, p, 1)
+		_, err := s.Refund(context.Background(), store.Request{Key: b, Policy: p, Cost: 1})
 		refunded <- err
 	}()
 	<-ps["remove: slot copied"].reached
@@ -162,7 +162,7 @@ func TestLockFreeTakeBeforeRemoval(t *testing.T) {
 	<-ps["fast: passed the lock's check"].reached
 	refunded := make(chan error, 1)
 	go func() {
-		_, err := s.Refund(context.Background(), b, p, 1)
+		_, err := s.Refund(context.Background(), store.Request{Key: b, Policy: p, Cost: 1})
 		refunded <- err
 	}()
 	select {
@@ -209,7 +209,7 @@ func TestLockFreeTakeAcrossClose(t *testing.T) {
 	ps := pauseAt(t, "fast: view read")
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Take(context.Background(), "a", p, 1)
+		_, err := s.Take(context.Background(), store.Request{Key: "a", Policy: p, Cost: 1})
 		errc <- err
 	}()
 	<-ps["fast: view read"].reached

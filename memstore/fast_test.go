@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store/storetest"
@@ -34,7 +36,7 @@ func TestLockFreeTakeUnderChurn(t *testing.T) {
 	attempts := make([]atomic.Int64, keys)
 	// Every key exists before the race: its first Take is the locked path's.
 	for k := range keys {
-		if _, err := s.Take(ctx, fmt.Sprint("x", k), p, 1); err != nil {
+		if _, err := s.Take(ctx, store.Request{Key: fmt.Sprint("x", k), Policy: p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		admitted[k].Add(1)
@@ -50,12 +52,12 @@ func TestLockFreeTakeUnderChurn(t *testing.T) {
 			default:
 			}
 			y := fmt.Sprint("y", i%5000)
-			if _, err := s.Take(ctx, y, p, 1); err != nil {
+			if _, err := s.Take(ctx, store.Request{Key: y, Policy: p, Cost: 1}); err != nil {
 				t.Error(err)
 				return
 			}
 			if i%3 != 0 { // filled again, so removed: the keys after it move back
-				if _, err := s.Refund(ctx, y, p, 1); err != nil {
+				if _, err := s.Refund(ctx, store.Request{Key: y, Policy: p, Cost: 1}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -68,7 +70,7 @@ func TestLockFreeTakeUnderChurn(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for range takes {
 				k := r.IntN(keys)
-				res, err := s.Take(ctx, fmt.Sprint("x", k), p, 1)
+				res, err := s.Take(ctx, store.Request{Key: fmt.Sprint("x", k), Policy: p, Cost: 1})
 				if err != nil {
 					t.Error(err)
 					return
@@ -88,7 +90,7 @@ func TestLockFreeTakeUnderChurn(t *testing.T) {
 		if got := admitted[k].Load(); got != want {
 			t.Errorf("key x%d admitted %d of %d takes, want %d", k, got, attempts[k].Load(), want)
 		}
-		res, err := s.Take(ctx, fmt.Sprint("x", k), p, 0)
+		res, err := s.Take(ctx, store.Request{Key: fmt.Sprint("x", k), Policy: p, Cost: 0})
 		if err != nil || res.Remaining != p.Capacity()-admitted[k].Load() {
 			t.Errorf("key x%d holds %d (%v), want %d", k, res.Remaining, err, p.Capacity()-admitted[k].Load())
 		}

@@ -37,7 +37,7 @@ func TestMaxKeyLen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, memstore.Config{MaxKeyLen: tc.maxLen})
 			key := strings.Repeat("k", tc.keyLen)
-			res, err := s.Take(ctx, key, p, 1)
+			res, err := s.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1})
 			if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 				t.Fatalf("Take on a %d-byte key (MaxKeyLen %d) = %+v, %v; want %v", tc.keyLen, tc.maxLen, res, err, tc.want)
 			}
@@ -92,7 +92,7 @@ func TestMemoryAtMaxKeyLen(t *testing.T) {
 	huge := strings.Repeat("h", 1<<20)
 	before = heap()
 	for i := range 100 {
-		if _, err := s.Take(context.Background(), huge+fmt.Sprint(i), p, 1); !errors.Is(err, store.ErrKeyTooLong) {
+		if _, err := s.Take(context.Background(), store.Request{Key: huge + fmt.Sprint(i), Policy: p, Cost: 1}); !errors.Is(err, store.ErrKeyTooLong) {
 			t.Fatalf("Take on a 1 MB key: %v, want store.ErrKeyTooLong", err)
 		}
 	}

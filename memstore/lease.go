@@ -9,8 +9,6 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-var _ store.Leaser = (*Store)(nil)
-
 // leaseSalt is XORed into a key's hash to choose the shard of its lease
 // set, so that a key's bucket and its leases do not share a lock.
 const leaseSalt = 0x9e3779b97f4a7c15
@@ -31,7 +29,7 @@ type leaseKey struct {
 }
 
 // AcquireLease asks for a lease with the given id on key under p, at the
-// store's now; see store.Leaser. A new key arriving at a shard that is full
+// store's now; see store.Store. A new key arriving at a shard that is full
 // (MaxKeys) with nothing idle is denied, with a RetryAfter of when the
 // shard's earliest entry becomes idle, between 1µs and p.TTL: a lease set
 // cannot be shared the way the overflow bucket is without letting a key
@@ -63,7 +61,7 @@ func (s *Store) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy
 }
 
 // ReleaseLease frees id's lease on key and reports whether it was live; see
-// store.Leaser. A key left with no lease is forgotten at once. Errors are
+// store.Store. A key left with no lease is forgotten at once. Errors are
 // those of AcquireLease but the policy's.
 func (s *Store) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
 	return s.changeLease(ctx, key, id, func(l algo.Leases, now int64) (algo.Leases, bool, error) {
@@ -72,7 +70,7 @@ func (s *Store) ReleaseLease(ctx context.Context, key, id string) (bool, error) 
 }
 
 // RenewLease extends id's live lease on key to expire p.TTL from now, and
-// reports whether it was live; see store.Leaser. Errors are those of
+// reports whether it was live; see store.Store. Errors are those of
 // AcquireLease.
 func (s *Store) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
 	return s.changeLease(ctx, key, id, func(l algo.Leases, now int64) (algo.Leases, bool, error) {

@@ -93,7 +93,7 @@
 //
 // # Leases
 //
-// The Store is also a store.Leaser: at most N leases of a key in flight
+// The Store is also a store.Store: at most N leases of a key in flight
 // (see store.ConcurrencyLimiter). A key's leases live in the same shards
 // as the buckets, in a map of their own (a key may have both), and count
 // towards MaxKeys. A key with no live lease holds no memory: it is deleted
@@ -201,8 +201,7 @@ type Store struct {
 }
 
 var (
-	_ store.Store      = (*Store)(nil)
-	_ store.MultiTaker = (*Store)(nil)
+	_ store.Store = (*Store)(nil)
 )
 
 // New returns a Store configured by cfg, or an error wrapping
@@ -271,7 +270,8 @@ func defaultShards(procs, maxKeys int) int {
 // store.ErrEmptyKey, store.ErrKeyTooLong, store.ErrClosed, the context's
 // error, or the algorithm's (algo.ErrInvalidPolicy, algo.ErrInvalidCost,
 // algo.ErrCostExceedsCapacity), and charge nothing.
-func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64) (res algo.Result, err error) {
+func (s *Store) Take(ctx context.Context, req store.Request) (res algo.Result, err error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	if key == "" || len(key) > s.maxKey {
 		return s.counted(ctx, cost, algo.Result{}, fmt.Errorf("memstore: %w", store.CheckKey(key, s.maxKey)))
 	}

@@ -102,7 +102,7 @@ func TestTakeExistingKeyAllocatesNothing(t *testing.T) {
 	p := algo.PerSecond(1_000_000).Burst(1_000_000)
 	ctx := context.Background()
 	take(t, s, "hot", p, 1) // the bucket exists from here on
-	if n := testing.AllocsPerRun(1000, func() { s.Take(ctx, "hot", p, 1) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { s.Take(ctx, store.Request{Key: "hot", Policy: p, Cost: 1}) }); n != 0 {
 		t.Fatalf("Take on an existing key: %v allocations, want 0", n)
 	}
 	reqs := []store.Request{{Key: "hot", Policy: p, Cost: 1}, {Key: "global", Policy: p, Cost: 1}}

@@ -22,7 +22,7 @@ type pending struct {
 
 // TakeMulti applies every request atomically: if all buckets admit, all are
 // charged; otherwise none is, and each Result is what its bucket alone
-// would answer. It implements store.MultiTaker. (A denying bucket keeps its
+// would answer. It implements store.Store. (A denying bucket keeps its
 // refilled state and later stamp, uncharged, as after a denied Take; the
 // others are left exactly as they were.)
 //

@@ -47,11 +47,11 @@ func (s *Store) CountTakes(rest store.Store, tap *store.TakeTap) store.Store {
 // fullStore is every interface Observe's wrapper of a Store shows.
 type fullStore interface {
 	store.Store
-	store.MultiTaker
-	store.Refunder
-	store.AtMostTaker
-	store.Reserver
-	store.Leaser
+	store.Store
+	store.Store
+	store.Store
+	store.Store
+	store.Store
 	store.FailureReporter
 	io.Closer
 }
@@ -64,31 +64,31 @@ type observedStore struct {
 	tap  *store.TakeTap
 }
 
-func (o *observedStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (o *observedStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	if !o.tap.Counting() {
-		return o.rest.Take(ctx, key, p, cost) // timed and counted by the wrapper
+		return o.rest.Take(ctx, req) // timed and counted by the wrapper
 	}
-	return o.v.Take(ctx, key, p, cost)
+	return o.v.Take(ctx, req)
 }
 
 func (o *observedStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
 	return o.rest.TakeMulti(ctx, reqs)
 }
 
-func (o *observedStore) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
-	return o.rest.Refund(ctx, key, p, n)
+func (o *observedStore) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
+	return o.rest.Refund(ctx, req)
 }
 
 func (o *observedStore) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {
 	return o.rest.RefundMulti(ctx, reqs)
 }
 
-func (o *observedStore) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (int64, algo.Result, error) {
-	return o.rest.TakeAtMost(ctx, key, p, n)
+func (o *observedStore) TakeAtMost(ctx context.Context, req store.Request) (int64, algo.Result, error) {
+	return o.rest.TakeAtMost(ctx, req)
 }
 
-func (o *observedStore) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
-	return o.rest.Reserve(ctx, key, p, cost, maxWait)
+func (o *observedStore) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
+	return o.rest.Reserve(ctx, req, maxWait)
 }
 
 func (o *observedStore) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {

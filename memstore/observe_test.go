@@ -72,11 +72,11 @@ func TestCountTakesExact(t *testing.T) {
 	s := store.Observe(once, "outer", outer)
 	for _, o := range []store.Store{once, s} {
 		if _, ok := o.(interface {
-			store.MultiTaker
-			store.Refunder
-			store.AtMostTaker
-			store.Reserver
-			store.Leaser
+			store.Store
+			store.Store
+			store.Store
+			store.Store
+			store.Store
 			io.Closer
 		}); !ok {
 			t.Fatalf("%T does not show every interface a memstore.Store has", o)
@@ -111,11 +111,11 @@ func TestCountTakesExact(t *testing.T) {
 		work.Go(func() {
 			for r := range rounds {
 				for i, ctx := range ctxs {
-					if _, err := s.Take(ctx, fmt.Sprint("k", g, "-", i), p, 1); err != nil {
+					if _, err := s.Take(ctx, store.Request{Key: fmt.Sprint("k", g, "-", i), Policy: p, Cost: 1}); err != nil {
 						t.Error(err)
 					}
 					if r == 0 && i%9 == 0 {
-						s.Take(ctx, "", p, 1) // fails: counted and reported once
+						s.Take(ctx, store.Request{Key: "", Policy: p, Cost: 1}) // fails: counted and reported once
 					}
 				}
 			}
@@ -124,7 +124,7 @@ func TestCountTakesExact(t *testing.T) {
 	work.Wait()
 	close(stop)
 	wg.Wait()
-	if _, err := s.(store.Refunder).Refund(ctxs[1], "", p, 1); err == nil {
+	if _, err := s.Refund(ctxs[1], store.Request{Key: "", Policy: p, Cost: 1}); err == nil {
 		t.Fatal("a refund on an empty key did not fail")
 	}
 	for name, c := range map[string]*counter{"memory": inner, "outer": outer} {

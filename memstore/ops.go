@@ -10,17 +10,13 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// The operations around a take (store.Refunder, store.AtMostTaker,
-// store.Reserver): each is the token bucket's (algo.TokenBucket's Refund,
+// The operations around a take (store.Store, store.Store,
+// store.Store): each is the token bucket's (algo.TokenBucket's Refund,
 // TakeAtMost, Reserve, Cancel) applied under the key's shard lock, as Take
 // is, and allocates nothing on a key that has a bucket. A Store configured
 // with another Algorithm returns store.ErrUnsupported for them.
 
-var (
-	_ store.Refunder    = (*Store)(nil)
-	_ store.AtMostTaker = (*Store)(nil)
-	_ store.Reserver    = (*Store)(nil)
-)
+var ()
 
 // errNotTokenBucket is returned by the operations only the token bucket has.
 var errNotTokenBucket = fmt.Errorf("memstore: %w under an algorithm other than the token bucket", store.ErrUnsupported)
@@ -52,12 +48,13 @@ func (s *Store) lock(ctx context.Context, key string) (sh *shard, h uint64, e *s
 }
 
 // Refund gives n tokens back to the bucket at key under p: see
-// store.Refunder. A key with no bucket is full: a refund to it changes
+// store.Store. A key with no bucket is full: a refund to it changes
 // nothing and creates no bucket; nor does a refund of 0. A key whose Take
 // was served from the overflow bucket (the store was full) has no bucket
 // of its own, so its refund changes nothing either: the overflow bucket,
 // shared by new keys, keeps the charge.
-func (s *Store) Refund(ctx context.Context, key string, p algo.Policy, n int64) (res algo.Result, err error) {
+func (s *Store) Refund(ctx context.Context, req store.Request) (res algo.Result, err error) {
+	key, p, n := req.Key, req.Policy, req.Cost
 	sh, h, e, now, err := s.lock(ctx, key)
 	if err != nil {
 		return algo.Result{}, err
@@ -76,9 +73,10 @@ func (s *Store) Refund(ctx context.Context, key string, p algo.Policy, n int64) 
 }
 
 // TakeAtMost takes as many whole tokens as the bucket at key under p
-// holds, up to n, and returns how many it granted: see store.AtMostTaker.
+// holds, up to n, and returns how many it granted: see store.Store.
 // A new key at a full store is served from the overflow bucket, as by Take.
-func (s *Store) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (granted int64, res algo.Result, err error) {
+func (s *Store) TakeAtMost(ctx context.Context, req store.Request) (granted int64, res algo.Result, err error) {
+	key, p, n := req.Key, req.Policy, req.Cost
 	sh, h, e, now, err := s.lock(ctx, key)
 	if err != nil {
 		return 0, algo.Result{}, err
@@ -98,10 +96,11 @@ func (s *Store) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int
 }
 
 // Reserve reserves cost tokens from the bucket at key under p, admitted if
-// they exist within maxWait: see store.Reserver. A new key at a full store
+// they exist within maxWait: see store.Store. A new key at a full store
 // is served from the overflow bucket, as by Take; its reservation cannot
 // be cancelled (the key has no bucket of its own).
-func (s *Store) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (res algo.Reservation, err error) {
+func (s *Store) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (res algo.Reservation, err error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	sh, h, e, now, err := s.lock(ctx, key)
 	if err != nil {
 		return algo.Reservation{}, err
@@ -123,7 +122,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p algo.Policy, cost int
 }
 
 // CancelReservation gives back the tokens of a reservation on key under p
-// that is still the last in line, before its time: see store.Reserver. It
+// that is still the last in line, before its time: see store.Store. It
 // writes only when it gives something back.
 func (s *Store) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (ok bool, res algo.Result, err error) {
 	sh, h, e, now, err := s.lock(ctx, key)
@@ -143,7 +142,7 @@ func (s *Store) CancelReservation(ctx context.Context, key string, p algo.Policy
 	return ok, res, nil
 }
 
-// RefundMulti refunds every request atomically: see store.Refunder. The
+// RefundMulti refunds every request atomically: see store.Store. The
 // shards involved are locked in index order, as by TakeMulti; keys without
 // a bucket, and refunds of 0, change nothing.
 func (s *Store) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/ratebucket/ratebucket/memstore"
 )
 
@@ -36,15 +38,23 @@ func BenchmarkOps(b *testing.B) {
 			}
 		})
 	}
-	bench("take", 0, func(s *memstore.Store, key string) { s.Take(ctx, key, benchPolicy, 1) })
-	bench("refund", half, func(s *memstore.Store, key string) { s.Refund(ctx, key, benchPolicy, 1) })
-	bench("takeAtMost", 0, func(s *memstore.Store, key string) { s.TakeAtMost(ctx, key, benchPolicy, 2) })
-	bench("reserve", 0, func(s *memstore.Store, key string) { s.Reserve(ctx, key, benchPolicy, 1, 0) })
+	bench("take", 0, func(s *memstore.Store, key string) {
+		s.Take(ctx, store.Request{Key: key, Policy: benchPolicy, Cost: 1})
+	})
+	bench("refund", half, func(s *memstore.Store, key string) {
+		s.Refund(ctx, store.Request{Key: key, Policy: benchPolicy, Cost: 1})
+	})
+	bench("takeAtMost", 0, func(s *memstore.Store, key string) {
+		s.TakeAtMost(ctx, store.Request{Key: key, Policy: benchPolicy, Cost: 2})
+	})
+	bench("reserve", 0, func(s *memstore.Store, key string) {
+		s.Reserve(ctx, store.Request{Key: key, Policy: benchPolicy, Cost: 1}, 0)
+	})
 	bench("reserve in debt", benchPolicy.Capacity()-1, func(s *memstore.Store, key string) {
-		s.Reserve(ctx, key, benchPolicy, 1, benchPolicy.MaxDelay())
+		s.Reserve(ctx, store.Request{Key: key, Policy: benchPolicy, Cost: 1}, benchPolicy.MaxDelay())
 	})
 	bench("reserve+cancel", benchPolicy.Capacity()-1, func(s *memstore.Store, key string) {
-		r, _ := s.Reserve(ctx, key, benchPolicy, 1, benchPolicy.MaxDelay())
+		r, _ := s.Reserve(ctx, store.Request{Key: key, Policy: benchPolicy, Cost: 1}, benchPolicy.MaxDelay())
 		s.CancelReservation(ctx, key, benchPolicy, r.Ticket)
 	})
 }

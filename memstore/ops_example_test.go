@@ -23,11 +23,11 @@ func ExampleStore_Refund() {
 	defer s.Close()
 	ctx := context.Background()
 	p := algo.PerMinute(10).Burst(10)
-	res, _ := s.Take(ctx, "uploads:42", p, 3)
+	res, _ := s.Take(ctx, store.Request{Key: "uploads:42", Policy: p, Cost: 3})
 	fmt.Println("charged, remaining", res.Remaining)
-	res, _ = s.Refund(ctx, "uploads:42", p, 3) // the upload failed
+	res, _ = s.Refund(ctx, store.Request{Key: "uploads:42", Policy: p, Cost: 3}) // the upload failed
 	fmt.Println("refunded, remaining", res.Remaining)
-	res, _ = s.Refund(ctx, "uploads:42", p, 5) // nothing was charged: spills
+	res, _ = s.Refund(ctx, store.Request{Key: "uploads:42", Policy: p, Cost: 5}) // nothing was charged: spills
 	fmt.Println("refunded again, remaining", res.Remaining)
 	// Output:
 	// charged, remaining 7
@@ -46,10 +46,10 @@ func ExampleStore_TakeAtMost() {
 	ctx := context.Background()
 	p := algo.PerSecond(10).Burst(25)
 	for range 3 {
-		n, res, _ := s.TakeAtMost(ctx, "batch:nightly", p, 10)
+		n, res, _ := s.TakeAtMost(ctx, store.Request{Key: "batch:nightly", Policy: p, Cost: 10})
 		fmt.Printf("granted %d, remaining %d, retry after %v\n", n, res.Remaining, res.RetryAfter)
 	}
-	n, res, _ := s.TakeAtMost(ctx, "batch:nightly", p, 10)
+	n, res, _ := s.TakeAtMost(ctx, store.Request{Key: "batch:nightly", Policy: p, Cost: 10})
 	fmt.Printf("granted %d, retry after %v\n", n, res.RetryAfter)
 	// Output:
 	// granted 10, remaining 15, retry after 0s
@@ -71,12 +71,12 @@ func ExampleStore_Reserve() {
 	ctx := context.Background()
 	p := algo.PerSecond(2).Burst(2) // a token every 500ms
 	for range 4 {
-		r, _ := s.Reserve(ctx, "feed:42", p, 1, time.Second)
+		r, _ := s.Reserve(ctx, store.Request{Key: "feed:42", Policy: p, Cost: 1}, time.Second)
 		fmt.Printf("allowed=%v delay=%v retry-after=%v\n", r.Allowed, r.Delay, r.RetryAfter)
 	}
-	last, _ := s.Reserve(ctx, "feed:7", p, 2, time.Second) // another key: at once
+	last, _ := s.Reserve(ctx, store.Request{Key: "feed:7", Policy: p, Cost: 2}, time.Second) // another key: at once
 	fmt.Println("feed:7 delay", last.Delay)
-	r, _ := s.Reserve(ctx, "feed:7", p, 1, time.Second)
+	r, _ := s.Reserve(ctx, store.Request{Key: "feed:7", Policy: p, Cost: 1}, time.Second)
 	ok, res, _ := s.CancelReservation(ctx, "feed:7", p, r.Ticket) // the client left
 	fmt.Printf("cancelled %v, next token in %v\n", ok, res.ResetAfter)
 	// Output:

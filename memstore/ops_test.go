@@ -26,13 +26,13 @@ func TestOpsAllocateNothing(t *testing.T) {
 	ctx := context.Background()
 	take(t, s, "hot", p, 500_000)
 	cases := map[string]func(){
-		"Refund":     func() { s.Refund(ctx, "hot", p, 1) },
-		"TakeAtMost": func() { s.TakeAtMost(ctx, "hot", p, 1) },
+		"Refund":     func() { s.Refund(ctx, store.Request{Key: "hot", Policy: p, Cost: 1}) },
+		"TakeAtMost": func() { s.TakeAtMost(ctx, store.Request{Key: "hot", Policy: p, Cost: 1}) },
 		"Reserve at once": func() {
-			s.Reserve(ctx, "hot", p, 1, time.Second)
+			s.Reserve(ctx, store.Request{Key: "hot", Policy: p, Cost: 1}, time.Second)
 		},
 		"Reserve and cancel": func() {
-			r, _ := s.Reserve(ctx, "hot", p, 600_000, time.Hour)
+			r, _ := s.Reserve(ctx, store.Request{Key: "hot", Policy: p, Cost: 600_000}, time.Hour)
 			s.CancelReservation(ctx, "hot", p, r.Ticket)
 		},
 	}
@@ -53,14 +53,14 @@ func TestRefundCreatesNothing(t *testing.T) {
 	s := newStore(t, memstore.Config{Clock: storetest.NewClock()})
 	p := algo.PerSecond(1).Burst(5)
 	ctx := context.Background()
-	if res, err := s.Refund(ctx, "absent", p, 3); err != nil || res.Remaining != 5 || s.Len() != 0 {
+	if res, err := s.Refund(ctx, store.Request{Key: "absent", Policy: p, Cost: 3}); err != nil || res.Remaining != 5 || s.Len() != 0 {
 		t.Fatalf("Refund on an absent key = %+v, %v, %d buckets; want full, none stored", res, err, s.Len())
 	}
 	take(t, s, "k", p, 2)
-	if res, err := s.Refund(ctx, "k", p, 0); err != nil || res.Remaining != 3 || s.Len() != 1 {
+	if res, err := s.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 0}); err != nil || res.Remaining != 3 || s.Len() != 1 {
 		t.Fatalf("Refund(0) = %+v, %v", res, err)
 	}
-	if res, err := s.Refund(ctx, "k", p, 2); err != nil || res.Remaining != 5 || s.Len() != 0 {
+	if res, err := s.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 2}); err != nil || res.Remaining != 5 || s.Len() != 0 {
 		t.Fatalf("Refund(2) after Take(2) = %+v, %v, %d buckets; want full and forgotten", res, err, s.Len())
 	}
 	if _, err := s.RefundMulti(ctx, []store.Request{{Key: "x", Policy: p, Cost: 1}, {Key: "y", Policy: p, Cost: 0}}); err != nil || s.Len() != 0 {
@@ -75,9 +75,12 @@ func TestOpsNeedTheTokenBucket(t *testing.T) {
 	p := algo.PerSecond(1).Burst(5)
 	ctx := context.Background()
 	calls := map[string]func() error{
-		"Refund":     func() error { _, err := s.Refund(ctx, "k", p, 1); return err },
-		"TakeAtMost": func() error { _, _, err := s.TakeAtMost(ctx, "k", p, 1); return err },
-		"Reserve":    func() error { _, err := s.Reserve(ctx, "k", p, 1, time.Second); return err },
+		"Refund":     func() error { _, err := s.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); return err },
+		"TakeAtMost": func() error { _, _, err := s.TakeAtMost(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); return err },
+		"Reserve": func() error {
+			_, err := s.Reserve(ctx, store.Request{Key: "k", Policy: p, Cost: 1}, time.Second)
+			return err
+		},
 		"CancelReservation": func() error {
 			_, _, err := s.CancelReservation(ctx, "k", p, algo.Ticket{})
 			return err
@@ -108,15 +111,15 @@ func TestOpsAtFullStore(t *testing.T) {
 	for i := range 2 {
 		take(t, s, fmt.Sprint("old", i), p, 3)
 	}
-	g, res, err := s.TakeAtMost(ctx, "new0", p, 2)
+	g, res, err := s.TakeAtMost(ctx, store.Request{Key: "new0", Policy: p, Cost: 2})
 	if err != nil || g != 2 || res.Remaining != 1 {
 		t.Fatalf("TakeAtMost(2) on a new key at a full store = %d, %+v, %v; want 2 from overflow", g, res, err)
 	}
-	r, err := s.Reserve(ctx, "new1", p, 3, time.Hour)
+	r, err := s.Reserve(ctx, store.Request{Key: "new1", Policy: p, Cost: 3}, time.Hour)
 	if err != nil || !r.Allowed || r.Delay != 2*time.Second || r.Ticket != (algo.Ticket{}) {
 		t.Fatalf("Reserve(3) on a new key at a full store = %+v, %v; want the overflow's delay of 2s, no ticket", r, err)
 	}
-	if g, res, _ := s.TakeAtMost(ctx, "new2", p, 1); g != 0 || res.RetryAfter != 3*time.Second {
+	if g, res, _ := s.TakeAtMost(ctx, store.Request{Key: "new2", Policy: p, Cost: 1}); g != 0 || res.RetryAfter != 3*time.Second {
 		t.Fatalf("TakeAtMost(1) behind the overflow's reservation = %d, %+v; want none, retry after 3s", g, res)
 	}
 	if s.Len() != 2 {

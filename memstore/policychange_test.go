@@ -43,25 +43,25 @@ func TestPolicyChangeTableFull(t *testing.T) {
 	clk := clock.NewMock()
 	s := newStore(t, memstore.Config{Clock: clk, Shards: 4})
 	first := algo.PerSecond(1).Burst(10)
-	if _, err := s.Take(ctx, "first", first, 4); err != nil {
+	if _, err := s.Take(ctx, store.Request{Key: "first", Policy: first, Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < memstore.MaxPolicies; i++ {
-		if _, err := s.Take(ctx, fmt.Sprint("k", i), algo.PerHour(1).Burst(int64(i)), 0); err != nil {
+		if _, err := s.Take(ctx, store.Request{Key: fmt.Sprint("k", i), Policy: algo.PerHour(1).Burst(int64(i)), Cost: 0}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	beyond := algo.PerHour(2).Burst(10)
-	if _, err := s.Take(ctx, "beyond", beyond, 4); err != nil {
+	if _, err := s.Take(ctx, store.Request{Key: "beyond", Policy: beyond, Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
 	raised := algo.PerSecond(1).Burst(100)
-	if res, _ := s.Take(ctx, "first", raised, 0); res.Remaining != 6 {
+	if res, _ := s.Take(ctx, store.Request{Key: "first", Policy: raised, Cost: 0}); res.Remaining != 6 {
 		t.Errorf("a tracked bucket raised to 100 holds %d tokens, want the 6 it kept", res.Remaining)
 	}
 	// beyond's deficit (4 of its tokens, 4·1800e6 units) read under raised
 	// (unit 1e6) is more than the bucket: raised holds none.
-	if res, _ := s.Take(ctx, "beyond", raised, 0); res.Remaining != 0 {
+	if res, _ := s.Take(ctx, store.Request{Key: "beyond", Policy: raised, Cost: 0}); res.Remaining != 0 {
 		t.Errorf("an untracked bucket read under another policy holds %d tokens, want 0 (its deficit read unconverted)", res.Remaining)
 	}
 }
@@ -78,14 +78,14 @@ func ExampleConfig_onPolicyChange() {
 	defer s.Close()
 	ctx := context.Background()
 	old := algo.PerSecond(1).Burst(10)
-	res, _ := s.Take(ctx, "tenant-7", old, 8)
+	res, _ := s.Take(ctx, store.Request{Key: "tenant-7", Policy: old, Cost: 8})
 	fmt.Println("under the old limit:", res.Remaining, "of", old.Capacity())
 
 	raised := algo.PerSecond(10).Burst(100)
-	res, _ = s.Take(ctx, "tenant-7", raised, 0)
+	res, _ = s.Take(ctx, store.Request{Key: "tenant-7", Policy: raised, Cost: 0})
 	fmt.Println("raised:", res.Remaining, "of", raised.Capacity())
 	clk.Add(time.Second)
-	res, _ = s.Take(ctx, "tenant-7", raised, 0)
+	res, _ = s.Take(ctx, store.Request{Key: "tenant-7", Policy: raised, Cost: 0})
 	fmt.Println("a second later:", res.Remaining, "of", raised.Capacity())
 	// Output:
 	// under the old limit: 2 of 10

@@ -48,7 +48,7 @@ func BenchmarkTakeQuota(b *testing.B) {
 		take(b, s, "q", q, 1)
 		b.ReportAllocs()
 		for b.Loop() {
-			s.Take(ctx, "q", q, 1)
+			s.Take(ctx, store.Request{Key: "q", Policy: q, Cost: 1})
 		}
 	})
 	b.Run("multi with a bucket", func(b *testing.B) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -181,7 +183,7 @@ func TestShardSweep(t *testing.T) {
 	ctx := context.Background()
 	p := algo.PerSecond(1).Burst(10)
 	now := s.now()
-	if _, err := s.Take(ctx, "a", p, 2); err != nil { // idle 2 s from now
+	if _, err := s.Take(ctx, store.Request{Key: "a", Policy: p, Cost: 2}); err != nil { // idle 2 s from now
 		t.Fatal(err)
 	}
 	sh := &s.shards[0]
@@ -205,12 +207,12 @@ func TestShardSweep(t *testing.T) {
 	if len(sh.lost) != 0 {
 		t.Fatalf("%d lost idle times left", len(sh.lost))
 	}
-	s.Take(ctx, "a", p, 1)
+	s.Take(ctx, store.Request{Key: "a", Policy: p, Cost: 1})
 	s.Close()
 	if s.Len() != 0 || len(sh.b.slots) != 1 || !sh.closed {
 		t.Fatalf("after Close: Len %d, %d slots", s.Len(), len(sh.b.slots))
 	}
-	if _, err := s.Take(ctx, "a", p, 1); err == nil {
+	if _, err := s.Take(ctx, store.Request{Key: "a", Policy: p, Cost: 1}); err == nil {
 		t.Fatal("Take after Close: no error")
 	}
 }

@@ -42,7 +42,7 @@ func TestBatchOneScriptCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, pol := range []algo.Policy{p, p2} { // the policies are numbered: the batch's fast path
-		if _, err := s.Take(ctxT(t), fmt.Sprint("other", i), pol, 1); err != nil {
+		if _, err := s.Take(ctxT(t), store.Request{Key: fmt.Sprint("other", i), Policy: pol, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestBatchOneScriptCall(t *testing.T) {
 	for i, tk := range takes {
 		outs[i] = make(chan outcome, 1)
 		go func() {
-			res, err := s.Take(context.Background(), tk.key, tk.pol, 1)
+			res, err := s.Take(context.Background(), store.Request{Key: tk.key, Policy: tk.pol, Cost: 1})
 			outs[i] <- outcome{res, err}
 		}()
 	}

@@ -48,7 +48,7 @@ func BenchmarkTake(b *testing.B) {
 				b.Run(fmt.Sprintf("pipeline=%v/%s/g=%d", pipe, kc.name, g), func(b *testing.B) {
 					b.ReportAllocs()
 					parallel(b, g, func() error {
-						_, err := s.Take(context.Background(), kc.key(), p, 1)
+						_, err := s.Take(context.Background(), store.Request{Key: kc.key(), Policy: p, Cost: 1})
 						return err
 					})
 				})
@@ -108,7 +108,7 @@ func BenchmarkTakeCluster(b *testing.B) {
 				pipes.Store(0)
 				b.ResetTimer()
 				parallel(b, g, func() error {
-					_, err := s.Take(context.Background(), kc.key(), p, 1)
+					_, err := s.Take(context.Background(), store.Request{Key: kc.key(), Policy: p, Cost: 1})
 					return err
 				})
 				b.StopTimer()

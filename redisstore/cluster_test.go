@@ -43,7 +43,7 @@ func TestCluster(t *testing.T) {
 		nodes := map[string]bool{}
 		for i := range 30 {
 			key := fmt.Sprintf("user:%d", i)
-			if _, err := s.Take(ctxT(t), key, p, 1); err != nil {
+			if _, err := s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: 1}); err != nil {
 				t.Fatal(err)
 			}
 			m, err := rdb.MasterForKey(ctxT(t), s.Key(key))
@@ -73,7 +73,7 @@ func TestCluster(t *testing.T) {
 	t.Run("reset across slots", func(t *testing.T) {
 		keys := []string{"r:1", "r:2", "r:3", "r:4", "r:5"}
 		for _, k := range keys {
-			if _, err := s.Take(ctxT(t), k, p, 1); err != nil {
+			if _, err := s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -113,7 +113,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		resume := stall(t, node)
-		_, err = ss.Take(ctxT(t), "k", p, 1)
+		_, err = ss.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 1})
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			t.Fatalf("Take on a stalled node: %v, want a timeout", err)
@@ -157,7 +157,7 @@ func TestRing(t *testing.T) {
 	if res, err := s.TakeMulti(ctxT(t), tagged); err != nil || !res.Allowed {
 		t.Fatalf("TakeMulti with one hash tag = %+v, %v; want allowed", res, err)
 	}
-	if res, err := s.Take(ctxT(t), "{user:1}:burst", p, 0); err != nil || res.Remaining != 1 {
+	if res, err := s.Take(ctxT(t), store.Request{Key: "{user:1}:burst", Policy: p, Cost: 0}); err != nil || res.Remaining != 1 {
 		t.Fatalf("peek after TakeMulti = %+v, %v; want 1 remaining (the single take reaches the same shard)", res, err)
 	}
 	untagged := []store.Request{{Key: "user:1", Policy: p, Cost: 1}, {Key: "tenant:1", Policy: p, Cost: 1}}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
@@ -97,7 +99,7 @@ func TestStoredStatesMatchAlgo(t *testing.T) {
 				rt.Fatal(err)
 			}
 			st = forget(p, st, now)
-			got, err := s.Take(ctx, "k", p, cost)
+			got, err := s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: cost})
 			if err != nil || got != want {
 				rt.Fatalf("step %d: Take(%v, %d) from %+v at %d µs = %+v, %v; algo says %+v", step, p, cost, prev, now, got, err, want)
 			}
@@ -161,14 +163,14 @@ func TestPast2To53(t *testing.T) {
 					var w algo.Result
 					st, w, err = algo.TokenBucket{}.Take(tc.p, st, s.at, s.cost)
 					want = w
-					gotM, errM = ms.Take(ctx, "k", tc.p, s.cost)
-					gotR, errR = rs.Take(ctx, "k", tc.p, s.cost)
+					gotM, errM = ms.Take(ctx, store.Request{Key: "k", Policy: tc.p, Cost: s.cost})
+					gotR, errR = rs.Take(ctx, store.Request{Key: "k", Policy: tc.p, Cost: s.cost})
 				case "reserve":
 					var w algo.Reservation
 					st, w, err = algo.TokenBucket{}.Reserve(tc.p, st, s.at, s.cost, tc.p.MaxDelay().Microseconds())
 					want, tk = w, w.Ticket
-					gotM, errM = ms.Reserve(ctx, "k", tc.p, s.cost, tc.p.MaxDelay())
-					gotR, errR = rs.Reserve(ctx, "k", tc.p, s.cost, tc.p.MaxDelay())
+					gotM, errM = ms.Reserve(ctx, store.Request{Key: "k", Policy: tc.p, Cost: s.cost}, tc.p.MaxDelay())
+					gotR, errR = rs.Reserve(ctx, store.Request{Key: "k", Policy: tc.p, Cost: s.cost}, tc.p.MaxDelay())
 				case "cancel":
 					var ok bool
 					var w algo.Result

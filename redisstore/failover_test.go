@@ -328,7 +328,7 @@ func (tr *traffic) take(u *unit) {
 	var err error
 	if len(u.keys) == 1 {
 		var r algo.Result
-		r, err = tr.s.Take(context.Background(), u.keys[0], tr.p, 1)
+		r, err = tr.s.Take(context.Background(), store.Request{Key: u.keys[0], Policy: tr.p, Cost: 1})
 		allowed = r.Allowed
 	} else {
 		var r store.MultiResult
@@ -508,9 +508,9 @@ func restartKeys(n int) []string {
 func drain(t *testing.T, s *redisstore.Store, p algo.Policy, keys []string) {
 	t.Helper()
 	for _, k := range keys {
-		r, err := s.Take(ctxT(t), k, p, p.Capacity())
+		r, err := s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: p.Capacity()})
 		if err == nil && r.Allowed {
-			r, err = s.Take(ctxT(t), k, p, 1)
+			r, err = s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: 1})
 		}
 		if err != nil || r.Allowed {
 			t.Fatalf("draining %s: %+v, %v; want drained", k, r, err)
@@ -533,7 +533,7 @@ func refilled(t *testing.T, s *redisstore.Store, p algo.Policy, keys []string, l
 		var r algo.Result
 		waitUntil(t, 20*time.Second, "served after the restart", func() bool {
 			var err error
-			if r, err = s.Take(ctxT(t), k, p, 1); err != nil {
+			if r, err = s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: 1}); err != nil {
 				failed++
 				kinds[errorKind(err)]++
 				last = time.Since(start)
@@ -548,7 +548,7 @@ func refilled(t *testing.T, s *redisstore.Store, p algo.Policy, keys []string, l
 			t.Errorf("%s after the restart: %+v; want a full bucket", k, r)
 		case lost(k):
 			nLost++
-			if r, err := s.Take(ctxT(t), k, p, p.Capacity()-1); err != nil || !r.Allowed {
+			if r, err := s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: p.Capacity() - 1}); err != nil || !r.Allowed {
 				t.Errorf("%s: the rest of the refilled bucket: %+v, %v", k, r, err)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -105,7 +107,7 @@ func TestNoReplayAfterTimeout(t *testing.T) {
 		runs int64
 	}{
 		{"redisstore", func(ctx context.Context, _ *redis.Client, s *redisstore.Store) error {
-			_, err := s.Take(ctx, "k", p, 1)
+			_, err := s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
 			return err
 		}, 1},
 		{"control: plain EvalSha replays", func(ctx context.Context, rdb *redis.Client, s *redisstore.Store) error {
@@ -173,7 +175,7 @@ func TestTimeouts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, rdb, redisstore.Config{Timeout: tc.timeout})
-			if _, err := s.Take(ctxT(t), "k", p, 1); err != nil {
+			if _, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 1}); err != nil {
 				t.Fatal(err)
 			}
 			if err := admin.Do(ctxT(t), "CLIENT", "PAUSE", 20000, "WRITE").Err(); err != nil {
@@ -183,7 +185,7 @@ func TestTimeouts(t *testing.T) {
 			ctx, cancel := tc.ctx()
 			defer cancel()
 			start := time.Now()
-			res, err := s.Take(ctx, "k", p, 1)
+			res, err := s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Take on a paused server = %+v, %v; want an error matching context.DeadlineExceeded", res, err)
 			}
@@ -201,7 +203,7 @@ func TestUnreachable(t *testing.T) {
 	rdb := srv.Client()
 	s := newStore(t, rdb, redisstore.Config{})
 	srv.Kill(t)
-	_, err := s.Take(ctxT(t), "k", algo.PerSecond(1).Burst(5), 1)
+	_, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: algo.PerSecond(1).Burst(5), Cost: 1})
 	var op *net.OpError
 	if !errors.As(err, &op) {
 		t.Fatalf("Take on a dead server: %v, want an error wrapping *net.OpError", err)
@@ -225,7 +227,7 @@ func TestScriptFlush(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res, err := s.Take(ctxT(t), "k", p, 1)
+		res, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 1})
 		if err != nil || res.Remaining != int64(9-i) {
 			t.Fatalf("take %d = %+v, %v; want %d remaining", i, res, err, 9-i)
 		}
@@ -260,7 +262,7 @@ func TestRestartDuringTraffic(t *testing.T) {
 				default:
 				}
 				started := phase.Load()
-				_, err := s.Take(context.Background(), "k"+strconv.Itoa(g*7+i%7), p, 1)
+				_, err := s.Take(context.Background(), store.Request{Key: "k" + strconv.Itoa(g*7+i%7), Policy: p, Cost: 1})
 				switch {
 				case err == nil && started == 1 && phase.Load() == 1:
 					t.Errorf("Take succeeded while Redis was down")
@@ -327,7 +329,7 @@ func TestFailover(t *testing.T) {
 	p := algo.PerHour(3600).Burst(100)
 	want := map[string]redisstore.Bucket{}
 	for i, key := range []string{"a", "b", "c"} {
-		if _, err := before.Take(ctxT(t), key, p, int64(10*(i+1))); err != nil {
+		if _, err := before.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: int64(10 * (i + 1))}); err != nil {
 			t.Fatal(err)
 		}
 	}

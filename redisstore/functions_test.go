@@ -77,7 +77,7 @@ func TestFunctionsLoad(t *testing.T) {
 				if i == 2 {
 					functionFlush(t, rdb)
 				}
-				res, err := s.Take(ctxT(t), "k", p, 1)
+				res, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 1})
 				if err != nil || res.Remaining != int64(9-i) {
 					t.Fatalf("take %d = %+v, %v; want %d remaining", i, res, err, 9-i)
 				}
@@ -121,7 +121,7 @@ func TestFunctionsPipelineLoad(t *testing.T) {
 	}
 	s := newStore(t, rdb, redisstore.Config{Pipeline: redisstore.PipelineConfig{Writers: 1}, Functions: true})
 	p := algo.PerHour(1).Burst(10)
-	if _, err := s.Take(ctxT(t), "k", p, 1); err != nil { // the library is loaded
+	if _, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 1}); err != nil { // the library is loaded
 		t.Fatal(err)
 	}
 	// CLIENT PAUSE WRITE holds FCALL and FUNCTION FLUSH, which run in the
@@ -203,7 +203,7 @@ func TestFunctionsCluster(t *testing.T) {
 			done := make(chan error, len(keys))
 			for _, k := range keys {
 				go func() {
-					res, err := s.Take(ctx, k, p, 1)
+					res, err := s.Take(ctx, store.Request{Key: k, Policy: p, Cost: 1})
 					if err == nil && res.Remaining != 9 {
 						err = fmt.Errorf("take on %s = %+v, want 9 remaining (charged once)", k, res)
 					}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -52,7 +54,7 @@ func TestHammerServerClock(t *testing.T) {
 			// Until 80 refilled tokens were admitted (about 400ms of
 			// refill), or 3s at most; neither bound measures anything.
 			for admitted.Load() < 80 && time.Now().Before(stop) {
-				res, err := s.Take(context.Background(), "hot", p, 1)
+				res, err := s.Take(context.Background(), store.Request{Key: "hot", Policy: p, Cost: 1})
 				if err != nil {
 					t.Errorf("Take: %v", err)
 					return

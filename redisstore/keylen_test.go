@@ -22,10 +22,10 @@ func TestMaxKeyLen(t *testing.T) {
 	s := newStore(t, rdb, redisstore.Config{Pipeline: redisstore.PipelineConfig{Disabled: true}})
 	long := strings.Repeat("k", store.DefaultMaxKeyLen+1)
 	before := calls(t, rdb, "evalsha") + calls(t, rdb, "eval")
-	if res, err := s.Take(ctxT(t), long, p, 1); !errors.Is(err, store.ErrKeyTooLong) {
+	if res, err := s.Take(ctxT(t), store.Request{Key: long, Policy: p, Cost: 1}); !errors.Is(err, store.ErrKeyTooLong) {
 		t.Fatalf("Take on a %d-byte key = %+v, %v; want store.ErrKeyTooLong", len(long), res, err)
 	}
-	if _, err := s.Take(ctxT(t), strings.Repeat("m", 1<<20), p, 1); !errors.Is(err, store.ErrKeyTooLong) {
+	if _, err := s.Take(ctxT(t), store.Request{Key: strings.Repeat("m", 1<<20), Policy: p, Cost: 1}); !errors.Is(err, store.ErrKeyTooLong) {
 		t.Fatalf("Take on a 1 MB key: %v; want store.ErrKeyTooLong", err)
 	}
 	if _, err := s.TakeMulti(ctxT(t), []store.Request{{Key: "a", Policy: p, Cost: 1}, {Key: long, Policy: p, Cost: 1}}); !errors.Is(err, store.ErrKeyTooLong) {
@@ -39,7 +39,7 @@ func TestMaxKeyLen(t *testing.T) {
 	}
 
 	key := long[:store.DefaultMaxKeyLen]
-	if res, err := s.Take(ctxT(t), key, p, 1); err != nil || !res.Allowed {
+	if res, err := s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: 1}); err != nil || !res.Allowed {
 		t.Fatalf("Take on a %d-byte key = %+v, %v; want admitted", len(key), res, err)
 	}
 	usage, err := rdb.MemoryUsage(ctxT(t), s.Key(key)).Result()
@@ -54,7 +54,7 @@ func TestMaxKeyLen(t *testing.T) {
 	t.Logf("MEMORY USAGE of a bucket with a %d-byte Redis key: %d bytes", len(s.Key(key)), usage)
 
 	unbounded := newStore(t, rdb, redisstore.Config{MaxKeyLen: -1})
-	if _, err := unbounded.Take(ctxT(t), long, p, 1); err != nil {
+	if _, err := unbounded.Take(ctxT(t), store.Request{Key: long, Policy: p, Cost: 1}); err != nil {
 		t.Fatalf("Take on a %d-byte key with MaxKeyLen -1: %v", len(long), err)
 	}
 }

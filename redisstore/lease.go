@@ -62,14 +62,12 @@ func evalSource(sha any) string {
 	return scriptSrc
 }
 
-var _ store.Leaser = (*Store)(nil)
-
 // AcquireLease asks for a lease with the given id on key under p, in one
 // atomic script call on the Redis server's clock (or Config.Clock's): see
-// store.Leaser for what it answers, and the package documentation
+// store.Store for what it answers, and the package documentation
 // ("Requests in flight") for what Redis holds. Bad input is refused before
 // Redis is called: store.ErrEmptyKey, store.ErrKeyTooLong (beyond
-// Config.MaxKeyLen), store.ErrInvalidLeasePolicy, store.ErrInvalidLeaseID.
+// Config.MaxKeyLen), algo.ErrInvalidLeasePolicy, algo.ErrInvalidLeaseID.
 // A key holding something else than a lease set is repaired or refused as
 // Config.Corrupt says (see [RepairCorrupt]); Redis failures are returned
 // wrapped. On an error nothing was admitted, except that a call that timed

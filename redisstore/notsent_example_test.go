@@ -7,6 +7,8 @@ import (
 	"log"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -29,7 +31,7 @@ func ExampleErrNotSent() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	_, err = s.Take(context.Background(), "user:42", algo.PerSecond(10).Burst(20), 1)
+	_, err = s.Take(context.Background(), store.Request{Key: "user:42", Policy: algo.PerSecond(10).Burst(20), Cost: 1})
 	switch {
 	case errors.Is(err, redisstore.ErrNotSent):
 		fmt.Println("not sent, nothing charged: safe to answer locally")

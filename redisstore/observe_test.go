@@ -49,10 +49,10 @@ func TestObservePipelineBatches(t *testing.T) {
 	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /", Policy: "hourly"})
 	unpause := pause(t, rdb)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.Take(ctx, "first", p, 1) })
+	wg.Go(func() { s.Take(ctx, store.Request{Key: "first", Policy: p, Cost: 1}) })
 	waitState(t, rs, 0, 1)
 	for range 10 {
-		wg.Go(func() { s.Take(ctx, "next", p, 1) })
+		wg.Go(func() { s.Take(ctx, store.Request{Key: "next", Policy: p, Cost: 1}) })
 	}
 	waitState(t, rs, 10, 1)
 	unpause()
@@ -76,7 +76,7 @@ func TestObservePipelineBatches(t *testing.T) {
 	// Without pipelining there is no batch to report.
 	obs.sizes = nil
 	plain := newStore(t, rdb, redisstore.Config{Observer: obs, Name: "limits", Pipeline: redisstore.PipelineConfig{Disabled: true}})
-	if _, err := plain.Take(ctx, "plain", p, 1); err != nil {
+	if _, err := plain.Take(ctx, store.Request{Key: "plain", Policy: p, Cost: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if len(obs.sizes) != 0 {

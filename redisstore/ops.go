@@ -9,24 +9,21 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// The operations around a take (store.Refunder, store.AtMostTaker,
-// store.Reserver): each is one call of the token-bucket script, its op the
+// The operations around a take (store.Store, store.Store,
+// store.Store): each is one call of the token-bucket script, its op the
 // Lua twin of algo.TokenBucket's Refund, TakeAtMost, Reserve and Cancel,
 // checked, pipelined and timed out as Take is, on the server clock or
 // Config.Clock. See the package documentation ("Refunds, partial grants
 // and reservations").
 
-var (
-	_ store.Refunder    = (*Store)(nil)
-	_ store.AtMostTaker = (*Store)(nil)
-	_ store.Reserver    = (*Store)(nil)
-)
+var ()
 
 // Refund gives n tokens back to the bucket at key under p in one atomic
-// script call: see store.Refunder. A refund of 0, or to a key Redis does
+// script call: see store.Store. A refund of 0, or to a key Redis does
 // not hold (a full bucket), changes nothing and writes nothing. The errors
 // are Take's.
-func (s *Store) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
+func (s *Store) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
+	key, p, n := req.Key, req.Policy, req.Cost
 	reqs := [1]store.Request{{Key: key, Policy: p, Cost: n}}
 	var res [1]algo.Result
 	if err := s.run(ctx, opRefund, reqs[:], res[:], nil); err != nil {
@@ -37,7 +34,7 @@ func (s *Store) Refund(ctx context.Context, key string, p algo.Policy, n int64) 
 
 // RefundMulti refunds every request (Cost tokens to Key under Policy) in
 // one atomic script call, with one Result per request, in order: see
-// store.Refunder. Bad input anywhere, or a key named twice
+// store.Store. Bad input anywhere, or a key named twice
 // (store.ErrDuplicateKey), refunds nothing; on Redis Cluster the keys must
 // share a slot (store.GroupKey, as for TakeMulti), or the call fails with
 // an error matching store.ErrNotTogether before Redis is called. An empty
@@ -58,9 +55,10 @@ func (s *Store) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.R
 
 // TakeAtMost takes as many whole tokens as the bucket at key under p
 // holds, up to n, in one atomic script call, and returns how many it
-// granted: see store.AtMostTaker. An n above the capacity asks for the
+// granted: see store.Store. An n above the capacity asks for the
 // capacity, which is all a bucket can grant.
-func (s *Store) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (granted int64, res algo.Result, err error) {
+func (s *Store) TakeAtMost(ctx context.Context, req store.Request) (granted int64, res algo.Result, err error) {
+	key, p, n := req.Key, req.Policy, req.Cost
 	var in inspected
 	res, err = s.takeAtMost(ctx, key, p, n, &in)
 	return in.granted, res, err
@@ -77,10 +75,11 @@ func (s *Store) takeAtMost(ctx context.Context, key string, p algo.Policy, n int
 
 // Reserve takes cost tokens from the bucket at key under p, even before
 // they exist, provided they exist within maxWait, in one atomic script
-// call: see store.Reserver and algo.TokenBucket.Reserve. The Delay is
+// call: see store.Store and algo.TokenBucket.Reserve. The Delay is
 // counted on the clock the bucket uses (Redis's, by default), and the
 // Ticket's At is a time on that clock. The errors are Take's.
-func (s *Store) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
+func (s *Store) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	return s.reserve(ctx, key, p, cost, maxWait, &inspected{})
 }
 
@@ -102,7 +101,7 @@ func (s *Store) reserve(ctx context.Context, key string, p algo.Policy, cost int
 
 // CancelReservation gives back the tokens of a reservation made on key
 // under p, given its Ticket, in one atomic script call, when it is still
-// waiting and the last in line: see store.Reserver and
+// waiting and the last in line: see store.Store and
 // algo.TokenBucket.Cancel. It writes only when it gives something back. A
 // ticket no Reserve under p could have returned is refused before Redis is
 // called, with algo.ErrInvalidReservation; the other errors are Take's.

@@ -31,7 +31,7 @@ func TestRefundMultiSlots(t *testing.T) {
 		t.Fatal("the test wants keys in two slots")
 	}
 	for _, k := range append(together, apart...) {
-		if res, err := s.Take(ctxT(t), k, p, 4); err != nil || !res.Allowed {
+		if res, err := s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: 4}); err != nil || !res.Allowed {
 			t.Fatalf("Take(%q, 4) = %+v, %v", k, res, err)
 		}
 	}
@@ -46,7 +46,7 @@ func TestRefundMultiSlots(t *testing.T) {
 		t.Fatalf("RefundMulti in one group = %+v, %v; want 9 and 7 left", res, err)
 	}
 	for _, k := range apart {
-		if res, err := s.Take(ctxT(t), k, p, 0); err != nil || res.Remaining != 6 {
+		if res, err := s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: 0}); err != nil || res.Remaining != 6 {
 			t.Fatalf("after the refused RefundMulti, %q = %+v, %v; want the 6 left it had", k, res, err)
 		}
 	}
@@ -68,19 +68,19 @@ func TestOneCallPerOp(t *testing.T) {
 	for _, cfg := range []redisstore.Config{{}, {Clock: clockAt(time.Now())}} {
 		s := newStore(t, rdb, cfg)
 		ctx := context.Background()
-		if _, err := s.Take(ctx, "k", p, 10); err != nil {
+		if _, err := s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 10}); err != nil {
 			t.Fatal(err)
 		}
 		before := calls(t, rdb, "evalsha")
 		ops := []func() error{
-			func() error { _, err := s.Refund(ctx, "k", p, 1); return err },
+			func() error { _, err := s.Refund(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); return err },
 			func() error {
 				_, err := s.RefundMulti(ctx, []store.Request{{Key: "{g}a", Policy: p, Cost: 1}, {Key: "{g}b", Policy: p, Cost: 1}})
 				return err
 			},
-			func() error { _, _, err := s.TakeAtMost(ctx, "k", p, 5); return err },
+			func() error { _, _, err := s.TakeAtMost(ctx, store.Request{Key: "k", Policy: p, Cost: 5}); return err },
 			func() error {
-				r, err := s.Reserve(ctx, "k", p, 3, 2*time.Second) // the bucket is empty: 1.5 s
+				r, err := s.Reserve(ctx, store.Request{Key: "k", Policy: p, Cost: 3}, 2*time.Second) // the bucket is empty: 1.5 s
 				if err != nil || r.Ticket == (algo.Ticket{}) {
 					return fmt.Errorf("Reserve = %+v, %v; want a ticket", r, err)
 				}
@@ -121,10 +121,10 @@ func TestOpsPipelined(t *testing.T) {
 		Pipeline: redisstore.PipelineConfig{Writers: 1, MaxBatch: 64}})
 	p, lp := algo.PerHour(1).Burst(10), algo.LeasePolicy{Limit: 2, TTL: time.Minute}
 	ctx := context.Background()
-	if _, err := s.Take(ctx, "queued", p, 10); err != nil {
+	if _, err := s.Take(ctx, store.Request{Key: "queued", Policy: p, Cost: 10}); err != nil {
 		t.Fatal(err)
 	}
-	rsv, err := s.Reserve(ctx, "queued", p, 1, time.Hour)
+	rsv, err := s.Reserve(ctx, store.Request{Key: "queued", Policy: p, Cost: 1}, time.Hour)
 	if err != nil || rsv.Ticket == (algo.Ticket{}) {
 		t.Fatalf("Reserve = %+v, %v; want a ticket", rsv, err)
 	}
@@ -136,16 +136,19 @@ func TestOpsPipelined(t *testing.T) {
 	obs.mu.Unlock()
 	unpause := pause(t, rdb)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.Take(ctx, "first", p, 1) })
+	wg.Go(func() { s.Take(ctx, store.Request{Key: "first", Policy: p, Cost: 1}) })
 	waitState(t, s, 0, 1)
 	calls := []func() error{
-		func() error { _, err := s.Refund(ctx, "a", p, 1); return err },
+		func() error { _, err := s.Refund(ctx, store.Request{Key: "a", Policy: p, Cost: 1}); return err },
 		func() error {
 			_, err := s.RefundMulti(ctx, []store.Request{{Key: "{g}a", Policy: p, Cost: 1}, {Key: "{g}b", Policy: p, Cost: 1}})
 			return err
 		},
-		func() error { _, _, err := s.TakeAtMost(ctx, "b", p, 5); return err },
-		func() error { _, err := s.Reserve(ctx, "c", p, 1, time.Minute); return err },
+		func() error { _, _, err := s.TakeAtMost(ctx, store.Request{Key: "b", Policy: p, Cost: 5}); return err },
+		func() error {
+			_, err := s.Reserve(ctx, store.Request{Key: "c", Policy: p, Cost: 1}, time.Minute)
+			return err
+		},
 		func() error { _, _, err := s.CancelReservation(ctx, "queued", p, rsv.Ticket); return err },
 		func() error { _, err := s.AcquireLease(ctx, "l", lp, "new"); return err },
 		func() error { _, err := s.RenewLease(ctx, "l", lp, "held"); return err },

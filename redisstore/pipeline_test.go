@@ -38,7 +38,7 @@ type outcome struct {
 func takeAsync(ctx context.Context, s *redisstore.Store, key string, p algo.Policy) <-chan outcome {
 	ch := make(chan outcome, 1)
 	go func() {
-		res, err := s.Take(ctx, key, p, 1)
+		res, err := s.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1})
 		ch <- outcome{res, err}
 	}()
 	return ch
@@ -190,7 +190,9 @@ func TestPipelineDifferential(t *testing.T) {
 			errs := make([]error, len(keys))
 			var wg sync.WaitGroup
 			for j, k := range keys {
-				wg.Go(func() { got[j], errs[j] = s.Take(context.Background(), fmt.Sprint("k", k), pols[k], costs[j]) })
+				wg.Go(func() {
+					got[j], errs[j] = s.Take(context.Background(), store.Request{Key: fmt.Sprint("k", k), Policy: pols[k], Cost: costs[j]})
+				})
 			}
 			wg.Wait()
 			if err := errors.Join(errs...); err != nil || !slices.Equal(got, want) {
@@ -377,7 +379,7 @@ func TestPipelineNoScript(t *testing.T) {
 	rdb := heldClient(t, srv)
 	s := newStore(t, rdb, redisstore.Config{Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 1}})
 	p := algo.PerHour(1).Burst(10)
-	if _, err := s.Take(ctxT(t), "k", p, 1); err != nil { // the script is loaded
+	if _, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 1}); err != nil { // the script is loaded
 		t.Fatal(err)
 	}
 	ev0 := calls(t, rdb, "eval")
@@ -425,7 +427,7 @@ func TestPipelineNoScript(t *testing.T) {
 	if ev := calls(t, rdb, "eval") - ev0; ev < 1 || ev > 2 {
 		t.Fatalf("EVAL ran %d times, want 1 (the batch in one call) or 2 (and first)", ev)
 	}
-	if res, err := s.Take(ctxT(t), "k", p, 1); err != nil || res.Allowed {
+	if res, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 1}); err != nil || res.Allowed {
 		t.Fatalf("11th take = %+v, %v; want denied", res, err)
 	}
 }
@@ -461,7 +463,7 @@ func TestPipelineClose(t *testing.T) {
 			t.Errorf("take %d = %+v, %v; want allowed, 9 remaining (sent by Close)", i, o.res, o.err)
 		}
 	}
-	if _, err := s.Take(ctxT(t), "late", p, 1); !errors.Is(err, store.ErrClosed) {
+	if _, err := s.Take(ctxT(t), store.Request{Key: "late", Policy: p, Cost: 1}); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Take after Close: %v, want store.ErrClosed", err)
 	}
 }
@@ -581,7 +583,7 @@ func TestPipelinePerMaster(t *testing.T) {
 	waitState(t, s, 2, 1)
 	for _, a := range m.addrs[1:] {
 		for _, k := range m.byNode[a] {
-			if r, err := s.Take(ctx, k, p, 1); err != nil || r.Remaining != 8 {
+			if r, err := s.Take(ctx, store.Request{Key: k, Policy: p, Cost: 1}); err != nil || r.Remaining != 8 {
 				t.Errorf("take on %s, on %s, while %s holds its calls: %+v, %v; want 8 remaining at once", k, a, held, r, err)
 			}
 		}
@@ -603,7 +605,7 @@ func TestPipelinePerMaster(t *testing.T) {
 	if n, err := m.nodes[to].Exists(ctx, s.Key(moving)).Result(); err != nil || n != 1 {
 		t.Errorf("%s holds %s: %d, %v; want the bucket there", to, s.Key(moving), n, err)
 	}
-	if r, err := s.Take(ctx, moving, p, 0); err != nil || r.Remaining != 9 {
+	if r, err := s.Take(ctx, store.Request{Key: moving, Policy: p, Cost: 0}); err != nil || r.Remaining != 9 {
 		t.Errorf("peek at %s = %+v, %v; want 9 remaining (charged once)", moving, r, err)
 	}
 }
@@ -636,7 +638,7 @@ func TestPipelinePerShard(t *testing.T) {
 	queued := takeAsync(context.Background(), s, byShard[a.Addr][1], p)
 	waitState(t, s, 1, 1)
 	for _, k := range byShard[b.Addr] {
-		if r, err := s.Take(ctxT(t), k, p, 1); err != nil || r.Remaining != 9 {
+		if r, err := s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: 1}); err != nil || r.Remaining != 9 {
 			t.Errorf("take on %s, on shard b, while shard a holds its calls: %+v, %v; want 9 remaining at once", k, r, err)
 		}
 	}
@@ -664,7 +666,7 @@ func TestPipelineLanesPruned(t *testing.T) {
 	var onA string
 	for i := 0; redisstore.PipelineLanes(s) < 2; i++ {
 		k := fmt.Sprint("r", i)
-		if _, err := s.Take(ctxT(t), k, p, 1); err != nil {
+		if _, err := s.Take(ctxT(t), store.Request{Key: k, Policy: p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if shard, err := ring.GetShardClientForKey(s.Key(k)); err != nil {
@@ -743,7 +745,7 @@ func heldCluster(t *testing.T, perNode int) (*redisstore.Store, algo.Policy, *cl
 		if len(m.byNode[addr]) < perNode {
 			m.byNode[addr] = append(m.byNode[addr], k)
 			m.keys = append(m.keys, k)
-			if _, err := s.Take(ctx, k, p, 1); err != nil {
+			if _, err := s.Take(ctx, store.Request{Key: k, Policy: p, Cost: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}

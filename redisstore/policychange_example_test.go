@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -24,11 +26,11 @@ func ExampleConfig_onPolicyChange() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.Take(ctx, "tenant:7", algo.PerSecond(1).Burst(10), 4); err != nil {
+	if _, err := s.Take(ctx, store.Request{Key: "tenant:7", Policy: algo.PerSecond(1).Burst(10), Cost: 4}); err != nil {
 		log.Fatal(err)
 	}
 	p := algo.PerSecond(10).Burst(100)
-	res, err := s.Take(ctx, "tenant:7", p, 0) // 60% of 10 -> 60 of 100
+	res, err := s.Take(ctx, store.Request{Key: "tenant:7", Policy: p, Cost: 0}) // 60% of 10 -> 60 of 100
 	if err != nil {
 		log.Fatal(err)
 	}

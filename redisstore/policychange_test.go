@@ -96,7 +96,7 @@ func serverClockChanges(t *testing.T, rdb redis.UniversalClient, rule algo.Chang
 	s := newStore(t, rdb, redisstore.Config{Timeout: patience, OnPolicyChange: rule})
 	if flood { // 100 policies take every number of the (single) registry
 		for i := range 100 {
-			if _, err := s.Take(ctx, fmt.Sprint("flood", i), algo.PerHour(1).Burst(int64(1+i)), 1); err != nil {
+			if _, err := s.Take(ctx, store.Request{Key: fmt.Sprint("flood", i), Policy: algo.PerHour(1).Burst(int64(1 + i)), Cost: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -282,7 +282,7 @@ func TestPolicyChangeMemory(t *testing.T) {
 		name string
 		p    algo.Policy
 	}{{"written under A", a}, {"converted to B", b}, {"converted back to A", a}} {
-		if _, err := s.Take(ctx, key, step.p, 1); err != nil {
+		if _, err := s.Take(ctx, store.Request{Key: key, Policy: step.p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		v := rdb.Get(ctx, s.Key(key)).Val()
@@ -292,7 +292,7 @@ func TestPolicyChangeMemory(t *testing.T) {
 		}
 	}
 	for i := 3; i <= 100; i++ {
-		if _, err := s.Take(ctx, fmt.Sprint("other", i), algo.PerHour(1).Burst(int64(i)), 1); err != nil {
+		if _, err := s.Take(ctx, store.Request{Key: fmt.Sprint("other", i), Policy: algo.PerHour(1).Burst(int64(i)), Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 10 || i == 100 {
@@ -300,7 +300,7 @@ func TestPolicyChangeMemory(t *testing.T) {
 		}
 	}
 	long := algo.PerSecond(3).Burst(100) // the 101st: no number left
-	if _, err := s.Take(ctx, key, long, 1); err != nil {
+	if _, err := s.Take(ctx, store.Request{Key: key, Policy: long, Cost: 1}); err != nil {
 		t.Fatal(err)
 	}
 	v := rdb.Get(ctx, s.Key(key)).Val()
@@ -324,7 +324,7 @@ func TestResetPolicies(t *testing.T) {
 			keys = append(keys, fmt.Sprint("k", i))
 		}
 		for _, k := range keys {
-			if _, err := s.Take(ctxT(t), k, algo.PerHour(1).Burst(5), 1); err != nil {
+			if _, err := s.Take(ctxT(t), store.Request{Key: k, Policy: algo.PerHour(1).Burst(5), Cost: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}

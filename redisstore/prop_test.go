@@ -219,8 +219,8 @@ func (d *differential) take(i int) {
 	next, want, err := algo.TokenBucket{}.Take(d.pols[i], d.states[i], d.at, cost)
 	d.check(err)
 	d.keep(i, next)
-	gotM, errM := d.ms.Take(context.Background(), d.keys[i], d.pols[i], cost)
-	gotR, errR := d.rs.Take(context.Background(), d.keys[i], d.pols[i], cost)
+	gotM, errM := d.ms.Take(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: cost})
+	gotR, errR := d.rs.Take(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: cost})
 	d.same(fmt.Sprintf("Take(%s, %v, %d)", d.keys[i], d.pols[i], cost), want, gotM, gotR, errM, errR)
 }
 
@@ -259,8 +259,8 @@ func (d *differential) refund(i int) {
 	if n > 0 && d.states[i] != (algo.State{}) { // else nothing is written
 		d.keep(i, next)
 	}
-	gotM, errM := d.ms.Refund(context.Background(), d.keys[i], d.pols[i], n)
-	gotR, errR := d.rs.Refund(context.Background(), d.keys[i], d.pols[i], n)
+	gotM, errM := d.ms.Refund(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: n})
+	gotR, errR := d.rs.Refund(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: n})
 	d.same(fmt.Sprintf("Refund(%s, %v, %d)", d.keys[i], d.pols[i], n), want, gotM, gotR, errM, errR)
 }
 
@@ -286,8 +286,8 @@ func (d *differential) atMost(i int) {
 	next, g, want, err := algo.TokenBucket{}.TakeAtMost(d.pols[i], d.states[i], d.at, n)
 	d.check(err)
 	d.keep(i, next)
-	gM, gotM, errM := d.ms.TakeAtMost(context.Background(), d.keys[i], d.pols[i], n)
-	gR, gotR, errR := d.rs.TakeAtMost(context.Background(), d.keys[i], d.pols[i], n)
+	gM, gotM, errM := d.ms.TakeAtMost(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: n})
+	gR, gotR, errR := d.rs.TakeAtMost(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: n})
 	d.same(fmt.Sprintf("TakeAtMost(%s, %v, %d)", d.keys[i], d.pols[i], n), []any{g, want}, []any{gM, gotM}, []any{gR, gotR}, errM, errR)
 }
 
@@ -299,8 +299,8 @@ func (d *differential) reserve(i int) {
 	if want.Ticket != (algo.Ticket{}) {
 		d.open = append(d.open, ticket{i, want.Ticket})
 	}
-	gotM, errM := d.ms.Reserve(context.Background(), d.keys[i], d.pols[i], cost, wait)
-	gotR, errR := d.rs.Reserve(context.Background(), d.keys[i], d.pols[i], cost, wait)
+	gotM, errM := d.ms.Reserve(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: cost}, wait)
+	gotR, errR := d.rs.Reserve(context.Background(), store.Request{Key: d.keys[i], Policy: d.pols[i], Cost: cost}, wait)
 	d.same(fmt.Sprintf("Reserve(%s, %v, %d, %v)", d.keys[i], d.pols[i], cost, wait), want, gotM, gotR, errM, errR)
 }
 

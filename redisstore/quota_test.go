@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
@@ -221,7 +223,7 @@ func TestQuotaMemory(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	key := fmt.Sprintf("user:%012d", time.Now().UnixNano()%1e12) // 17 bytes, 20 with the prefix
-	if _, err := s.Take(ctx, key, algo.Quota(10_000, algo.Month, 0), 1); err != nil {
+	if _, err := s.Take(ctx, store.Request{Key: key, Policy: algo.Quota(10_000, algo.Month, 0), Cost: 1}); err != nil {
 		t.Fatal(err)
 	}
 	usage, err := rdb.MemoryUsage(ctx, "rl:"+key).Result()

@@ -92,7 +92,7 @@
 //
 // # Refunds, partial grants and reservations
 //
-// Store is a store.Refunder, a store.AtMostTaker and a store.Reserver.
+// Store is a store.Store, a store.Store and a store.Store.
 // [Store.Refund] and [Store.RefundMulti] give tokens back (a failed upload
 // need not cost its quota), [Store.TakeAtMost] grants what the bucket
 // holds up to n, and [Store.Reserve] admits a request that may proceed
@@ -117,7 +117,7 @@
 //
 // # Requests in flight
 //
-// Store is a store.Leaser: at most N leases of a key live at once, so a
+// Store is a store.Store: at most N leases of a key live at once, so a
 // store.ConcurrencyLimiter over it bounds the requests of a client in
 // flight across a fleet. Each AcquireLease, ReleaseLease and RenewLease is
 // one call of a second embedded script, lease.lua, the Lua twin of
@@ -305,7 +305,7 @@ type Config struct {
 	// with a hash tag is refused ([ErrHashTagPrefix]): every key would
 	// then live in one cluster slot.
 	Prefix string
-	// LeasePrefix is put before the keys of lease sets (store.Leaser: see
+	// LeasePrefix is put before the keys of lease sets (store.Store: see
 	// "Requests in flight"). The default is "lease:" + Prefix, as in
 	// "lease:rb:user{42}". Neither of Prefix and LeasePrefix may begin
 	// the other ([ErrInvalidConfig]), so a bucket key is never a lease
@@ -402,8 +402,8 @@ const (
 	KeepCorrupt
 )
 
-// Store is a [store.Store], [store.MultiTaker], [store.Refunder],
-// [store.AtMostTaker], [store.Reserver] and store.Leaser on Redis. It is
+// Store is a [store.Store], [store.Store], [store.Store],
+// [store.Store], [store.Store] and store.Store on Redis. It is
 // safe for simultaneous use by multiple goroutines. It does not own the
 // client: closing the Store does not close it.
 type Store struct {
@@ -427,8 +427,7 @@ type Store struct {
 }
 
 var (
-	_ store.Store      = (*Store)(nil)
-	_ store.MultiTaker = (*Store)(nil)
+	_ store.Store = (*Store)(nil)
 )
 
 // New returns a Store keeping buckets in the Redis behind client: a
@@ -534,7 +533,8 @@ func checkBounded(client redis.UniversalClient) error {
 // peek that refilled the bucket stores the later stamp, exactly as
 // algo.TokenBucket returns it, so the stamp never moves backwards and a
 // lagging caller cannot re-earn the gap. See [store.Store] for the errors.
-func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (s *Store) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	reqs := [1]store.Request{{Key: key, Policy: p, Cost: cost}}
 	var res [1]algo.Result
 	if err := s.run(ctx, opTake, reqs[:], res[:], nil); err != nil {
@@ -546,7 +546,7 @@ func (s *Store) Take(ctx context.Context, key string, p algo.Policy, cost int64)
 // TakeMulti takes from several buckets in one script call: if every bucket
 // admits, all are charged; otherwise none is charged, each Result is what
 // that bucket alone would answer, and Denied and RetryAfter name the
-// longest wait. It implements [store.MultiTaker]. (With a client clock, as
+// longest wait. It implements [store.Store]. (With a client clock, as
 // in memstore, a denying bucket keeps its refilled state and later stamp,
 // as after a denied Take; the others are left exactly as they were.)
 //

@@ -50,7 +50,7 @@ func TestCorruptState(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, cost := range []int64{1, 0} {
-				if res, err := tc.s.Take(ctxT(t), key, p, cost); !errors.Is(err, store.ErrCorruptState) {
+				if res, err := tc.s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: cost}); !errors.Is(err, store.ErrCorruptState) {
 					t.Fatalf("Take(cost %d) on a corrupt key = %+v, %v; want store.ErrCorruptState", cost, res, err)
 				}
 			}
@@ -60,7 +60,7 @@ func TestCorruptState(t *testing.T) {
 			if err := tc.s.Reset(ctxT(t), key); err != nil {
 				t.Fatal(err)
 			}
-			if res, err := tc.s.Take(ctxT(t), key, p, 1); err != nil || !res.Allowed || res.Remaining != 9 {
+			if res, err := tc.s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: 1}); err != nil || !res.Allowed || res.Remaining != 9 {
 				t.Fatalf("Take after Reset = %+v, %v; want a full bucket charged once", res, err)
 			}
 		})
@@ -82,7 +82,7 @@ func TestInspect(t *testing.T) {
 	if b.Exists || b.Tokens != 10 || b.FullIn != 0 || b.TTL != 0 || !b.Now.Equal(storetest.Start) {
 		t.Fatalf("Inspect of a new key = %+v, want absent and full at %v", b, storetest.Start)
 	}
-	if _, err := s.Take(ctxT(t), "k", p, 4); err != nil {
+	if _, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(700 * time.Millisecond)
@@ -125,7 +125,7 @@ func TestClientClockTTL(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, rdb, redisstore.Config{Clock: storetest.NewClock(), TTLMargin: tc.margin})
-			if _, err := s.Take(ctxT(t), "k", p, 3); err != nil {
+			if _, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 3}); err != nil {
 				t.Fatal(err)
 			}
 			defer s.Reset(ctxT(t), "k") // a key without expiry would stay on a shared server
@@ -144,7 +144,7 @@ func TestServerClockExpiresWhenFull(t *testing.T) {
 	rdb := srv.Client()
 	s := newStore(t, rdb, redisstore.Config{})
 	p := algo.PerHour(3600).Burst(50)
-	if _, err := s.Take(ctxT(t), "k", p, 7); err != nil {
+	if _, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: 7}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Inspect(ctxT(t), "k", p)
@@ -159,7 +159,7 @@ func TestServerClockExpiresWhenFull(t *testing.T) {
 		t.Errorf("OBJECT ENCODING %q, want int", enc)
 	}
 	// A peek of a key that was never charged writes nothing.
-	if _, err := s.Take(ctxT(t), "peek", p, 0); err != nil {
+	if _, err := s.Take(ctxT(t), store.Request{Key: "peek", Policy: p, Cost: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if n := rdb.Exists(ctxT(t), s.Key("peek")).Val(); n != 0 {
@@ -227,7 +227,7 @@ func TestServerClockWritesOnlyCharges(t *testing.T) {
 	}
 	for _, st := range steps {
 		before := calls(t, rdb, "set")
-		res, err := s.Take(ctxT(t), "k", p, st.cost)
+		res, err := s.Take(ctxT(t), store.Request{Key: "k", Policy: p, Cost: st.cost})
 		if err != nil || res.Allowed != st.allow {
 			t.Fatalf("%s: Take = %+v, %v; want Allowed %v", st.name, res, err, st.allow)
 		}
@@ -266,7 +266,7 @@ func TestGarbageNeverPanics(t *testing.T) {
 		defer s.Reset(ctxT(t), key)
 		cost := rapid.Int64Range(0, p.Capacity()).Draw(rt, "cost")
 		before := repairs.Load()
-		res, err := s.Take(ctxT(t), key, p, cost)
+		res, err := s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: cost})
 		repaired := repairs.Load() != before
 		switch {
 		case err != nil:

@@ -104,7 +104,7 @@ func TestCorruptRepair(t *testing.T) {
 							if err := c.write(ctxT(t), rdb, s.Key(key)); err != nil {
 								t.Fatal(err)
 							}
-							res, err := s.Take(ctxT(t), key, p, 1)
+							res, err := s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: 1})
 							want := algo.Result{RetryAfter: oneToken, ResetAfter: 5 * time.Minute}
 							if err != nil || res.Allowed || res.Remaining != 0 || res.RetryAfter != oneToken {
 								t.Fatalf("Take on %s = %+v, %v; want a repaired empty bucket %+v", c.name, res, err, want)
@@ -117,7 +117,7 @@ func TestCorruptRepair(t *testing.T) {
 							if err != nil || !b.Exists || b.Deficit < full-2*p.Refill()*int64(time.Second/time.Microsecond) || b.TTL <= 0 {
 								t.Fatalf("Inspect after the repair = %+v, %v; want an empty bucket that expires", b, err)
 							}
-							if res, err := s.Take(ctxT(t), key, p, 1); err != nil || res.Allowed {
+							if res, err := s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: 1}); err != nil || res.Allowed {
 								t.Fatalf("second Take = %+v, %v; want an ordinary denial", res, err)
 							}
 							if keys, _ := log.take(); len(keys) != 0 {
@@ -180,7 +180,7 @@ func TestRepairLaw(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			got, err := s.Take(ctxT(t), key, p, cost)
+			got, err := s.Take(ctxT(t), store.Request{Key: key, Policy: p, Cost: cost})
 			if err != nil || got != want {
 				rt.Fatalf("Take(%d) %v after the repair = %+v, %v; algo from an empty bucket says %+v", cost, now.Sub(t0), got, err, want)
 			}

@@ -51,7 +51,7 @@ func TestPipelineOwnReplies(t *testing.T) {
 					}
 					continue
 				}
-				res, err := s.Take(ctx, key, p, cost)
+				res, err := s.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 				left -= cost
 				if err != nil || !res.Allowed || res.Remaining != left {
 					t.Errorf("goroutine %d round %d: Take(%s, %d) = %+v, %v; want allowed with %d of %d left", g, i, key, cost, res, err, left, capacity)

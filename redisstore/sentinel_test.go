@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
@@ -30,7 +32,7 @@ func TestSentinelFailover(t *testing.T) {
 	old := st.Master(t)
 
 	for i := range 20 {
-		if _, err := s.Take(ctx, fmt.Sprint("before", i), p, int64(i+1)); err != nil {
+		if _, err := s.Take(ctx, store.Request{Key: fmt.Sprint("before", i), Policy: p, Cost: int64(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,7 +62,7 @@ func TestSentinelFailover(t *testing.T) {
 				}
 				key := fmt.Sprint("during", i%20)
 				begun := time.Now()
-				res, err := s.Take(ctx, key, p, 1)
+				res, err := s.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1})
 				mu.Lock()
 				switch {
 				case err != nil:

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -94,7 +96,7 @@ func within(t *testing.T, what string, d, limit time.Duration) {
 // takeOne is one Take with no deadline of its own: the store's Timeout
 // bounds it.
 func takeOne(s *redisstore.Store, key string) error {
-	_, err := s.Take(context.Background(), key, algo.PerHour(1).Burst(10), 1)
+	_, err := s.Take(context.Background(), store.Request{Key: key, Policy: algo.PerHour(1).Burst(10), Cost: 1})
 	return err
 }
 

@@ -325,7 +325,7 @@ func TestWireOtherFormats(t *testing.T) {
 			if err := rdb.HSet(ctx, repair.Key("h"), "tokens", 42, "ts", time.Now().UnixMilli()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.Take(ctx, "h", p, 1)
+			res, err := s.Take(ctx, store.Request{Key: "h", Policy: p, Cost: 1})
 			keys, errs := log.take()
 			switch {
 			case s == keep && !errors.Is(err, store.ErrCorruptState):

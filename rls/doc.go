@@ -96,7 +96,7 @@
 // Buckets live in a store.Store: a redisstore (one script call per
 // request, auto-pipelined, on Redis's clock) so that every server instance
 // shares them, or a memstore for a single node. The descriptors of a
-// request are taken with one store.MultiTaker call: all are charged or
+// request are taken with one store.Store call: all are charged or
 // none. On Redis Cluster that needs every key in one slot, so keys carry a
 // hash tag ([HashTag]): by default the domain and the descriptor's first
 // entry, so a request whose descriptors all start with the same entry

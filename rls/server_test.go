@@ -30,10 +30,11 @@ type gateStore struct {
 	release chan struct{}
 }
 
-func (g *gateStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (g *gateStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	g.entered <- struct{}{}
 	<-g.release
-	return g.Store.Take(ctx, key, p, cost)
+	return g.Store.Take(ctx, store.Request{Key: key, Policy: p, Cost: cost})
 }
 
 // TestServerHealthAndGracefulShutdown: the gRPC health service and

@@ -76,7 +76,6 @@ type Service struct {
 	pb.UnimplementedRateLimitServiceServer
 	src     ConfigSource
 	opt     Options
-	multi   store.MultiTaker // Store's, or nil
 	metrics *Metrics
 	logger  *slog.Logger
 	logged  logEvery
@@ -115,7 +114,6 @@ func NewService(src ConfigSource, opt Options) (*Service, error) {
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
-	s.multi, _ = opt.Store.(store.MultiTaker)
 	return s, nil
 }
 
@@ -395,13 +393,13 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 	case len(reqs) == 0:
 		return store.MultiResult{Allowed: true}, nil
 	case len(reqs) == 1:
-		res, err := s.opt.Store.Take(ctx, reqs[0].Key, reqs[0].Policy, reqs[0].Cost)
+		res, err := s.opt.Store.Take(ctx, reqs[0])
 		if err != nil {
 			return store.MultiResult{}, err
 		}
 		return store.MultiResult{Allowed: res.Allowed, Results: []algo.Result{res}}, nil
-	case s.multi != nil && (!s.opt.Cluster || oneSlot(reqs)):
-		res, err := s.multi.TakeMulti(ctx, reqs)
+	case !s.opt.Cluster || oneSlot(reqs):
+		res, err := s.opt.Store.TakeMulti(ctx, reqs)
 		if err == nil && !res.Allowed {
 			// A bucket that would have admitted was not charged: report
 			// the tokens it still has, as a peek would.
@@ -413,7 +411,7 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 		}
 		return res, err
 	}
-	// In order, one slot (or, without TakeMulti, one bucket) at a time:
+	// In order, one slot at a time:
 	// once a group is refused, the later ones are only peeked at.
 	out := store.MultiResult{Allowed: true, Results: make([]algo.Result, len(reqs))}
 	done := make([]bool, len(reqs))
@@ -423,7 +421,7 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 		}
 		var idx []int
 		for j := i; j < len(reqs); j++ {
-			if !done[j] && (j == i || s.multi != nil && redisstore.Slot(reqs[j].Key) == redisstore.Slot(reqs[i].Key)) {
+			if !done[j] && (j == i || redisstore.Slot(reqs[j].Key) == redisstore.Slot(reqs[i].Key)) {
 				idx = append(idx, j)
 				done[j] = true
 			}

@@ -109,34 +109,16 @@ func TestCountWrapsStores(t *testing.T) {
 	p := algo.PerSecond(1).Burst(2)
 	ctx := context.Background()
 	for range 3 {
-		if _, err := s.Take(ctx, "k", p, 1); err != nil {
+		if _, err := s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m, ok := s.(store.MultiTaker)
-	if !ok {
-		t.Fatal("counted(memstore) lost TakeMulti")
-	}
-	if _, err := m.TakeMulti(ctx, []store.Request{{Key: "a", Policy: p, Cost: 1}, {Key: "b", Policy: p, Cost: 1}}); err != nil {
+	if _, err := s.TakeMulti(ctx, []store.Request{{Key: "a", Policy: p, Cost: 1}, {Key: "b", Policy: p, Cost: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if n.Calls() != 4 {
 		t.Errorf("Calls() = %d, want 4", n.Calls())
 	}
-	if only, _ := counted(takeOnly{ms}); isMulti(only) {
-		t.Error("Count of a Take-only store claims TakeMulti")
-	}
-}
-
-func isMulti(s store.Store) bool {
-	_, ok := s.(store.MultiTaker)
-	return ok
-}
-
-type takeOnly struct{ s store.Store }
-
-func (o takeOnly) Take(ctx context.Context, k string, p algo.Policy, c int64) (algo.Result, error) {
-	return o.s.Take(ctx, k, p, c)
 }
 
 // TestWrapSeesBackendCalls: a wrapper that answers some calls itself
@@ -147,7 +129,7 @@ func TestWrapSeesBackendCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	half, err := run1(Config{Scenario: "sensor", Instances: 2, Seed: 3,
-		Wrap: func(_ int, _ store.Clock, s store.Store) (store.Store, error) { return &everyOther{s: s}, nil }})
+		Wrap: func(_ int, _ store.Clock, s store.Store) (store.Store, error) { return &everyOther{Store: s}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +145,16 @@ func TestWrapSeesBackendCalls(t *testing.T) {
 }
 
 type everyOther struct {
-	s store.Store
+	store.Store
 	n int
 }
 
-func (e *everyOther) Take(ctx context.Context, k string, p algo.Policy, c int64) (algo.Result, error) {
+func (e *everyOther) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	e.n++
 	if e.n%2 == 0 {
 		return algo.Result{Allowed: true}, nil
 	}
-	return e.s.Take(ctx, k, p, c)
+	return e.Store.Take(ctx, req)
 }
 
 func TestClock(t *testing.T) {

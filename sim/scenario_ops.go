@@ -126,11 +126,10 @@ type refundFailed struct{}
 func (refundFailed) serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error) {
 	out, err := plainTake(ctx, lim, c, e)
 	f, _ := c.gen.(*failing)
-	rf, ok := s.(store.Refunder)
-	if err != nil || !out.res.Allowed || f == nil || !f.failed || !ok {
+	if err != nil || !out.res.Allowed || f == nil || !f.failed {
 		return out, err
 	}
-	switch _, err := rf.Refund(ctx, c.key, c.policy, e.cost); {
+	switch _, err := s.Refund(ctx, store.Request{Key: c.key, Policy: c.policy, Cost: e.cost}); {
 	case errors.Is(err, store.ErrUnsupported): // another algorithm: the charge stands
 	case err != nil:
 		return out, err
@@ -145,11 +144,7 @@ func (refundFailed) serve(ctx context.Context, s store.Store, lim *store.Limiter
 type delayed struct{ max time.Duration }
 
 func (d delayed) serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error) {
-	rs, ok := s.(store.Reserver)
-	if !ok {
-		return plainTake(ctx, lim, c, e)
-	}
-	r, err := rs.Reserve(ctx, c.key, c.policy, e.cost, d.max)
+	r, err := s.Reserve(ctx, store.Request{Key: c.key, Policy: c.policy, Cost: e.cost}, d.max)
 	if errors.Is(err, store.ErrUnsupported) {
 		return plainTake(ctx, lim, c, e)
 	}
@@ -162,10 +157,7 @@ func (d delayed) serve(ctx context.Context, s store.Store, lim *store.Limiter, c
 type inflight struct{ p algo.LeasePolicy }
 
 func (o inflight) serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error) {
-	ls, ok := s.(store.Leaser)
-	if !ok {
-		return plainTake(ctx, lim, c, e)
-	}
+	ls := s
 	id := strconv.FormatUint(e.seq, 36) // unique in the run, and no randomness
 	l, err := ls.AcquireLease(ctx, c.key, o.p, id)
 	if err != nil || !l.Allowed {
@@ -176,60 +168,4 @@ func (o inflight) serve(ctx context.Context, s store.Store, lim *store.Limiter, 
 		_, err = ls.ReleaseLease(ctx, c.key, id)
 	}
 	return out, err
-}
-
-// countingOps is the counting wrapper of a store that has every
-// operation around a take and leases, as memstore does: every call counts.
-type countingOps struct {
-	countingMulti
-	o opsStore
-}
-
-// opsStore is a store with every optional interface the scenarios use.
-type opsStore interface {
-	store.MultiTaker
-	store.Refunder
-	store.AtMostTaker
-	store.Reserver
-	store.Leaser
-}
-
-func (k countingOps) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
-	k.c.n.Add(1)
-	return k.o.Refund(ctx, key, p, n)
-}
-
-func (k countingOps) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {
-	k.c.n.Add(1)
-	return k.o.RefundMulti(ctx, reqs)
-}
-
-func (k countingOps) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (int64, algo.Result, error) {
-	k.c.n.Add(1)
-	return k.o.TakeAtMost(ctx, key, p, n)
-}
-
-func (k countingOps) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
-	k.c.n.Add(1)
-	return k.o.Reserve(ctx, key, p, cost, maxWait)
-}
-
-func (k countingOps) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
-	k.c.n.Add(1)
-	return k.o.CancelReservation(ctx, key, p, t)
-}
-
-func (k countingOps) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
-	k.c.n.Add(1)
-	return k.o.AcquireLease(ctx, key, p, id)
-}
-
-func (k countingOps) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
-	k.c.n.Add(1)
-	return k.o.ReleaseLease(ctx, key, id)
-}
-
-func (k countingOps) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
-	k.c.n.Add(1)
-	return k.o.RenewLease(ctx, key, p, id)
 }

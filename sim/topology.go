@@ -69,42 +69,70 @@ type counter struct{ n atomic.Int64 }
 // Calls returns how many Take and TakeMulti calls have been made.
 func (c *counter) Calls() int64 { return c.n.Load() }
 
-// counted wraps s so that every Take (and TakeMulti, when s has it) is
-// counted by the returned counter before being passed on unchanged. The wrapper
-// implements [store.MultiTaker] exactly when s does, and the operations
-// around a take and leases (store.Refunder, store.AtMostTaker,
-// store.Reserver, store.Leaser, each call counted) when s has them all, as
-// memstore does. The simulator counts backend calls this way; a caching
-// wrapper placed above it (see [Config.Wrap]) shows up as fewer calls.
+// counted wraps s so that every call that reaches it (a Take, a TakeMulti
+// and every other operation) is counted by the returned counter before
+// being passed on unchanged. The simulator counts backend calls this way;
+// a caching wrapper placed above it (see [Config.Wrap]) shows up as fewer
+// calls.
 func counted(s store.Store) (store.Store, *counter) {
 	c := new(counter)
-	if o, ok := s.(opsStore); ok {
-		return countingOps{countingMulti{counting{s, c}, o}, o}, c
-	}
-	if m, ok := s.(store.MultiTaker); ok {
-		return countingMulti{counting{s, c}, m}, c
-	}
 	return counting{s, c}, c
 }
 
+// counting is counted's wrapper: it counts each operation (not Close).
 type counting struct {
-	s store.Store
+	store.Store
 	c *counter
 }
 
-func (k counting) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (k counting) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	k.c.n.Add(1)
-	return k.s.Take(ctx, key, p, cost)
+	return k.Store.Take(ctx, req)
 }
 
-type countingMulti struct {
-	counting
-	m store.MultiTaker
+func (k counting) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+	k.c.n.Add(1)
+	return k.Store.TakeMulti(ctx, reqs)
 }
 
-func (k countingMulti) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
+func (k counting) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
 	k.c.n.Add(1)
-	return k.m.TakeMulti(ctx, reqs)
+	return k.Store.Refund(ctx, req)
+}
+
+func (k counting) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {
+	k.c.n.Add(1)
+	return k.Store.RefundMulti(ctx, reqs)
+}
+
+func (k counting) TakeAtMost(ctx context.Context, req store.Request) (int64, algo.Result, error) {
+	k.c.n.Add(1)
+	return k.Store.TakeAtMost(ctx, req)
+}
+
+func (k counting) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
+	k.c.n.Add(1)
+	return k.Store.Reserve(ctx, req, maxWait)
+}
+
+func (k counting) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
+	k.c.n.Add(1)
+	return k.Store.CancelReservation(ctx, key, p, t)
+}
+
+func (k counting) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
+	k.c.n.Add(1)
+	return k.Store.AcquireLease(ctx, key, p, id)
+}
+
+func (k counting) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
+	k.c.n.Add(1)
+	return k.Store.ReleaseLease(ctx, key, id)
+}
+
+func (k counting) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
+	k.c.n.Add(1)
+	return k.Store.RenewLease(ctx, key, p, id)
 }
 
 // fleet is the app instances of one run and the stores behind them.

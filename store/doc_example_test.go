@@ -65,5 +65,5 @@ func ExampleObserve_redis() {
 
 	s := store.Observe(rs, "redis", obs) // obs: any Observer
 
-	fmt.Println(s.Take(context.Background(), "alice", algo.PerSecond(2).Burst(100), 1))
+	fmt.Println(s.Take(context.Background(), store.Request{Key: "alice", Policy: algo.PerSecond(2).Burst(100), Cost: 1}))
 }

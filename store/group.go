@@ -3,7 +3,7 @@ package store
 import "strings"
 
 // GroupKey returns the key of the bucket name in group. Buckets whose keys
-// share a group can always be taken together by a [MultiTaker], whatever
+// share a group can always be taken together by [Store.TakeMulti], whatever
 // the backend: a store that spreads keys over several servers keeps each
 // group on one (redisstore on Redis Cluster, which hashes the part in
 // braces). Callers that take several buckets of one client together (a

@@ -8,59 +8,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// Leaser is implemented by stores that keep concurrency leases (at most N
-// in flight per key), as [MultiTaker] is by stores that take from several
-// buckets at once. Users hold a [ConcurrencyLimiter] over one.
-//
-// Each call applies algo's lease functions (algo.AcquireLease and the
-// others) to the key's leases atomically, at the store's now: a call first
-// drops the leases expired by then, so a crashed holder's lease frees its
-// slot exactly at its expiry. Lease keys are a namespace of their own: a
-// key may name a bucket (Take) and a lease set at once, and neither sees
-// the other. Lease ids are the caller's: a ConcurrencyLimiter makes random
-// ones ([NewLeaseID]), so a backend needs no randomness of its own.
-//
-// Every method returns an error only when nothing was decided or changed:
-// bad input ([ErrEmptyKey], [ErrKeyTooLong], [ErrInvalidLeasePolicy],
-// [ErrInvalidLeaseID]: see [CheckLease]), a closed store ([ErrClosed]), a
-// context that had ended, or a backend failure (wrapping the backend's
-// error). A denial, and a release or renewal of a lease that is not live,
-// are answers, not errors.
-type Leaser interface {
-	// AcquireLease asks for a lease with the given id on key under p.
-	// Allowed reports whether id now holds a live lease: a new one,
-	// admitted because fewer than p.Limit leases of key were live, or its
-	// existing one, renewed (so a retry after a lost answer holds one
-	// lease, not two). When denied, RetryAfter is the time until enough
-	// leases expire for an acquire to be admitted: an upper bound, since a
-	// holder may release sooner. Remaining is p.Limit minus the live
-	// leases, never below 0.
-	//
-	// A key is meant for one policy. A call with another applies it to the
-	// leases held: after a smaller Limit, nothing is admitted until enough
-	// leases have expired or been released.
-	AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error)
-	// ReleaseLease frees id's lease on key and reports whether it was
-	// live. Releasing a lease twice, one that expired, or an id key never
-	// leased changes nothing and reports false with a nil error.
-	ReleaseLease(ctx context.Context, key, id string) (released bool, err error)
-	// RenewLease extends id's live lease on key to expire p.TTL from now,
-	// and reports whether it was live. A lease that expired is not renewed
-	// (its slot may be taken): the call reports false, and the holder must
-	// acquire again.
-	RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (renewed bool, err error)
-}
-
-// Re-exported so callers of a Leaser need not import algo to match them.
-var (
-	// ErrInvalidLeasePolicy reports a LeasePolicy outside its bounds.
-	ErrInvalidLeasePolicy = algo.ErrInvalidLeasePolicy
-	// ErrInvalidLeaseID reports an empty lease id, or one longer than
-	// algo.MaxLeaseIDLen (64) bytes.
-	ErrInvalidLeaseID = algo.ErrInvalidLeaseID
-)
-
-// CheckLease validates a lease call's key and id as every Leaser does
+// CheckLease validates a lease call's key and id as every Store does
 // before it acts, so that bad input changes nothing: the key ([CheckKey]
 // under maxLen) and the id (algo.CheckLeaseID). The policy, when the call
 // has one, is checked by its Validate method.
@@ -96,7 +44,7 @@ type Lease struct {
 }
 
 // ConcurrencyLimiter is what users hold to bound how many requests of a key
-// run at once: a [algo.LeasePolicy] and a key prefix bound to a [Leaser].
+// run at once: a [algo.LeasePolicy] and a key prefix bound to a [Store].
 //
 //	lim, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 10, TTL: time.Minute}, store.ConcurrencyConfig{})
 //	...
@@ -113,10 +61,10 @@ type Lease struct {
 //
 // A ConcurrencyLimiter holds no state of its own, so it is safe for
 // concurrent use by multiple goroutines, and any number of them may share
-// a Leaser. The zero value is not usable: its methods return [ErrNilStore].
+// a Store. The zero value is not usable: its methods return [ErrNilStore].
 // Make one with [NewConcurrencyLimiter].
 type ConcurrencyLimiter struct {
-	l      Leaser
+	l      Store
 	p      algo.LeasePolicy
 	prefix string
 }
@@ -124,7 +72,7 @@ type ConcurrencyLimiter struct {
 // NewConcurrencyLimiter returns a ConcurrencyLimiter applying p to keys in
 // l. It returns an error wrapping algo.ErrInvalidLeasePolicy when p is
 // invalid, and [ErrNilStore] when l is nil.
-func NewConcurrencyLimiter(l Leaser, p algo.LeasePolicy, cfg ConcurrencyConfig) (*ConcurrencyLimiter, error) {
+func NewConcurrencyLimiter(l Store, p algo.LeasePolicy, cfg ConcurrencyConfig) (*ConcurrencyLimiter, error) {
 	if l == nil {
 		return nil, ErrNilStore
 	}
@@ -141,7 +89,7 @@ func (c *ConcurrencyLimiter) Policy() algo.LeasePolicy { return c.p }
 // not wait: a denial is a Lease with Allowed false, and RetryAfter is the
 // time until the earliest lease expires (an upper bound: a holder may
 // release sooner). An empty key is refused with [ErrEmptyKey], prefix or
-// not. Other errors are the Leaser's; on an error no lease is held.
+// not. Other errors are the Store's; on an error no lease is held.
 func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string) (Lease, error) {
 	return c.AcquireID(ctx, key, NewLeaseID())
 }

@@ -64,7 +64,7 @@ func TestConcurrencyLimiter(t *testing.T) {
 	if _, err := store.NewConcurrencyLimiter(nil, p, store.ConcurrencyConfig{}); !errors.Is(err, store.ErrNilStore) {
 		t.Errorf("NewConcurrencyLimiter(nil) error %v, want ErrNilStore", err)
 	}
-	if _, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{}, store.ConcurrencyConfig{}); !errors.Is(err, store.ErrInvalidLeasePolicy) {
+	if _, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{}, store.ConcurrencyConfig{}); !errors.Is(err, algo.ErrInvalidLeasePolicy) {
 		t.Errorf("NewConcurrencyLimiter(zero policy) error %v, want ErrInvalidLeasePolicy", err)
 	}
 	var zero store.ConcurrencyLimiter
@@ -99,7 +99,7 @@ func TestConcurrencyLimiter(t *testing.T) {
 	if again, err := a.AcquireID(ctx, "k", la.ID); err != nil || !again.Allowed || again.ID != la.ID {
 		t.Fatalf("AcquireID with the held id = %+v, %v; want admitted, the same lease", again, err)
 	}
-	if _, err := a.AcquireID(ctx, "k", ""); !errors.Is(err, store.ErrInvalidLeaseID) {
+	if _, err := a.AcquireID(ctx, "k", ""); !errors.Is(err, algo.ErrInvalidLeaseID) {
 		t.Fatalf("AcquireID with an empty id: %v, want ErrInvalidLeaseID", err)
 	}
 	clk.Add(59 * time.Second)

@@ -57,6 +57,13 @@ type LimiterConfig struct {
 	// enforced ones (its own prefix and call): its decision never blocks
 	// theirs, and theirs never skips its count. Default: false.
 	Shadow bool
+	// Refundable marks every take and reservation of the limiter as one
+	// whose tokens may be given back later, perhaps by another instance
+	// (see [Request].Refundable): a store that answers from what it learnt
+	// (hybrid.DenyCache) then never answers them from a bound that a
+	// refund it cannot see would make stale. Set it on a limiter whose
+	// charges any process refunds or cancels. Default: false.
+	Refundable bool
 }
 
 // Limiter is what users hold: one [algo.Policy] and a key prefix bound to a
@@ -76,10 +83,9 @@ type LimiterConfig struct {
 // it suits clients and background jobs that pace themselves against a
 // rate or a calendar quota. All three charge only when they admit.
 //
-// With a Store that has them, a Limiter also gives tokens back (Refund),
-// grants part of a batch (TakeAtMost) and reserves tokens ahead, to proceed
-// after an exact, bounded delay instead of being refused (Reserve, which
-// Wait then uses); with one that does not, those return [ErrUnsupported].
+// A Limiter also gives tokens back (Refund), grants part of a batch
+// (TakeAtMost) and reserves tokens ahead, to proceed after an exact,
+// bounded delay instead of being refused (Reserve, which Wait uses).
 // A calendar quota (algo.Quota) is taken, waited for and refunded, never
 // partly granted or reserved: TakeAtMost and Reserve under one return an
 // error wrapping algo.ErrQuotaUnsupported, on every Store, without a
@@ -95,12 +101,13 @@ type LimiterConfig struct {
 // zero value is not usable: its methods return [ErrNilStore]. Make one with
 // [NewLimiter].
 type Limiter struct {
-	s        Store
-	p        algo.Policy
-	prefix   string
-	clk      clock.Clock
-	resolver Resolver
-	shadow   bool
+	s          Store
+	p          algo.Policy
+	prefix     string
+	clk        clock.Clock
+	resolver   Resolver
+	shadow     bool
+	refundable bool
 }
 
 // NewLimiter returns a Limiter applying p to keys in s (or, with
@@ -120,7 +127,7 @@ func NewLimiter(s Store, p algo.Policy, cfg LimiterConfig) (*Limiter, error) {
 	if clk == nil {
 		clk = clock.New()
 	}
-	return &Limiter{s: s, p: p, prefix: cfg.Prefix, clk: clk, resolver: cfg.Resolver, shadow: cfg.Shadow}, nil
+	return &Limiter{s: s, p: p, prefix: cfg.Prefix, clk: clk, resolver: cfg.Resolver, shadow: cfg.Shadow, refundable: cfg.Refundable}, nil
 }
 
 // Policy returns the policy given to NewLimiter: with a Resolver, the
@@ -196,7 +203,7 @@ func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) 
 	if allow && rc > 0 {
 		cost = rc
 	}
-	res, err := l.s.Take(ctx, l.prefix+key, p, cost)
+	res, err := l.s.Take(ctx, Request{Key: l.prefix + key, Policy: p, Cost: cost, Refundable: l.refundable})
 	if l.shadow && err == nil {
 		res.Allowed = true // the caller proceeds; RetryAfter tells the truth
 	}
@@ -205,26 +212,24 @@ func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) 
 
 // Refund gives n tokens back to key's bucket, never raising it above
 // capacity: for a request that should not count after all (see
-// [Refunder]). It returns [ErrUnsupported] when the Store cannot refund.
+// [Store].Refund). A Store under a window algorithm returns [ErrUnsupported].
 func (l *Limiter) Refund(ctx context.Context, key string, n int64) (algo.Result, error) {
-	rf, err := as[Refunder](l, key, "Refund")
-	if err != nil {
+	if err := l.check(key); err != nil {
 		return algo.Result{}, err
 	}
 	ctx, p, _, err := l.policy(ctx, key, OpRefund, n)
 	if err != nil {
 		return algo.Result{}, err
 	}
-	return rf.Refund(ctx, l.prefix+key, p, n)
+	return l.s.Refund(ctx, Request{Key: l.prefix + key, Policy: p, Cost: n})
 }
 
 // TakeAtMost takes as many whole tokens as key's bucket holds, up to n, and
 // returns how many it granted; none granted is a denial with the exact wait
-// for one token (see [AtMostTaker]). It returns [ErrUnsupported] when the
-// Store cannot.
+// for one token (see [Store].TakeAtMost). A Store under a window algorithm
+// returns [ErrUnsupported].
 func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, algo.Result, error) {
-	am, err := as[AtMostTaker](l, key, "TakeAtMost")
-	if err != nil {
+	if err := l.check(key); err != nil {
 		return 0, algo.Result{}, err
 	}
 	if l.shadow {
@@ -237,7 +242,7 @@ func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, a
 	if p.IsQuota() {
 		return 0, algo.Result{}, fmt.Errorf("store: TakeAtMost under %v: %w", p, algo.ErrQuotaUnsupported)
 	}
-	return am.TakeAtMost(ctx, l.prefix+key, p, n)
+	return l.s.TakeAtMost(ctx, Request{Key: l.prefix + key, Policy: p, Cost: n, Refundable: l.refundable})
 }
 
 // Reservation is a reservation made by [Limiter.Reserve]: the store's
@@ -284,7 +289,7 @@ func (r Reservation) Wait(ctx context.Context) (algo.Result, error) {
 
 // Cancel gives the reservation's tokens back, before its time, when the
 // request will not proceed: exactly when no reservation on the key was
-// made after it, and not at all otherwise (see [Reserver]). It reports
+// made after it, and not at all otherwise (see [Store].Reserve). It reports
 // whether it gave them back. A reservation that was refused, or admitted
 // with no delay, has nothing to cancel: Cancel reports false and calls
 // nothing.
@@ -292,11 +297,10 @@ func (r Reservation) Cancel(ctx context.Context) (bool, algo.Result, error) {
 	if r.lim == nil || r.Ticket == (algo.Ticket{}) {
 		return false, r.Result, nil
 	}
-	rs, err := as[Reserver](r.lim, r.key, "Reserve")
-	if err != nil {
+	if err := r.lim.check(r.key); err != nil {
 		return false, algo.Result{}, err
 	}
-	return rs.CancelReservation(ctx, r.lim.prefix+r.key, r.p, r.Ticket)
+	return r.lim.s.CancelReservation(ctx, r.lim.prefix+r.key, r.p, r.Ticket)
 }
 
 // Reserve takes cost tokens from key's bucket now, even before they exist,
@@ -305,21 +309,20 @@ func (r Reservation) Cancel(ctx context.Context) (bool, algo.Result, error) {
 // tokens). The bucket is in debt meanwhile, so later requests on the key
 // wait behind this one. A reservation that needs more than maxWait (or
 // than the policy's MaxDelay, one bucket's refill) is refused, charges
-// nothing, and has an exact RetryAfter: see [Reserver].
+// nothing, and has an exact RetryAfter: see [Store].Reserve.
 //
 // Reserve honours ctx's deadline: it reserves only what may proceed before
 // it. When the deadline, and not maxWait, is what the reservation would
 // exceed, it returns the refused Reservation with an error wrapping
-// [ErrWouldExceedDeadline], at once and charging nothing. It returns
-// [ErrUnsupported] when the Store cannot reserve; other errors are the
+// [ErrWouldExceedDeadline], at once and charging nothing. A Store
+// under a window algorithm returns [ErrUnsupported]; other errors are the
 // Store's.
 //
 // Reserve does not wait: the caller sleeps for Delay and then proceeds,
 // or, if it will not, cancels the reservation to give its tokens back.
 // [Reservation.Wait] does both, and [Limiter.Wait] reserves and waits.
 func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait time.Duration) (Reservation, error) {
-	rs, err := as[Reserver](l, key, "Reserve")
-	if err != nil {
+	if err := l.check(key); err != nil {
 		return Reservation{}, err
 	}
 	if l.shadow {
@@ -332,11 +335,11 @@ func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait t
 	if p.IsQuota() {
 		return Reservation{}, fmt.Errorf("store: Reserve under %v: %w", p, algo.ErrQuotaUnsupported)
 	}
-	return l.reserve(ctx, rs, key, p, cost, maxWait)
+	return l.reserve(ctx, key, p, cost, maxWait)
 }
 
 // reserve is Reserve under the policy p.
-func (l *Limiter) reserve(ctx context.Context, rs Reserver, key string, p algo.Policy, cost int64, maxWait time.Duration) (Reservation, error) {
+func (l *Limiter) reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (Reservation, error) {
 	wait, left, deadline := min(maxWait, p.MaxDelay()), time.Duration(0), false
 	if dl, ok := ctx.Deadline(); ok {
 		// A request proceeding at the deadline is too late: ctx is done.
@@ -344,7 +347,7 @@ func (l *Limiter) reserve(ctx context.Context, rs Reserver, key string, p algo.P
 			wait, deadline = max(0, left-time.Microsecond), true
 		}
 	}
-	r, err := rs.Reserve(ctx, l.prefix+key, p, cost, wait)
+	r, err := l.s.Reserve(ctx, Request{Key: l.prefix + key, Policy: p, Cost: cost, Refundable: l.refundable}, wait)
 	res := Reservation{Reservation: r, lim: l, key: key, p: p, at: l.clk.Now()}
 	if err == nil && deadline && !r.Allowed {
 		err = fmt.Errorf("%w: proceeds in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, r.RetryAfter+wait, left)
@@ -352,27 +355,21 @@ func (l *Limiter) reserve(ctx context.Context, rs Reserver, key string, p algo.P
 	return res, err
 }
 
-// as returns l's Store as the optional interface I, or the error for a
-// zero Limiter, an empty key, or a Store without op.
-func as[I any](l *Limiter, key, op string) (I, error) {
-	var none I
+// check returns the error for a zero Limiter or an empty key.
+func (l *Limiter) check(key string) error {
 	switch {
 	case l == nil || l.s == nil:
-		return none, ErrNilStore
+		return ErrNilStore
 	case key == "":
-		return none, ErrEmptyKey
+		return ErrEmptyKey
 	}
-	i, ok := l.s.(I)
-	if !ok {
-		return none, fmt.Errorf("%w: %T has no %s", ErrUnsupported, l.s, op)
-	}
-	return i, nil
+	return nil
 }
 
 // Wait takes cost tokens from key's bucket, blocking until they are
 // available or ctx ends, like golang.org/x/time/rate's Limiter.Wait.
 //
-// When the Store can reserve ([Reserver]), Wait reserves the tokens at
+// Wait reserves the tokens at
 // once, before they exist, and sleeps on the limiter's clock for the
 // reservation's Delay, the exact time until they do. The bucket serves
 // reservations in the order they were made: once Wait holds its place, no
@@ -387,7 +384,7 @@ func as[I any](l *Limiter, key, op string) (I, error) {
 // behind were given their times counting on them) and refill as usual.
 //
 // Under a calendar quota, which is not reserved, and with a Store that
-// cannot reserve, Wait retries Take after each denial's RetryAfter (for a
+// cannot reserve (one under a window algorithm), Wait retries Take after each denial's RetryAfter (for a
 // quota, the start of its next period): the wait is exact when no one else takes from the bucket,
 // but another caller may get there first, and Wait simply waits again (so
 // a large cost can be starved by a stream of small ones). A denied attempt
@@ -406,12 +403,11 @@ func as[I any](l *Limiter, key, op string) (I, error) {
 // Errors from the Store, including a cost above capacity (which no wait
 // can admit), are returned at once.
 func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result, error) {
-	rs, err := as[Reserver](l, key, "Reserve")
-	if err != nil || l.shadow {
-		if errors.Is(err, ErrUnsupported) || err == nil {
-			return l.waitTake(ctx, key, cost)
-		}
+	if err := l.check(key); err != nil {
 		return algo.Result{}, err
+	}
+	if l.shadow {
+		return l.waitTake(ctx, key, cost)
 	}
 	ctx, p, _, err := l.policy(ctx, key, OpReserve, cost)
 	if err != nil {
@@ -421,8 +417,10 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 		return l.waitTake(ctx, key, cost)
 	}
 	for {
-		r, err := l.reserve(ctx, rs, key, p, cost, p.MaxDelay())
+		r, err := l.reserve(ctx, key, p, cost, p.MaxDelay())
 		switch {
+		case errors.Is(err, ErrUnsupported): // a store under a window algorithm
+			return l.waitTake(ctx, key, cost)
 		case err != nil:
 			return r.Result, err
 		case r.Allowed && r.Delay <= 0:
@@ -442,7 +440,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 	}
 }
 
-// waitTake is Wait for a Store that cannot reserve: Take, and after each
+// waitTake is Wait where nothing can be reserved: Take, and after each
 // denial sleep its RetryAfter and try again.
 func (l *Limiter) waitTake(ctx context.Context, key string, cost int64) (algo.Result, error) {
 	for {

@@ -17,9 +17,9 @@ type reserveStore struct {
 	reserves, cancels int
 }
 
-func (s *reserveStore) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
+func (s *reserveStore) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
 	s.reserves++
-	return s.Store.Reserve(ctx, key, p, cost, maxWait)
+	return s.Store.Reserve(ctx, req, maxWait)
 }
 
 func (s *reserveStore) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
@@ -163,18 +163,18 @@ func TestLimiterOps(t *testing.T) {
 	}
 }
 
-// TestLimiterOpsUnsupported: over a Store with Take only, the new
-// operations are ErrUnsupported and Wait falls back to retrying Take; the
-// zero Limiter and an empty key are refused first.
+// TestLimiterOpsUnsupported: a store's ErrUnsupported (one under a window
+// algorithm reserves nothing) comes back from Reserve as it is; the zero
+// Limiter and an empty key are refused before any store call.
 func TestLimiterOpsUnsupported(t *testing.T) {
-	base := newRig(t) // its hookStore has Take only
-	var zero store.Limiter
+	base := newRig(t) // its hookStore reserves nothing
 	ctx := context.Background()
-	for name, lim := range map[string]*store.Limiter{"take-only store": base.lim, "zero Limiter": &zero} {
-		want := store.ErrUnsupported
-		if lim == &zero {
-			want = store.ErrNilStore
-		}
+	if _, err := base.lim.Reserve(ctx, "k", 1, time.Second); !errors.Is(err, store.ErrUnsupported) {
+		t.Errorf("Reserve over a store that reserves nothing: %v, want ErrUnsupported", err)
+	}
+	var zero store.Limiter
+	for name, lim := range map[string]*store.Limiter{"zero Limiter": &zero} {
+		want := store.ErrNilStore
 		calls := map[string]func() error{
 			"Refund":     func() error { _, err := lim.Refund(ctx, "k", 1); return err },
 			"TakeAtMost": func() error { _, _, err := lim.TakeAtMost(ctx, "k", 1); return err },

@@ -32,7 +32,9 @@ func (c timerClock) Timer(d time.Duration) *clock.Timer {
 	return t
 }
 
-// hookStore counts Takes and runs before ahead of each one.
+// hookStore counts Takes and runs before ahead of each one. It reserves
+// nothing (store.ErrUnsupported, as a store under a window algorithm
+// answers), so Wait over it retries Take.
 type hookStore struct {
 	store.Store
 	calls  atomic.Int64
@@ -40,7 +42,8 @@ type hookStore struct {
 	before func(n int64)
 }
 
-func (h *hookStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (h *hookStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	key := req.Key
 	n := h.calls.Add(1)
 	if h.keys != nil {
 		h.keys <- key
@@ -48,7 +51,11 @@ func (h *hookStore) Take(ctx context.Context, key string, p algo.Policy, cost in
 	if h.before != nil {
 		h.before(n)
 	}
-	return h.Store.Take(ctx, key, p, cost)
+	return h.Store.Take(ctx, req)
+}
+
+func (h *hookStore) Reserve(context.Context, store.Request, time.Duration) (algo.Reservation, error) {
+	return algo.Reservation{}, store.ErrUnsupported
 }
 
 // rig is a limiter of burst 2 refilled 1 per second over a memstore, both
@@ -145,7 +152,7 @@ func TestWaitRetriesWhenAnotherCallerWins(t *testing.T) {
 	r.drain(t, "k")
 	r.store.before = func(n int64) {
 		if n == 3 { // just before Wait's retry, someone else takes the token
-			if res, err := r.store.Store.Take(context.Background(), "k", r.lim.Policy(), 1); err != nil || !res.Allowed {
+			if res, err := r.store.Store.Take(context.Background(), store.Request{Key: "k", Policy: r.lim.Policy(), Cost: 1}); err != nil || !res.Allowed {
 				t.Errorf("competing take: %+v, %v", res, err)
 			}
 		}
@@ -299,7 +306,7 @@ func TestLimiterPrefixesKeys(t *testing.T) {
 		t.Fatalf("store saw key %q, want %q", key, "login:alice")
 	}
 	// The bucket is the prefixed key's: a Take on the store sees the charge.
-	if res, _ := ms.Take(context.Background(), "login:alice", p, 0); res.Remaining != 2 {
+	if res, _ := ms.Take(context.Background(), store.Request{Key: "login:alice", Policy: p, Cost: 0}); res.Remaining != 2 {
 		t.Fatalf("bucket login:alice has %d remaining, want 2", res.Remaining)
 	}
 	if _, err := lim.Allow(context.Background(), ""); !errors.Is(err, store.ErrEmptyKey) {

@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"io"
+	"errors"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -34,12 +34,6 @@ var epoch = time.Now()
 // the optional interfaces of the store it wraps (see wrap).
 type observed struct {
 	s     Store
-	multi MultiTaker
-	rf    Refunder
-	am    AtMostTaker
-	rs    Reserver
-	ls    Leaser
-	cl    io.Closer
 	name  string
 	o     Observer
 	every uint32 // sampleOneIn; 1 in tests that time every call
@@ -68,10 +62,8 @@ const (
 // store label name ("redis", "memory": a name from configuration). Labels
 // in the call's context ([WithLabels]) name the policy and route.
 //
-// The result implements exactly the optional interfaces s implements
-// (MultiTaker, Refunder, AtMostTaker, Reserver, Leaser, io.Closer), so
-// code that checks for one sees what it would see on s, and
-// [FailureReporter], for the calls that fail above s; it changes no
+// The result is a Store and a [FailureReporter], for the calls that fail
+// above s; it changes no
 // answer, no error and no charge: Close closes s. Other methods of s's
 // concrete type (redisstore's Reset, say) are not reachable through it:
 // keep s for those.
@@ -98,11 +90,10 @@ func Observe(s Store, name string, o Observer) Store {
 	} else {
 		w.flags.Or(pushBit)
 	}
-	shown := w.wrap(w.optional())
 	if sc, ok := s.(SelfCounter); ok && w.counts != nil {
-		return sc.CountTakes(shown, &TakeTap{w})
+		return sc.CountTakes(w, &TakeTap{w})
 	}
-	return shown
+	return w
 }
 
 // begin starts timing a call, if this one is timed: the monotonic reading,
@@ -282,14 +273,15 @@ func (w *observed) counted(ctx context.Context, i int, allowed bool, err error) 
 	return err != nil
 }
 
-func (w *observed) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (w *observed) Take(ctx context.Context, req Request) (algo.Result, error) {
+	cost := req.Cost
 	if !w.onlyCount() {
 		t0 := w.begin()
-		res, err := w.s.Take(ctx, key, p, cost)
+		res, err := w.s.Take(ctx, req)
 		w.report(ctx, OpTake, t0, -1, cost, res.Allowed, false, err)
 		return res, err
 	}
-	res, err := w.s.Take(ctx, key, p, cost)
+	res, err := w.s.Take(ctx, req)
 	if w.counted(ctx, -1, res.Allowed, err) {
 		w.report(ctx, OpTake, -1, -1, cost, false, true, err)
 	}
@@ -298,7 +290,12 @@ func (w *observed) Take(ctx context.Context, key string, p algo.Policy, cost int
 
 func (w *observed) TakeMulti(ctx context.Context, reqs []Request) (MultiResult, error) {
 	t0 := w.begin()
-	mr, err := w.multi.TakeMulti(ctx, reqs)
+	mr, err := w.s.TakeMulti(ctx, reqs)
+	if errors.Is(err, ErrNotTogether) {
+		// Not a decision: the caller takes the keys one by one, and
+		// those Takes are reported.
+		return mr, err
+	}
 	i := decider(mr)
 	var cost int64
 	if i < len(reqs) {
@@ -323,28 +320,30 @@ func decider(mr MultiResult) int {
 	return i
 }
 
-func (w *observed) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (int64, algo.Result, error) {
+func (w *observed) TakeAtMost(ctx context.Context, req Request) (int64, algo.Result, error) {
+	n := req.Cost
 	if !w.onlyCount() {
 		t0 := w.begin()
-		g, res, err := w.am.TakeAtMost(ctx, key, p, n)
+		g, res, err := w.s.TakeAtMost(ctx, req)
 		w.report(ctx, OpTakeAtMost, t0, -1, n, res.Allowed, false, err)
 		return g, res, err
 	}
-	g, res, err := w.am.TakeAtMost(ctx, key, p, n)
+	g, res, err := w.s.TakeAtMost(ctx, req)
 	if w.counted(ctx, -1, res.Allowed, err) {
 		w.report(ctx, OpTakeAtMost, -1, -1, n, false, true, err)
 	}
 	return g, res, err
 }
 
-func (w *observed) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (algo.Reservation, error) {
+func (w *observed) Reserve(ctx context.Context, req Request, maxWait time.Duration) (algo.Reservation, error) {
+	cost := req.Cost
 	if !w.onlyCount() {
 		t0 := w.begin()
-		r, err := w.rs.Reserve(ctx, key, p, cost, maxWait)
+		r, err := w.s.Reserve(ctx, req, maxWait)
 		w.report(ctx, OpReserve, t0, -1, cost, r.Allowed, false, err)
 		return r, err
 	}
-	r, err := w.rs.Reserve(ctx, key, p, cost, maxWait)
+	r, err := w.s.Reserve(ctx, req, maxWait)
 	if w.counted(ctx, -1, r.Allowed, err) {
 		w.report(ctx, OpReserve, -1, -1, cost, false, true, err)
 	}
@@ -354,51 +353,52 @@ func (w *observed) Reserve(ctx context.Context, key string, p algo.Policy, cost 
 func (w *observed) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
 	if !w.onlyCount() {
 		t0 := w.begin()
-		res, err := w.ls.AcquireLease(ctx, key, p, id)
+		res, err := w.s.AcquireLease(ctx, key, p, id)
 		w.report(ctx, OpAcquireLease, t0, -1, 1, res.Allowed, false, err)
 		return res, err
 	}
-	res, err := w.ls.AcquireLease(ctx, key, p, id)
+	res, err := w.s.AcquireLease(ctx, key, p, id)
 	if w.counted(ctx, -1, res.Allowed, err) {
 		w.report(ctx, OpAcquireLease, -1, -1, 1, false, true, err)
 	}
 	return res, err
 }
 
-func (w *observed) Refund(ctx context.Context, key string, p algo.Policy, n int64) (algo.Result, error) {
+func (w *observed) Refund(ctx context.Context, req Request) (algo.Result, error) {
+	n := req.Cost
 	t0 := w.begin()
-	res, err := w.rf.Refund(ctx, key, p, n)
+	res, err := w.s.Refund(ctx, req)
 	w.failed(ctx, OpRefund, t0, n, err)
 	return res, err
 }
 
 func (w *observed) RefundMulti(ctx context.Context, reqs []Request) ([]algo.Result, error) {
 	t0 := w.begin()
-	res, err := w.rf.RefundMulti(ctx, reqs)
+	res, err := w.s.RefundMulti(ctx, reqs)
 	w.failed(ctx, OpRefundMulti, t0, 0, err)
 	return res, err
 }
 
 func (w *observed) CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error) {
 	t0 := w.begin()
-	ok, res, err := w.rs.CancelReservation(ctx, key, p, t)
+	ok, res, err := w.s.CancelReservation(ctx, key, p, t)
 	w.failed(ctx, OpCancelReservation, t0, 0, err)
 	return ok, res, err
 }
 
 func (w *observed) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
 	t0 := w.begin()
-	ok, err := w.ls.ReleaseLease(ctx, key, id)
+	ok, err := w.s.ReleaseLease(ctx, key, id)
 	w.failed(ctx, OpReleaseLease, t0, 1, err)
 	return ok, err
 }
 
 func (w *observed) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
 	t0 := w.begin()
-	ok, err := w.ls.RenewLease(ctx, key, p, id)
+	ok, err := w.s.RenewLease(ctx, key, p, id)
 	w.failed(ctx, OpRenewLease, t0, 1, err)
 	return ok, err
 }
 
 // Close closes the wrapped store.
-func (w *observed) Close() error { return w.cl.Close() }
+func (w *observed) Close() error { return w.s.Close() }

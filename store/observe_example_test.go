@@ -25,16 +25,13 @@ func ExampleObserve() {
 		fmt.Printf("%s %s policy=%q route=%q store=%s cost=%d\n", d.Op, d.Outcome, d.Policy, d.Route, d.Store, d.Cost)
 	}}
 	s := store.Observe(ms, "memory", printer)
-	_, isMulti := s.(store.MultiTaker) // the wrapper keeps memstore's optional interfaces
-	fmt.Println("multi-limit takes:", isMulti)
 
 	p := algo.PerMinute(5).Burst(1)
 	ctx := store.WithLabels(context.Background(), store.Labels{Route: "POST /login", Policy: "login"})
-	s.Take(ctx, "login:alice", p, 1)
-	s.Take(ctx, "login:alice", p, 1)
-	s.Take(context.Background(), "login:bob", p, 1) // no labels
+	s.Take(ctx, store.Request{Key: "login:alice", Policy: p, Cost: 1})
+	s.Take(ctx, store.Request{Key: "login:alice", Policy: p, Cost: 1})
+	s.Take(context.Background(), store.Request{Key: "login:bob", Policy: p, Cost: 1}) // no labels
 	// Output:
-	// multi-limit takes: true
 	// take allowed policy="login" route="POST /login" store=memory cost=1
 	// take denied policy="login" route="POST /login" store=memory cost=1
 	// take allowed policy="" route="" store=memory cost=1

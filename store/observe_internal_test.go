@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,14 +9,14 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// full implements Store and every optional interface, counting calls; spin
+// full implements Store, counting calls; spin
 // makes each Take take at least that long on the monotonic clock.
 type full struct {
 	calls atomic.Int64
 	spin  time.Duration
 }
 
-func (f *full) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+func (f *full) Take(context.Context, Request) (algo.Result, error) {
 	f.calls.Add(1)
 	for t := time.Now(); time.Since(t) < f.spin; {
 	}
@@ -27,7 +26,7 @@ func (f *full) TakeMulti(context.Context, []Request) (MultiResult, error) {
 	f.calls.Add(1)
 	return MultiResult{Allowed: true}, nil
 }
-func (f *full) Refund(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+func (f *full) Refund(context.Context, Request) (algo.Result, error) {
 	f.calls.Add(1)
 	return algo.Result{}, nil
 }
@@ -35,11 +34,11 @@ func (f *full) RefundMulti(context.Context, []Request) ([]algo.Result, error) {
 	f.calls.Add(1)
 	return nil, nil
 }
-func (f *full) TakeAtMost(context.Context, string, algo.Policy, int64) (int64, algo.Result, error) {
+func (f *full) TakeAtMost(context.Context, Request) (int64, algo.Result, error) {
 	f.calls.Add(1)
 	return 0, algo.Result{}, nil
 }
-func (f *full) Reserve(context.Context, string, algo.Policy, int64, time.Duration) (algo.Reservation, error) {
+func (f *full) Reserve(context.Context, Request, time.Duration) (algo.Reservation, error) {
 	f.calls.Add(1)
 	return algo.Reservation{}, nil
 }
@@ -61,83 +60,35 @@ func (f *full) RenewLease(context.Context, string, algo.LeasePolicy, string) (bo
 }
 func (f *full) Close() error { f.calls.Add(1); return nil }
 
-// shows returns the bit set of the optional interfaces s implements, in
-// the order of optional, calling each method once.
-func shows(s Store) (mask uint) {
+// callAll calls every method of s once.
+func callAll(s Store) {
 	ctx := context.Background()
-	if m, ok := s.(MultiTaker); ok {
-		mask |= 1 << 0
-		m.TakeMulti(ctx, nil)
-	}
-	if r, ok := s.(Refunder); ok {
-		mask |= 1 << 1
-		r.Refund(ctx, "k", algo.Policy{}, 0)
-		r.RefundMulti(ctx, nil)
-	}
-	if a, ok := s.(AtMostTaker); ok {
-		mask |= 1 << 2
-		a.TakeAtMost(ctx, "k", algo.Policy{}, 0)
-	}
-	if r, ok := s.(Reserver); ok {
-		mask |= 1 << 3
-		r.Reserve(ctx, "k", algo.Policy{}, 0, 0)
-		r.CancelReservation(ctx, "k", algo.Policy{}, algo.Ticket{})
-	}
-	if l, ok := s.(Leaser); ok {
-		mask |= 1 << 4
-		l.AcquireLease(ctx, "k", algo.LeasePolicy{}, "id")
-		l.ReleaseLease(ctx, "k", "id")
-		l.RenewLease(ctx, "k", algo.LeasePolicy{}, "id")
-	}
-	if c, ok := s.(io.Closer); ok {
-		mask |= 1 << 5
-		c.Close()
-	}
-	s.Take(ctx, "k", algo.Policy{}, 0)
-	return mask
+	r := Request{Key: "k"}
+	s.Take(ctx, r)
+	s.TakeMulti(ctx, nil)
+	s.TakeAtMost(ctx, r)
+	s.Refund(ctx, r)
+	s.RefundMulti(ctx, nil)
+	s.Reserve(ctx, r, 0)
+	s.CancelReservation(ctx, "k", algo.Policy{}, algo.Ticket{})
+	s.AcquireLease(ctx, "k", algo.LeasePolicy{}, "id")
+	s.ReleaseLease(ctx, "k", "id")
+	s.RenewLease(ctx, "k", algo.LeasePolicy{}, "id")
+	s.Close()
 }
 
-// methods is how many calls shows makes on a store showing mask.
-func methods(mask uint) int64 {
-	per := [...]int64{1, 2, 1, 2, 3, 1}
-	n := int64(1)
-	for i, c := range per {
-		if mask&(1<<i) != 0 {
-			n += c
-		}
+// TestObserveForwardsEveryMethod: Observe's wrapper passes every call to
+// the store it wraps, once.
+func TestObserveForwardsEveryMethod(t *testing.T) {
+	f := &full{}
+	var events atomic.Int64
+	s := Observe(f, "x", ObserverFuncs{Decision: func(context.Context, Decision) { events.Add(1) }})
+	callAll(s)
+	if n := f.calls.Load(); n != 11 {
+		t.Errorf("%d calls reached the store, want 11 (every method once)", n)
 	}
-	return n
-}
-
-// TestObserveShowsExactlyTheInterfaces builds, for every subset of the
-// optional interfaces, a store implementing exactly that subset, and checks
-// that Observe's wrapper implements exactly the same subset and forwards
-// every method: a wrapper that hid an interface (a MultiTaker seen as a
-// plain Store) would change what callers do, and one that showed an
-// interface its store lacks would turn ErrUnsupported into a panic.
-func TestObserveShowsExactlyTheInterfaces(t *testing.T) {
-	if len(optional) > 30 {
-		t.Fatal("too many optional interfaces for a bit set")
-	}
-	for mask := range uint(1) << len(optional) {
-		f := &full{}
-		// wrap of an unobserving wrapper: a store of exactly mask.
-		w := &observed{s: f, o: ObserverFuncs{}, every: 1}
-		w.flags.Store(pushBit)
-		w.optional()
-		base := w.wrap(mask)
-		if got := shows(base); got != mask {
-			t.Fatalf("wrap(%06b) shows %06b", mask, got)
-		}
-		var events atomic.Int64
-		s := Observe(base, "x", ObserverFuncs{Decision: func(context.Context, Decision) { events.Add(1) }})
-		f.calls.Store(0)
-		if got := shows(s); got != mask {
-			t.Errorf("Observe(a store of %06b) shows %06b", mask, got)
-		}
-		if n := f.calls.Load(); n != methods(mask) {
-			t.Errorf("mask %06b: %d calls reached the store, want %d", mask, n, methods(mask))
-		}
+	if n := events.Load(); n != 5 {
+		t.Errorf("%d decisions reported, want 5 (the five operations that decide)", n)
 	}
 }
 
@@ -159,18 +110,18 @@ func TestObserveTiming(t *testing.T) {
 			t.Errorf("Latency %v on a call not timed", d.Latency)
 		}
 	}}
-	s := w.wrap(w.optional())
+	s := Store(w)
 	ctx := context.Background()
 	w.flags.Or(slowBit) // as after a slow call
 	for range 10 {
-		s.Take(ctx, "k", algo.Policy{}, 1)
+		s.Take(ctx, Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
 	}
 	if timed != 10 {
 		t.Fatalf("a slow store: %d of 10 calls timed, want every one", timed)
 	}
 	f.spin, timed, calls = 0, 0, 0
 	for range 64 * 100 {
-		s.Take(ctx, "k", algo.Policy{}, 1)
+		s.Take(ctx, Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
 	}
 	// The first fast call, timed, makes the store fast; then 1 in 64 at
 	// random: 100 expected, 10 the standard deviation.
@@ -183,29 +134,29 @@ func TestObserveTiming(t *testing.T) {
 }
 
 // BenchmarkObserveLayers measures what each layer of an observed call
-// costs over a store that does nothing: the wrapper's struct (which shows
-// the optional interfaces), the observed methods, and the report.
+// costs over a store that does nothing: the observed methods and the
+// report.
 func BenchmarkObserveLayers(b *testing.B) {
 	f := nopStore{}
 	w := &observed{s: f, name: "x", o: ObserverFuncs{}, every: sampleOneIn}
 	w.flags.Store(pushBit)
-	shown := w.wrap(w.optional())
 	ctx := context.Background()
 	for _, bc := range []struct {
 		name string
 		s    Store
-	}{{"bare", f}, {"observed", w}, {"wrapped", shown}} {
+	}{{"bare", f}, {"observed", w}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				bc.s.Take(ctx, "k", algo.Policy{}, 1)
+				bc.s.Take(ctx, Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
 			}
 		})
 	}
 }
 
-// nopStore admits everything and does nothing else.
-type nopStore struct{}
+// nopStore admits every Take and does nothing else (its other methods are
+// not for use).
+type nopStore struct{ Store }
 
-func (nopStore) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+func (nopStore) Take(context.Context, Request) (algo.Result, error) {
 	return algo.Result{Allowed: true}, nil
 }

@@ -64,40 +64,52 @@ func TestObserveDecisions(t *testing.T) {
 		call func() error
 		want []want // nil: no event
 	}{
-		{"admitted, no labels", func() error { _, err := s.Take(bg, key, p, 1); return err },
+		{"admitted, no labels", func() error { _, err := s.Take(bg, store.Request{Key: key, Policy: p, Cost: 1}); return err },
 			[]want{{store.OpTake, store.OutcomeAllowed, "", "", 1, nil}}},
-		{"admitted, labelled", func() error { _, err := s.Take(login, key, p, 1); return err },
+		{"admitted, labelled", func() error { _, err := s.Take(login, store.Request{Key: key, Policy: p, Cost: 1}); return err },
 			[]want{{store.OpTake, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
-		{"denied", func() error { _, err := s.Take(login, key, p, 1); return err },
+		{"denied", func() error { _, err := s.Take(login, store.Request{Key: key, Policy: p, Cost: 1}); return err },
 			[]want{{store.OpTake, store.OutcomeDenied, "login", "POST /login", 1, nil}}},
-		{"shadow denied", func() error { _, err := s.Take(shadow, key, p, 2); return err },
+		{"shadow denied", func() error { _, err := s.Take(shadow, store.Request{Key: key, Policy: p, Cost: 2}); return err },
 			[]want{{store.OpTake, store.OutcomeShadowDenied, "new-login", "POST /login", 2, nil}}},
-		{"bad input is an error", func() error { _, err := s.Take(login, key, p, 3); return err },
+		{"bad input is an error", func() error { _, err := s.Take(login, store.Request{Key: key, Policy: p, Cost: 3}); return err },
 			[]want{{store.OpTake, store.OutcomeError, "login", "POST /login", 3, algo.ErrCostExceedsCapacity}}},
 		{"multi: the denying request names the policy", func() error {
-			_, err := s.(store.MultiTaker).TakeMulti(multi, []store.Request{{Key: key + "-b", Policy: p, Cost: 1}, {Key: key, Policy: p, Cost: 1}})
+			_, err := s.TakeMulti(multi, []store.Request{{Key: key + "-b", Policy: p, Cost: 1}, {Key: key, Policy: p, Cost: 1}})
 			return err
 		}, []want{{store.OpTakeMulti, store.OutcomeDenied, "daily", "GET /feed", 1, nil}}},
 		{"multi: admitted, the closest to denying names it", func() error {
-			_, err := s.(store.MultiTaker).TakeMulti(multi, []store.Request{{Key: key + "-c", Policy: p, Cost: 1}, {Key: key + "-d", Policy: p, Cost: 2}})
+			_, err := s.TakeMulti(multi, []store.Request{{Key: key + "-c", Policy: p, Cost: 1}, {Key: key + "-d", Policy: p, Cost: 2}})
 			return err
 		}, []want{{store.OpTakeMulti, store.OutcomeAllowed, "daily", "GET /feed", 2, nil}}},
-		{"refund: not a decision", func() error { _, err := s.(store.Refunder).Refund(login, key, p, 1); return err }, nil},
-		{"refund: a failure is reported", func() error { _, err := s.(store.Refunder).Refund(login, key, p, -1); return err },
+		{"refund: not a decision", func() error {
+			_, err := s.Refund(login, store.Request{Key: key, Policy: p, Cost: 1})
+			return err
+		}, nil},
+		{"refund: a failure is reported", func() error {
+			_, err := s.Refund(login, store.Request{Key: key, Policy: p, Cost: -1})
+			return err
+		},
 			[]want{{store.OpRefund, store.OutcomeError, "login", "POST /login", -1, algo.ErrInvalidCost}}},
-		{"take at most", func() error { _, _, err := s.(store.AtMostTaker).TakeAtMost(login, key+"-e", p, 5); return err },
+		{"take at most", func() error {
+			_, _, err := s.TakeAtMost(login, store.Request{Key: key + "-e", Policy: p, Cost: 5})
+			return err
+		},
 			[]want{{store.OpTakeAtMost, store.OutcomeAllowed, "login", "POST /login", 5, nil}}},
-		{"reserve", func() error { _, err := s.(store.Reserver).Reserve(login, key, p, 1, time.Second); return err },
+		{"reserve", func() error {
+			_, err := s.Reserve(login, store.Request{Key: key, Policy: p, Cost: 1}, time.Second)
+			return err
+		},
 			[]want{{store.OpReserve, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
 		{"lease", func() error {
-			_, err := s.(store.Leaser).AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id1")
+			_, err := s.AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id1")
 			return err
 		}, []want{{store.OpAcquireLease, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
 		{"lease denied", func() error {
-			_, err := s.(store.Leaser).AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id2")
+			_, err := s.AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id2")
 			return err
 		}, []want{{store.OpAcquireLease, store.OutcomeDenied, "login", "POST /login", 1, nil}}},
-		{"release: not a decision", func() error { _, err := s.(store.Leaser).ReleaseLease(login, key, "id1"); return err }, nil},
+		{"release: not a decision", func() error { _, err := s.ReleaseLease(login, key, "id1"); return err }, nil},
 	}
 	for i, st := range steps {
 		err := st.call()
@@ -145,7 +157,7 @@ func TestObserveAllocs(t *testing.T) {
 		name string
 		s    store.Store
 	}{{"no observer", store.Observe(ms, "memory", nil)}, {"counting observer", store.Observe(ms, "memory", counting)}} {
-		if a := testing.AllocsPerRun(1000, func() { tc.s.Take(ctx, "k", p, 1) }); a != 0 {
+		if a := testing.AllocsPerRun(1000, func() { tc.s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}) }); a != 0 {
 			t.Errorf("%s: Take allocates %v times per call, want 0", tc.name, a)
 		}
 	}
@@ -198,7 +210,7 @@ func BenchmarkObserve(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				bc.s.Take(bc.ctx, "hot", p, 1)
+				bc.s.Take(bc.ctx, store.Request{Key: "hot", Policy: p, Cost: 1})
 			}
 		})
 	}
@@ -252,15 +264,15 @@ func TestObserveCounts(t *testing.T) {
 		wg.Go(func() {
 			key := fmt.Sprint("user-", g)
 			for i := range each {
-				s.Take(login, key, p, 1)
-				s.Take(shadow, key+"-v2", p, 1)
-				s.Take(built(i), key+"-feed", p, 1)
-				s.Take(bg, key+"-bare", p, 1)
+				s.Take(login, store.Request{Key: key, Policy: p, Cost: 1})
+				s.Take(shadow, store.Request{Key: key + "-v2", Policy: p, Cost: 1})
+				s.Take(built(i), store.Request{Key: key + "-feed", Policy: p, Cost: 1})
+				s.Take(bg, store.Request{Key: key + "-bare", Policy: p, Cost: 1})
 			}
 		})
 	}
 	wg.Wait()
-	if _, err := s.Take(login, "user-0", p, 101); err == nil {
+	if _, err := s.Take(login, store.Request{Key: "user-0", Policy: p, Cost: 101}); err == nil {
 		t.Fatal("a cost above the burst did not fail")
 	}
 	const allowed, denied = goroutines * 100, goroutines * (each - 100)

@@ -11,26 +11,26 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// Takes whose tokens may be given back later, perhaps by another
-// instance, carry the mark of WithRefundable: a store that answers from
-// what it learnt (hybrid.DenyCache) then never answers them from a bound
-// that a refund it cannot see would make stale. httplimit marks the takes
-// of its ChargeIf routes itself.
-func ExampleWithRefundable() {
+// A limiter whose takes may be given back later, perhaps by another
+// instance, is Refundable: a store that answers from what it learnt
+// (hybrid.DenyCache) then never answers them from a bound that a refund it
+// cannot see would make stale. httplimit marks the takes of its ChargeIf
+// routes itself.
+func ExampleLimiterConfig_refundable() {
 	s, err := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerHour(5).Burst(5), store.LimiterConfig{Prefix: "login:"})
+	lim, err := store.NewLimiter(s, algo.PerHour(5).Burst(5), store.LimiterConfig{Prefix: "login:", Refundable: true})
 	if err != nil {
 		panic(err)
 	}
-	ctx := store.WithRefundable(context.Background())
+	ctx := context.Background()
 	res, _ := lim.Take(ctx, "alice", 1)
 	if loginSucceeded := true; loginSucceeded { // only failures count
 		res, _ = lim.Refund(ctx, "alice", 1)
 	}
-	fmt.Println(store.IsRefundable(ctx), res.Remaining)
-	// Output: true 5
+	fmt.Println(res.Remaining)
+	// Output: 5
 }

@@ -7,10 +7,8 @@
 //
 // # Around a take: refund, take at most, reserve
 //
-// Over a store that implements the optional interfaces ([Refunder],
-// [AtMostTaker], [Reserver]), a Limiter also gives tokens back, grants part
-// of a batch, and admits a request after an exact, bounded delay instead of
-// refusing it (a store without one returns [ErrUnsupported]):
+// Besides taking, a Limiter gives tokens back, grants part of a batch, and
+// admits a request after an exact, bounded delay instead of refusing it:
 //
 //	res, err := lim.Refund(ctx, userID, 1)          // the upload failed: its token back
 //	n, res, err := lim.TakeAtMost(ctx, jobID, 500)  // a batch takes what there is, up to 500
@@ -27,7 +25,7 @@
 // # At most N in flight
 //
 // A [Limiter] bounds how often; a [ConcurrencyLimiter] bounds how many at
-// once, over a store that implements [Leaser]. Acquire before the work,
+// once, with the store's leases. Acquire before the work,
 // Release after; a lease not released (its holder crashed) frees its slot
 // when its TTL runs out, and a holder that runs longer renews it:
 //
@@ -70,35 +68,113 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 )
 
-// Store applies requests to buckets. Implementations are safe for
+// Store applies requests to buckets. Every backend implements every
+// operation: memstore in process, redisstore on Redis, and the wrappers of
+// hybrid and observe around either. Implementations are safe for
 // simultaneous use by multiple goroutines.
+//
+// Each method returns an error only when nothing was decided or changed:
+// bad input ([IsInputError]: [ErrEmptyKey], [ErrKeyTooLong],
+// algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity,
+// see [CheckRequest]), an operation the request's policy kind cannot do
+// (algo.ErrQuotaUnsupported, the same on every store, or [ErrUnsupported]
+// under a store configured with a window algorithm), a closed store
+// ([ErrClosed]), a context that ended, or a backend failure (wrapping the
+// backend's error). A denial is not an error: it is a Result with Allowed
+// false.
+//
+// A key's policy may change between calls (a tenant's plan changes): the
+// first call under the new policy converts the bucket exactly, by
+// algo.TokenBucket.Rebase under the store's rule (keep the tokens, by
+// default, or keep the fraction of a full bucket). Keys that are different
+// limits (a burst limit and a quota of one client) must still be different
+// keys: a prefix is the usual way to keep them apart.
+//
+// The math of each operation is algo.TokenBucket's (Take, Refund,
+// TakeAtMost, Reserve, Cancel): read those for the exact rules; storetest
+// proves every store against them.
 type Store interface {
-	// Take applies cost tokens to the bucket at key under policy p,
-	// atomically, and returns the decision. cost 0 peeks.
-	//
-	// The error is non-nil only when no decision was made: bad input
-	// ([ErrEmptyKey], [ErrKeyTooLong], algo.ErrInvalidPolicy,
-	// algo.ErrInvalidCost, algo.ErrCostExceedsCapacity: see
-	// [CheckRequest]), a closed store ([ErrClosed]), a
-	// context that ended, or a backend failure (wrapping the backend's
-	// error). A denial is not an error: it is a Result with Allowed false.
-	//
-	// A key's policy may change between calls (a tenant's plan changes):
-	// the first call under the new policy converts the bucket exactly, by
-	// algo.TokenBucket.Rebase under the store's rule (keep the tokens, by
-	// default, or keep the fraction of a full bucket); memstore and
-	// redisstore do, and say what their Config.OnPolicyChange chooses.
-	// Keys that are different limits (a burst limit and a quota of one
-	// client) must still be different keys: a Limiter's prefix is the
-	// usual way to keep them apart.
-	Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error)
+	// Take applies r.Cost tokens to the bucket at r.Key under r.Policy,
+	// atomically, and returns the decision. A cost of 0 peeks.
+	Take(ctx context.Context, r Request) (algo.Result, error)
+	// TakeMulti takes from several buckets atomically: all admit and all
+	// are charged, or none is charged. Bad input anywhere, or a key named
+	// twice ([ErrDuplicateKey]), is an error and charges nothing; a store
+	// that spreads keys over servers takes together only keys of one
+	// group ([GroupKey], else [ErrNotTogether]).
+	TakeMulti(ctx context.Context, rs []Request) (MultiResult, error)
+	// TakeAtMost takes as many whole tokens as the bucket holds, up to
+	// r.Cost, atomically, and returns how many it granted: for batch
+	// consumers that take what they may. Granting g > 0 is exactly an
+	// admitted Take of g; granting 0 for r.Cost > 0 charges nothing and is
+	// exactly a denied Take of 1 (Allowed false, RetryAfter the exact wait
+	// for one token). A cost of 0 peeks; r.Cost may exceed the capacity
+	// (the grant never does).
+	TakeAtMost(ctx context.Context, r Request) (granted int64, res algo.Result, err error)
+	// Refund gives r.Cost tokens back to the bucket, atomically: its
+	// deficit, refilled to now, is lowered by r.Cost tokens but never
+	// below zero, so a refund cannot raise a bucket above its capacity. A
+	// refund made at once after an admitted Take of n leaves the bucket
+	// as it was; a refund of 0, or to a full bucket, writes nothing. The
+	// Result describes the bucket after: Allowed true, RetryAfter zero.
+	Refund(ctx context.Context, r Request) (algo.Result, error)
+	// RefundMulti refunds every request atomically, with one Result per
+	// request, in order. Bad input anywhere (as for Refund, or a key
+	// named twice) is an error and refunds nothing.
+	RefundMulti(ctx context.Context, rs []Request) ([]algo.Result, error)
+	// Reserve takes r.Cost tokens atomically, even before they exist,
+	// provided they exist within maxWait (rounded down to the µs; at
+	// most r.Policy.MaxDelay() counts, a negative one is 0): see
+	// algo.TokenBucket.Reserve. Admitted: the request may proceed after
+	// Delay, and the bucket is in debt until then, so reservations on a
+	// key are served in the order they were made. Refused: nothing is
+	// charged and RetryAfter is exact for the same reservation.
+	Reserve(ctx context.Context, r Request, maxWait time.Duration) (algo.Reservation, error)
+	// CancelReservation gives back the tokens of a reservation made on
+	// key under p, given its Ticket, before its time At: exactly, when it
+	// is the last in line on its key, otherwise not at all (see
+	// algo.TokenBucket.Cancel). It reports whether it gave them back,
+	// with the bucket's Result after. At or after At, and for the zero
+	// Ticket, it changes nothing; a ticket no Reserve under p could have
+	// returned is algo.ErrInvalidReservation.
+	CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error)
+	// AcquireLease asks for a concurrency lease (at most p.Limit in
+	// flight per key) with the given id on key, at the store's now,
+	// after dropping the leases expired by then. Allowed reports whether
+	// id now holds a live lease: a new one, or its existing one renewed
+	// (so a retry after a lost answer holds one lease, not two). When
+	// denied, RetryAfter is the time until enough leases expire: an upper
+	// bound, since a holder may release sooner. Lease keys are a
+	// namespace apart from buckets. Ids are the caller's ([NewLeaseID]).
+	AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error)
+	// ReleaseLease frees id's lease on key and reports whether it was
+	// live; releasing one that is not changes nothing.
+	ReleaseLease(ctx context.Context, key, id string) (released bool, err error)
+	// RenewLease extends id's live lease on key to expire p.TTL from now,
+	// and reports whether it was live; an expired lease is not renewed.
+	RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (renewed bool, err error)
+	// Close releases the store's resources; calls after it fail with
+	// [ErrClosed]. A store that wraps another (hybrid's) leaves the one
+	// it wraps open: its owner closes it.
+	Close() error
 }
 
-// Request is one bucket of a multi-limit take.
+// Request is one call's bucket: its key, its policy, and the tokens asked
+// (a take's cost, a refund's or a partial grant's n).
 type Request struct {
 	Key    string
 	Policy algo.Policy
 	Cost   int64
+	// Refundable marks a charge that may be given back later, perhaps by
+	// another process: a take whose tokens a refund may return
+	// (httplimit's ChargeIf), a reservation that may be cancelled
+	// (httplimit's Delay). Stores decide such a request as any other; a
+	// store that answers from what it learnt of earlier answers
+	// (hybrid.DenyCache) neither answers it locally nor learns from it,
+	// since tokens given back by another process are tokens it cannot
+	// see. Mark every request on a key whose tokens any process may give
+	// back.
+	Refundable bool
 }
 
 // MultiResult is the answer to a multi-limit take.
@@ -116,12 +192,6 @@ type MultiResult struct {
 	// RetryAfter is the longest retry-after among the denying buckets:
 	// the earliest the whole request could be admitted. Zero when Allowed.
 	RetryAfter time.Duration
-}
-
-// MultiTaker is implemented by stores that can take from several buckets
-// atomically: all admit and all are charged, or none is charged.
-type MultiTaker interface {
-	TakeMulti(ctx context.Context, reqs []Request) (MultiResult, error)
 }
 
 // Clock is the narrowest clock a store needs. A
@@ -153,14 +223,6 @@ var (
 	ErrNotTogether = errors.New("store: keys cannot be taken together")
 )
 
-// Re-exported so callers of a Store need not import algo to match them.
-var (
-	ErrInvalidPolicy       = algo.ErrInvalidPolicy
-	ErrInvalidCost         = algo.ErrInvalidCost
-	ErrCostExceedsCapacity = algo.ErrCostExceedsCapacity
-)
-
-// ErrDuplicateKey reports a multi-limit take that names the same key twice.
-// A [MultiTaker] may refuse such a request with this error, or treat the
-// repeats as one request of their combined cost; it documents which.
+// ErrDuplicateKey reports a multi-limit take or refund that names the same
+// key twice: every store refuses it, charging nothing.
 var ErrDuplicateKey = errors.New("store: duplicate key in a multi-limit take")

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/bench"
 	"github.com/ratebucket/ratebucket/memstore"
@@ -120,7 +122,7 @@ type memLimiter struct {
 }
 
 func (m memLimiter) Allow(key string) (bool, error) {
-	res, err := m.s.Take(context.Background(), key, m.p, 1)
+	res, err := m.s.Take(context.Background(), store.Request{Key: key, Policy: m.p, Cost: 1})
 	return res.Allowed, err
 }
 

@@ -147,7 +147,7 @@ func benchLevel(ctx context.Context, s store.Store, cfg benchConfig, keys []stri
 				if !t0.Before(deadline) || ctx.Err() != nil {
 					return
 				}
-				res, err := s.Take(ctx, keys[i%len(keys)], cfg.policy, 1)
+				res, err := s.Take(ctx, store.Request{Key: keys[i%len(keys)], Policy: cfg.policy, Cost: 1})
 				if err != nil {
 					r.err = err
 					cancel()

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/internal/promtext"
@@ -116,7 +118,7 @@ func (f *demoFleet) warm(ctx context.Context, n int, p algo.Policy) error {
 	err := g.Wait()
 	for _, be := range f.backends {
 		if err == nil {
-			_, err = be.store.Take(ctx, "warm-up", p, 0)
+			_, err = be.store.Take(ctx, store.Request{Key: "warm-up", Policy: p, Cost: 0})
 		}
 	}
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
@@ -92,7 +94,7 @@ func TestInspectReset(t *testing.T) {
 	}
 	p := algo.PerMinute(1).Burst(10) // slow, so the numbers hold however slow the machine
 	ctx := context.Background()
-	if _, err := rs.Take(ctx, "user:42", p, 3); err != nil {
+	if _, err := rs.Take(ctx, store.Request{Key: "user:42", Policy: p, Cost: 3}); err != nil {
 		t.Fatal(err)
 	}
 	policy := []string{"--redis", srv.Addr, "--prefix", prefix, "--capacity", "10", "--rate", "1/m"}
@@ -264,7 +266,7 @@ func TestCluster(t *testing.T) {
 	p := algo.PerHour(60).Burst(5)
 	keys := []string{"user:1", "user:2", "user:3", "user:4"}
 	for _, k := range keys {
-		if _, err := rs.Take(context.Background(), k, p, 2); err != nil {
+		if _, err := rs.Take(context.Background(), store.Request{Key: k, Policy: p, Cost: 2}); err != nil {
 			t.Fatal(err)
 		}
 	}

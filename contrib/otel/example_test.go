@@ -32,7 +32,7 @@ func ExampleNew() {
 	s := store.Observe(ms, "memory", obs)
 	ctx := store.WithLabels(context.Background(), store.Labels{Route: "POST /login", Policy: "login"})
 	for range 3 {
-		s.Take(ctx, "alice", algo.PerMinute(1).Burst(2), 1)
+		s.Take(ctx, store.Request{Key: "alice", Policy: algo.PerMinute(1).Burst(2), Cost: 1})
 	}
 
 	var rm metricdata.ResourceMetrics

@@ -167,7 +167,7 @@ func TestStores(t *testing.T) {
 		for range callers {
 			wg.Go(func() {
 				for range each {
-					s.Take(ctx, "alice", p, 1)
+					s.Take(ctx, store.Request{Key: "alice", Policy: p, Cost: 1})
 				}
 			})
 		}

@@ -56,7 +56,7 @@ func BenchmarkTake(b *testing.B) {
 				defer runtime.UnlockOSThread()
 				cpu, i := obstest.ThreadCPU(), 0
 				for b.Loop() {
-					o.s.Take(ctx, keys[i], p, 1)
+					o.s.Take(ctx, store.Request{Key: keys[i], Policy: p, Cost: 1})
 					if i++; i == n {
 						i = 0
 					}

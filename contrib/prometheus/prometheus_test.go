@@ -123,9 +123,9 @@ func TestMemstore(t *testing.T) {
 	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /feed", Policy: "burst"})
 	p := algo.PerHour(1).Burst(3)
 	for range 5 {
-		s.Take(ctx, "alice", p, 1)
+		s.Take(ctx, store.Request{Key: "alice", Policy: p, Cost: 1})
 	}
-	s.Take(context.Background(), "bob", p, 1)
+	s.Take(context.Background(), store.Request{Key: "bob", Policy: p, Cost: 1})
 	want := `
 # HELP ratebucket_decisions_total Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store.
 # TYPE ratebucket_decisions_total counter
@@ -181,7 +181,7 @@ func TestRedis(t *testing.T) {
 	for g := range callers {
 		wg.Go(func() {
 			for range each {
-				if _, err := s.Take(ctx, string(rune('a'+g)), p, 1); err != nil {
+				if _, err := s.Take(ctx, store.Request{Key: string(rune('a' + g)), Policy: p, Cost: 1}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -201,14 +201,14 @@ func TestRedis(t *testing.T) {
 	}
 	// Drain one bucket: the cache then denies by itself.
 	for range 55 {
-		s.Take(ctx, "z", p, 1)
+		s.Take(ctx, store.Request{Key: "z", Policy: p, Cost: 1})
 	}
 	hits := testutil.ToFloat64(counter(t, reg, "ratebucket_denycache_hits_total", ""))
 	if hits == 0 {
 		t.Error("no deny-cache hit after draining a bucket")
 	}
 	srv.Kill(t)
-	if res, err := s.Take(ctx, "y", p, 1); err != nil || !res.Allowed {
+	if res, err := s.Take(ctx, store.Request{Key: "y", Policy: p, Cost: 1}); err != nil || !res.Allowed {
 		t.Fatalf("with Redis killed: %+v %v, want the local fallback's answer", res, err)
 	}
 	want := `
@@ -238,7 +238,7 @@ func TestCountsAddUp(t *testing.T) {
 		defer ms.Close()
 		s := store.Observe(ms, "memory", obs)
 		for range 3 {
-			s.Take(ctx, "alice", p, 1) // 2 admitted, 1 denied
+			s.Take(ctx, store.Request{Key: "alice", Policy: p, Cost: 1}) // 2 admitted, 1 denied
 		}
 	}
 	obs.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: store.OutcomeError, Store: "memory", Policy: "burst", Route: "GET /feed"})

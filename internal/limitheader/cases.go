@@ -55,12 +55,16 @@ func (c Case) Result() algo.Result {
 // Store returns a store answering every Take with the case's Result,
 // whatever the bucket: the front ends' tests put it behind their real
 // header-writing code. It is a store with a fixed answer, not a mock of a
-// backend.
-func (c Case) Store() store.Store { return answerStore{c.Result()} }
+// backend. Its other operations are not for use (they panic: the
+// embedded Store is nil).
+func (c Case) Store() store.Store { return answerStore{res: c.Result()} }
 
-type answerStore struct{ res algo.Result }
+type answerStore struct {
+	store.Store // nil: only Take answers
+	res         algo.Result
+}
 
-func (s answerStore) Take(context.Context, string, algo.Policy, int64) (algo.Result, error) {
+func (s answerStore) Take(context.Context, store.Request) (algo.Result, error) {
 	return s.res, nil
 }
 

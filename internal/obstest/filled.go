@@ -25,7 +25,7 @@ func Filled[S interface {
 	}
 	tb.Cleanup(func() { s.Close() })
 	for _, k := range keys {
-		if _, err := s.Take(context.Background(), k, p, 1); err != nil {
+		if _, err := s.Take(context.Background(), store.Request{Key: k, Policy: p, Cost: 1}); err != nil {
 			tb.Fatal(err)
 		}
 	}

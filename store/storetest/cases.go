@@ -24,7 +24,7 @@ func testConcurrent(t *testing.T, e *env) {
 		for range goroutines {
 			wg.Go(func() {
 				for range attempts {
-					res, err := e.s.Take(context.Background(), key, p, 1)
+					res, err := e.s.Take(context.Background(), store.Request{Key: key, Policy: p, Cost: 1})
 					if err != nil {
 						t.Errorf("Take: %v", err)
 						return
@@ -84,7 +84,7 @@ func testBadInput(t *testing.T, e *env) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := e.s.Take(context.Background(), tc.key, tc.policy, tc.cost)
+			res, err := e.s.Take(context.Background(), store.Request{Key: tc.key, Policy: tc.policy, Cost: tc.cost})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Take(%q, %v, %d) = %+v, %v; want an error matching %v", tc.key, tc.policy, tc.cost, res, err, tc.want)
 			}
@@ -123,7 +123,7 @@ func testContext(t *testing.T, e *env) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			key := e.key()
-			res, err := e.s.Take(tc.ctx, key, p, 1)
+			res, err := e.s.Take(tc.ctx, store.Request{Key: key, Policy: p, Cost: 1})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Take with a done context = %+v, %v; want an error matching %v", res, err, tc.want)
 			}
@@ -144,13 +144,13 @@ func testClose(t *testing.T, e *env) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if res, err := e.s.Take(context.Background(), key, p, 1); !errors.Is(err, store.ErrClosed) {
+	if res, err := e.s.Take(context.Background(), store.Request{Key: key, Policy: p, Cost: 1}); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Take after Close = %+v, %v; want store.ErrClosed", res, err)
 	}
-	if res, err := e.s.Take(context.Background(), e.key(), p, 0); !errors.Is(err, store.ErrClosed) {
+	if res, err := e.s.Take(context.Background(), store.Request{Key: e.key(), Policy: p, Cost: 0}); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("peek of a new key after Close = %+v, %v; want store.ErrClosed", res, err)
 	}
-	if m, ok := e.s.(store.MultiTaker); ok {
+	if m, ok := e.s.(store.Store); ok {
 		reqs := []store.Request{{Key: key, Policy: p, Cost: 1}}
 		if res, err := m.TakeMulti(context.Background(), reqs); !errors.Is(err, store.ErrClosed) {
 			t.Fatalf("TakeMulti after Close = %+v, %v; want store.ErrClosed", res, err)

@@ -20,11 +20,11 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// testLeases checks store.Leaser, when the store implements it.
+// testLeases checks store.Store, when the store implements it.
 func testLeases(t *testing.T, e *env) {
-	l, ok := e.s.(store.Leaser)
+	l, ok := e.s.(store.Store)
 	if !ok {
-		t.Skip("store does not implement store.Leaser (concurrency leases): nothing to check")
+		t.Skip("store does not implement store.Store (concurrency leases): nothing to check")
 	}
 	t.Run("model", func(t *testing.T) { testLeaseModel(t, e, l) })
 	t.Run("concurrent", func(t *testing.T) { testLeaseConcurrent(t, e, l) })
@@ -66,7 +66,7 @@ func (k *leaseKey) live(now int64) int64 {
 // leaseModel is the state machine of testLeaseModel.
 type leaseModel struct {
 	e       *env
-	l       store.Leaser
+	l       store.Store
 	keys    []*leaseKey
 	ids     []string        // every id used so far, in order
 	crashed map[string]bool // ids of holders that never release or renew
@@ -286,7 +286,7 @@ func (m *leaseModel) release(t *rapid.T, k *leaseKey, id string) {
 // testLeaseModel runs random acquires, crashes, releases, renewals and
 // clock moves on a few keys, against algo's functions on the same calls and
 // against the test's own ledger of grants (see leaseModel).
-func testLeaseModel(t *testing.T, e *env, l store.Leaser) {
+func testLeaseModel(t *testing.T, e *env, l store.Store) {
 	rapid.Check(t, func(t *rapid.T) {
 		e.clk.Set(rapid.SampledFrom([]time.Time{Start, time.UnixMicro(leaseLatest - 100*int64(algo.MaxLeaseTTL/time.Microsecond))}).Draw(t, "start"))
 		m := &leaseModel{e: e, l: l, crashed: map[string]bool{}}
@@ -304,7 +304,7 @@ func testLeaseModel(t *testing.T, e *env, l store.Leaser) {
 // testLeaseConcurrent: goroutines acquiring on one key at a frozen clock
 // never hold more than the limit at once, and exactly the limit are
 // admitted when nobody releases.
-func testLeaseConcurrent(t *testing.T, e *env, l store.Leaser) {
+func testLeaseConcurrent(t *testing.T, e *env, l store.Store) {
 	const goroutines, attempts = 8, 25
 	p := algo.LeasePolicy{Limit: 5, TTL: time.Minute}
 	ctx := context.Background()
@@ -371,7 +371,7 @@ func testLeaseConcurrent(t *testing.T, e *env, l store.Leaser) {
 }
 
 // leaseOK acquires a lease and fails t unless it is admitted.
-func leaseOK(t tb, l store.Leaser, key string, p algo.LeasePolicy, id string) algo.LeaseResult {
+func leaseOK(t tb, l store.Store, key string, p algo.LeasePolicy, id string) algo.LeaseResult {
 	t.Helper()
 	res, err := l.AcquireLease(context.Background(), key, p, id)
 	if err != nil || !res.Allowed {
@@ -381,7 +381,7 @@ func leaseOK(t tb, l store.Leaser, key string, p algo.LeasePolicy, id string) al
 }
 
 // testLeaseNamespace: a key's bucket and its lease set are apart.
-func testLeaseNamespace(t *testing.T, e *env, l store.Leaser) {
+func testLeaseNamespace(t *testing.T, e *env, l store.Store) {
 	key := e.key()
 	bp, lp := algo.PerHour(1).Burst(1), algo.LeasePolicy{Limit: 1, TTL: time.Minute}
 	if res := e.take(t, key, bp, 1); !res.Allowed {
@@ -401,7 +401,7 @@ func testLeaseNamespace(t *testing.T, e *env, l store.Leaser) {
 
 // testLeaseBadInput: bad input, or a context that has ended, is an error
 // matching its sentinel and changes nothing.
-func testLeaseBadInput(t *testing.T, e *env, l store.Leaser) {
+func testLeaseBadInput(t *testing.T, e *env, l store.Store) {
 	p := algo.LeasePolicy{Limit: 2, TTL: time.Minute}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -415,16 +415,16 @@ func testLeaseBadInput(t *testing.T, e *env, l store.Leaser) {
 	}{
 		{"empty key", nil, "", "x", p, store.ErrEmptyKey},
 		{"key too long", nil, long, "x", p, store.ErrKeyTooLong},
-		{"empty id", nil, "", "", p, store.ErrInvalidLeaseID},
-		{"id too long", nil, "", strings.Repeat("i", algo.MaxLeaseIDLen+1), p, store.ErrInvalidLeaseID},
-		{"zero policy", nil, "", "x", algo.LeasePolicy{}, store.ErrInvalidLeasePolicy},
-		{"limit 0", nil, "", "x", algo.LeasePolicy{Limit: 0, TTL: time.Minute}, store.ErrInvalidLeasePolicy},
-		{"negative limit", nil, "", "x", algo.LeasePolicy{Limit: -1, TTL: time.Minute}, store.ErrInvalidLeasePolicy},
-		{"limit above MaxLeaseLimit", nil, "", "x", algo.LeasePolicy{Limit: algo.MaxLeaseLimit + 1, TTL: time.Minute}, store.ErrInvalidLeasePolicy},
-		{"ttl 0", nil, "", "x", algo.LeasePolicy{Limit: 2}, store.ErrInvalidLeasePolicy},
-		{"negative ttl", nil, "", "x", algo.LeasePolicy{Limit: 2, TTL: -time.Second}, store.ErrInvalidLeasePolicy},
-		{"ttl not whole µs", nil, "", "x", algo.LeasePolicy{Limit: 2, TTL: time.Second + 1}, store.ErrInvalidLeasePolicy},
-		{"ttl above MaxLeaseTTL", nil, "", "x", algo.LeasePolicy{Limit: 2, TTL: algo.MaxLeaseTTL + time.Microsecond}, store.ErrInvalidLeasePolicy},
+		{"empty id", nil, "", "", p, algo.ErrInvalidLeaseID},
+		{"id too long", nil, "", strings.Repeat("i", algo.MaxLeaseIDLen+1), p, algo.ErrInvalidLeaseID},
+		{"zero policy", nil, "", "x", algo.LeasePolicy{}, algo.ErrInvalidLeasePolicy},
+		{"limit 0", nil, "", "x", algo.LeasePolicy{Limit: 0, TTL: time.Minute}, algo.ErrInvalidLeasePolicy},
+		{"negative limit", nil, "", "x", algo.LeasePolicy{Limit: -1, TTL: time.Minute}, algo.ErrInvalidLeasePolicy},
+		{"limit above MaxLeaseLimit", nil, "", "x", algo.LeasePolicy{Limit: algo.MaxLeaseLimit + 1, TTL: time.Minute}, algo.ErrInvalidLeasePolicy},
+		{"ttl 0", nil, "", "x", algo.LeasePolicy{Limit: 2}, algo.ErrInvalidLeasePolicy},
+		{"negative ttl", nil, "", "x", algo.LeasePolicy{Limit: 2, TTL: -time.Second}, algo.ErrInvalidLeasePolicy},
+		{"ttl not whole µs", nil, "", "x", algo.LeasePolicy{Limit: 2, TTL: time.Second + 1}, algo.ErrInvalidLeasePolicy},
+		{"ttl above MaxLeaseTTL", nil, "", "x", algo.LeasePolicy{Limit: 2, TTL: algo.MaxLeaseTTL + time.Microsecond}, algo.ErrInvalidLeasePolicy},
 		{"canceled", canceled, "", "x", p, context.Canceled},
 	}
 	for _, tc := range tests {
@@ -444,7 +444,7 @@ func testLeaseBadInput(t *testing.T, e *env, l store.Leaser) {
 				"ReleaseLease": func() error { _, err := l.ReleaseLease(ctx, key, tc.id); return err },
 			}
 			for _, name := range []string{"AcquireLease", "RenewLease", "ReleaseLease"} {
-				if name == "ReleaseLease" && errors.Is(tc.want, store.ErrInvalidLeasePolicy) {
+				if name == "ReleaseLease" && errors.Is(tc.want, algo.ErrInvalidLeasePolicy) {
 					continue // it takes no policy
 				}
 				if err := calls[name](); !errors.Is(err, tc.want) {
@@ -460,7 +460,7 @@ func testLeaseBadInput(t *testing.T, e *env, l store.Leaser) {
 }
 
 // testLeaseClose: after Close every lease call fails with store.ErrClosed.
-func testLeaseClose(t *testing.T, e *env, l store.Leaser) {
+func testLeaseClose(t *testing.T, e *env, l store.Store) {
 	c, ok := e.s.(io.Closer)
 	if !ok {
 		t.Skip("store does not implement io.Closer")

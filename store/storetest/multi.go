@@ -14,11 +14,11 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// testMulti checks store.MultiTaker, when the store implements it.
+// testMulti checks store.Store, when the store implements it.
 func testMulti(t *testing.T, e *env) {
-	m, ok := e.s.(store.MultiTaker)
+	m, ok := e.s.(store.Store)
 	if !ok {
-		t.Skip("store does not implement store.MultiTaker")
+		t.Skip("store does not implement store.Store")
 	}
 	t.Run("reference", func(t *testing.T) { testMultiReference(t, e, m) })
 	t.Run("concurrent", func(t *testing.T) { testMultiConcurrent(t, e, m) })
@@ -29,7 +29,7 @@ func testMulti(t *testing.T, e *env) {
 // testMultiReference: random multi-limit and single takes over a few keys
 // match the reference applied all-or-nothing: when any bucket denies,
 // nothing is charged and each Result is what that bucket alone answers.
-func testMultiReference(t *testing.T, e *env, m store.MultiTaker) {
+func testMultiReference(t *testing.T, e *env, m store.Store) {
 	rapid.Check(t, func(t *rapid.T) {
 		keys := e.tagged(3)
 		refs := []*ref{{p: genPolicy(t, "a ")}, {p: genPolicy(t, "b ")}, {p: genPolicy(t, "c ")}}
@@ -95,7 +95,7 @@ func sameMulti(got, want store.MultiResult) bool {
 // testMultiConcurrent: goroutines take from keys a and b together while
 // others take from a alone, at a frozen clock. Every charge must be whole:
 // b lost exactly what the multi-takes admitted, a that plus the singles.
-func testMultiConcurrent(t *testing.T, e *env, m store.MultiTaker) {
+func testMultiConcurrent(t *testing.T, e *env, m store.Store) {
 	const goroutines, attempts = 4, 20
 	p := algo.PerSecond(1).Burst(60)
 	keys := e.tagged(2)
@@ -115,7 +115,7 @@ func testMultiConcurrent(t *testing.T, e *env, m store.MultiTaker) {
 					}
 					continue
 				}
-				res, err := e.s.Take(context.Background(), keys[0], p, 1)
+				res, err := e.s.Take(context.Background(), store.Request{Key: keys[0], Policy: p, Cost: 1})
 				if err != nil {
 					t.Errorf("Take: %v", err)
 					return
@@ -139,7 +139,7 @@ func testMultiConcurrent(t *testing.T, e *env, m store.MultiTaker) {
 
 // testMultiDuplicate: a key named twice is refused with
 // store.ErrDuplicateKey and charges nothing, or counts as the combined cost.
-func testMultiDuplicate(t *testing.T, e *env, m store.MultiTaker) {
+func testMultiDuplicate(t *testing.T, e *env, m store.Store) {
 	p := algo.PerSecond(1).Burst(5)
 	tests := []struct {
 		name     string
@@ -177,7 +177,7 @@ func testMultiDuplicate(t *testing.T, e *env, m store.MultiTaker) {
 
 // testMultiBadInput: bad input anywhere in the request, or a done context,
 // is an error matching its sentinel and charges no bucket.
-func testMultiBadInput(t *testing.T, e *env, m store.MultiTaker) {
+func testMultiBadInput(t *testing.T, e *env, m store.Store) {
 	p := algo.PerSecond(1).Burst(5)
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -16,8 +16,8 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// The checks of the operations around a take: Refund (store.Refunder),
-// TakeAtMost (store.AtMostTaker) and Reserve (store.Reserver). Each is
+// The checks of the operations around a take: Refund (store.Store),
+// TakeAtMost (store.Store) and Reserve (store.Store). Each is
 // skipped, with a message, for a store that does not implement its
 // interface.
 
@@ -43,7 +43,7 @@ func (e *env) same(t tb, op string, key string, got, want any) {
 
 // refund refunds n to key on both the store and the reference and
 // compares the answers.
-func (e *env) refund(t tb, rf store.Refunder, key string, r *ref, n int64) algo.Result {
+func (e *env) refund(t tb, rf store.Store, key string, r *ref, n int64) algo.Result {
 	t.Helper()
 	now := e.clk.Now()
 	var want algo.Result
@@ -51,7 +51,7 @@ func (e *env) refund(t tb, rf store.Refunder, key string, r *ref, n int64) algo.
 		next, want, err = algo.TokenBucket{}.Refund(r.p, s, at, n)
 		return next, err
 	}, now)
-	got, err := rf.Refund(context.Background(), key, r.p, n)
+	got, err := rf.Refund(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
 	if err != nil {
 		t.Fatalf("Refund(%q, %v, %d): %v", key, r.p, n, err)
 	}
@@ -87,13 +87,13 @@ func skipUnsupported(t *testing.T, op string, err error) {
 	}
 }
 
-// testRefund checks store.Refunder, when the store implements it.
+// testRefund checks store.Store, when the store implements it.
 func testRefund(t *testing.T, e *env) {
-	rf, ok := e.s.(store.Refunder)
+	rf, ok := e.s.(store.Store)
 	if !ok {
-		t.Skip("store does not implement store.Refunder (refunds): nothing to check")
+		t.Skip("store does not implement store.Store (refunds): nothing to check")
 	}
-	_, err := rf.Refund(context.Background(), e.key(), algo.PerSecond(1).Burst(1), 0)
+	_, err := rf.Refund(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
 	skipUnsupported(t, "Refund", err)
 	t.Run("reference", func(t *testing.T) {
 		// Takes, peeks and refunds of any size on one key match the
@@ -114,7 +114,7 @@ func testRefund(t *testing.T, e *env) {
 				e.clk.Add(genStep(t, p))
 				if c := genCost(t, p); rapid.Bool().Draw(t, "undo") {
 					if res := e.take(t, undone, p, c); res.Allowed {
-						if back, err := rf.Refund(context.Background(), undone, p, c); err != nil || back != e.take(t, plain, p, 0) {
+						if back, err := rf.Refund(context.Background(), store.Request{Key: undone, Policy: p, Cost: c}); err != nil || back != e.take(t, plain, p, 0) {
 							t.Fatalf("Take(%d)+Refund(%d) = %+v, %v; the untouched key peeks %+v", c, c, back, err, e.take(t, plain, p, 0))
 						}
 					}
@@ -129,7 +129,7 @@ func testRefund(t *testing.T, e *env) {
 	t.Run("multi", func(t *testing.T) { testRefundMulti(t, e, rf) })
 	t.Run("bad input", func(t *testing.T) {
 		testOpBadInput(t, e, "Refund", func(ctx context.Context, key string, p algo.Policy, n int64) error {
-			_, err := rf.Refund(ctx, key, p, n)
+			_, err := rf.Refund(ctx, store.Request{Key: key, Policy: p, Cost: n})
 			return err
 		}, true)
 	})
@@ -138,7 +138,7 @@ func testRefund(t *testing.T, e *env) {
 
 // testRefundMulti: RefundMulti over a few keys matches the reference's
 // refunds, bad input anywhere or a key named twice refunds nothing.
-func testRefundMulti(t *testing.T, e *env, rf store.Refunder) {
+func testRefundMulti(t *testing.T, e *env, rf store.Store) {
 	rapid.Check(t, func(t *rapid.T) {
 		keys := e.tagged(3)
 		refs := []*ref{{p: genPolicy(t, "a ")}, {p: genPolicy(t, "b ")}, {p: genPolicy(t, "c ")}}
@@ -259,13 +259,13 @@ func testOpBadInput(t *testing.T, e *env, name string, op func(ctx context.Conte
 	}
 }
 
-// testTakeAtMost checks store.AtMostTaker, when the store implements it.
+// testTakeAtMost checks store.Store, when the store implements it.
 func testTakeAtMost(t *testing.T, e *env) {
-	am, ok := e.s.(store.AtMostTaker)
+	am, ok := e.s.(store.Store)
 	if !ok {
-		t.Skip("store does not implement store.AtMostTaker (partial grants): nothing to check")
+		t.Skip("store does not implement store.Store (partial grants): nothing to check")
 	}
-	_, _, err := am.TakeAtMost(context.Background(), e.key(), algo.PerSecond(1).Burst(1), 0)
+	_, _, err := am.TakeAtMost(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
 	skipUnsupported(t, "TakeAtMost", err)
 	t.Run("reference", func(t *testing.T) {
 		// Partial grants, takes and peeks on one key match the
@@ -278,7 +278,7 @@ func testTakeAtMost(t *testing.T, e *env) {
 				next, wantG, want, err = algo.TokenBucket{}.TakeAtMost(r.p, s, at, n)
 				return next, err
 			}, e.clk.Now())
-			g, got, err := am.TakeAtMost(context.Background(), key, r.p, n)
+			g, got, err := am.TakeAtMost(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
 			if err != nil {
 				t.Fatalf("TakeAtMost(%q, %v, %d): %v", key, r.p, n, err)
 			}
@@ -287,18 +287,18 @@ func testTakeAtMost(t *testing.T, e *env) {
 	})
 	t.Run("bad input", func(t *testing.T) {
 		testOpBadInput(t, e, "TakeAtMost", func(ctx context.Context, key string, p algo.Policy, n int64) error {
-			_, _, err := am.TakeAtMost(ctx, key, p, n)
+			_, _, err := am.TakeAtMost(ctx, store.Request{Key: key, Policy: p, Cost: n})
 			return err
 		}, false)
 	})
 	t.Run("close", func(t *testing.T) { testOpsClose(t, e) }) // last: it closes the store
 }
 
-// reserver drives store.Reserver and the reference together on one key,
+// reserver drives store.Store and the reference together on one key,
 // and records when each admitted request proceeds.
 type reserver struct {
 	e     *env
-	rs    store.Reserver
+	rs    store.Store
 	key   string
 	r     *ref
 	open  []algo.Reservation // admitted, waiting, not cancelled
@@ -315,7 +315,7 @@ func (v *reserver) reserve(t tb, cost int64, maxWait time.Duration) algo.Reserva
 		next, want, err = algo.TokenBucket{}.Reserve(v.r.p, s, at, cost, int64(maxWait/time.Microsecond))
 		return next, err
 	}, now)
-	got, err := v.rs.Reserve(context.Background(), v.key, v.r.p, cost, maxWait)
+	got, err := v.rs.Reserve(context.Background(), store.Request{Key: v.key, Policy: v.r.p, Cost: cost}, maxWait)
 	if err != nil {
 		t.Fatalf("Reserve(%q, %v, %d, %v): %v", v.key, v.r.p, cost, maxWait, err)
 	}
@@ -395,13 +395,13 @@ func genWait(t *rapid.T, p algo.Policy) time.Duration {
 	).Draw(t, "maxWait µs")) * time.Microsecond
 }
 
-// testReserve checks store.Reserver, when the store implements it.
+// testReserve checks store.Store, when the store implements it.
 func testReserve(t *testing.T, e *env) {
-	rs, ok := e.s.(store.Reserver)
+	rs, ok := e.s.(store.Store)
 	if !ok {
-		t.Skip("store does not implement store.Reserver (reservations): nothing to check")
+		t.Skip("store does not implement store.Store (reservations): nothing to check")
 	}
-	_, err := rs.Reserve(context.Background(), e.key(), algo.PerSecond(1).Burst(1), 0, 0)
+	_, err := rs.Reserve(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0}, 0)
 	skipUnsupported(t, "Reserve", err)
 	t.Run("reference", func(t *testing.T) {
 		// Reservations, cancellations (of any open one, in any order, early
@@ -486,7 +486,7 @@ func testReserve(t *testing.T, e *env) {
 	t.Run("concurrent", func(t *testing.T) { testReserveConcurrent(t, e, rs) })
 	t.Run("bad input", func(t *testing.T) {
 		testOpBadInput(t, e, "Reserve", func(ctx context.Context, key string, p algo.Policy, n int64) error {
-			_, err := rs.Reserve(ctx, key, p, n, time.Second)
+			_, err := rs.Reserve(ctx, store.Request{Key: key, Policy: p, Cost: n}, time.Second)
 			return err
 		}, true)
 		p := algo.PerSecond(1).Burst(5)
@@ -506,7 +506,7 @@ func testReserve(t *testing.T, e *env) {
 // a frozen clock with the longest wait. Exactly capacity are admitted at
 // once and capacity more with a delay (the debt is one bucket), at
 // distinct times one token's refill apart.
-func testReserveConcurrent(t *testing.T, e *env, rs store.Reserver) {
+func testReserveConcurrent(t *testing.T, e *env, rs store.Store) {
 	const goroutines, attempts = 8, 25
 	p := algo.PerSecond(10).Burst(50)
 	key := e.key()
@@ -516,7 +516,7 @@ func testReserveConcurrent(t *testing.T, e *env, rs store.Reserver) {
 	for range goroutines {
 		wg.Go(func() {
 			for range attempts {
-				r, err := rs.Reserve(context.Background(), key, p, 1, p.MaxDelay())
+				r, err := rs.Reserve(context.Background(), store.Request{Key: key, Policy: p, Cost: 1}, p.MaxDelay())
 				if err != nil {
 					t.Errorf("Reserve: %v", err)
 					return
@@ -554,18 +554,21 @@ func testOpsClose(t *testing.T, e *env) {
 	}
 	p, key, ctx := algo.PerSecond(1).Burst(5), e.key(), context.Background()
 	calls := map[string]func() error{}
-	if rf, ok := e.s.(store.Refunder); ok {
-		calls["Refund"] = func() error { _, err := rf.Refund(ctx, key, p, 1); return err }
+	if rf, ok := e.s.(store.Store); ok {
+		calls["Refund"] = func() error { _, err := rf.Refund(ctx, store.Request{Key: key, Policy: p, Cost: 1}); return err }
 		calls["RefundMulti"] = func() error {
 			_, err := rf.RefundMulti(ctx, []store.Request{{Key: key, Policy: p, Cost: 1}})
 			return err
 		}
 	}
-	if am, ok := e.s.(store.AtMostTaker); ok {
-		calls["TakeAtMost"] = func() error { _, _, err := am.TakeAtMost(ctx, key, p, 1); return err }
+	if am, ok := e.s.(store.Store); ok {
+		calls["TakeAtMost"] = func() error { _, _, err := am.TakeAtMost(ctx, store.Request{Key: key, Policy: p, Cost: 1}); return err }
 	}
-	if rs, ok := e.s.(store.Reserver); ok {
-		calls["Reserve"] = func() error { _, err := rs.Reserve(ctx, key, p, 1, time.Second); return err }
+	if rs, ok := e.s.(store.Store); ok {
+		calls["Reserve"] = func() error {
+			_, err := rs.Reserve(ctx, store.Request{Key: key, Policy: p, Cost: 1}, time.Second)
+			return err
+		}
 		calls["CancelReservation"] = func() error {
 			_, _, err := rs.CancelReservation(ctx, key, p, algo.Ticket{})
 			return err

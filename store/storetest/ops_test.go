@@ -41,7 +41,8 @@ func (s *mapStore) op(ctx context.Context, key string, p algo.Policy, f func(alg
 	return err
 }
 
-func (s *mapStore) Refund(ctx context.Context, key string, p algo.Policy, n int64) (res algo.Result, err error) {
+func (s *mapStore) Refund(ctx context.Context, req store.Request) (res algo.Result, err error) {
+	key, p, n := req.Key, req.Policy, req.Cost
 	err = s.op(ctx, key, p, func(st algo.State, now int64) (algo.State, error) {
 		if s.mutant == "refund above capacity" && n > 0 {
 			st, res, err = algo.TokenBucket{}.Take(p, st, now, 0)
@@ -61,7 +62,7 @@ func (s *mapStore) RefundMulti(ctx context.Context, reqs []store.Request) ([]alg
 	}
 	out := make([]algo.Result, len(reqs))
 	for i, r := range reqs { // one lock per refund: not atomic, which no check can see here
-		res, err := s.Refund(ctx, r.Key, r.Policy, r.Cost)
+		res, err := s.Refund(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +71,8 @@ func (s *mapStore) RefundMulti(ctx context.Context, reqs []store.Request) ([]alg
 	return out, nil
 }
 
-func (s *mapStore) TakeAtMost(ctx context.Context, key string, p algo.Policy, n int64) (g int64, res algo.Result, err error) {
+func (s *mapStore) TakeAtMost(ctx context.Context, req store.Request) (g int64, res algo.Result, err error) {
+	key, p, n := req.Key, req.Policy, req.Cost
 	err = s.op(ctx, key, p, func(st algo.State, now int64) (algo.State, error) {
 		st, g, res, err = algo.TokenBucket{}.TakeAtMost(p, st, now, n)
 		if s.mutant == "take at most one more" && g > 0 && g < n {
@@ -83,7 +85,8 @@ func (s *mapStore) TakeAtMost(ctx context.Context, key string, p algo.Policy, n 
 	return g, res, err
 }
 
-func (s *mapStore) Reserve(ctx context.Context, key string, p algo.Policy, cost int64, maxWait time.Duration) (r algo.Reservation, err error) {
+func (s *mapStore) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (r algo.Reservation, err error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	err = s.op(ctx, key, p, func(st algo.State, now int64) (algo.State, error) {
 		next, r2, err := algo.TokenBucket{}.Reserve(p, st, now, cost, int64(maxWait/time.Microsecond))
 		if r = r2; s.mutant == "reservation not charged" && r.Delay > 0 {

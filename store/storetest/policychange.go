@@ -165,28 +165,32 @@ func (m *changeModel) Take(t *rapid.T) {
 	m.step(t, fmt.Sprintf("Take(%d)", cost), k, p, func(s algo.State, now int64) (algo.State, any, error) {
 		s, res, err := algo.TokenBucket{}.Take(p, s, now, cost)
 		return s, res, err
-	}, func(ctx context.Context) (any, error) { return m.e.s.Take(ctx, k.key, p, cost) })
+	}, func(ctx context.Context) (any, error) {
+		return m.e.s.Take(ctx, store.Request{Key: k.key, Policy: p, Cost: cost})
+	})
 }
 
 // Refund refunds up to the capacity, 0 included.
 func (m *changeModel) Refund(t *rapid.T) {
-	rf, ok := m.e.s.(store.Refunder)
+	rf, ok := m.e.s.(store.Store)
 	if !ok {
-		t.Skip("no store.Refunder")
+		t.Skip("no store.Store")
 	}
 	k, p := m.pick(t)
 	n := rapid.Int64Range(0, p.Capacity()).Draw(t, "n")
 	m.step(t, fmt.Sprintf("Refund(%d)", n), k, p, func(s algo.State, now int64) (algo.State, any, error) {
 		s, res, err := algo.TokenBucket{}.Refund(p, s, now, n)
 		return s, res, err
-	}, func(ctx context.Context) (any, error) { return rf.Refund(ctx, k.key, p, n) })
+	}, func(ctx context.Context) (any, error) {
+		return rf.Refund(ctx, store.Request{Key: k.key, Policy: p, Cost: n})
+	})
 }
 
 // AtMost grants up to n, n possibly above the capacity.
 func (m *changeModel) AtMost(t *rapid.T) {
-	am, ok := m.e.s.(store.AtMostTaker)
+	am, ok := m.e.s.(store.Store)
 	if !ok {
-		t.Skip("no store.AtMostTaker")
+		t.Skip("no store.Store")
 	}
 	k, p := m.pickBucket(t)
 	n := rapid.Int64Range(0, 2*p.Capacity()).Draw(t, "n")
@@ -194,16 +198,16 @@ func (m *changeModel) AtMost(t *rapid.T) {
 		s, g, res, err := algo.TokenBucket{}.TakeAtMost(p, s, now, n)
 		return s, fmt.Sprint(g, res), err
 	}, func(ctx context.Context) (any, error) {
-		g, res, err := am.TakeAtMost(ctx, k.key, p, n)
+		g, res, err := am.TakeAtMost(ctx, store.Request{Key: k.key, Policy: p, Cost: n})
 		return fmt.Sprint(g, res), err
 	})
 }
 
 // Reserve reserves with a drawn wait: none, a token's time or a bucket's.
 func (m *changeModel) Reserve(t *rapid.T) {
-	rs, ok := m.e.s.(store.Reserver)
+	rs, ok := m.e.s.(store.Store)
 	if !ok {
-		t.Skip("no store.Reserver")
+		t.Skip("no store.Store")
 	}
 	k, p := m.pickBucket(t)
 	cost := genCost(t, p)
@@ -212,7 +216,7 @@ func (m *changeModel) Reserve(t *rapid.T) {
 		s, res, err := algo.TokenBucket{}.Reserve(p, s, now, cost, wait)
 		return s, res, err
 	}, func(ctx context.Context) (any, error) {
-		return rs.Reserve(ctx, k.key, p, cost, time.Duration(wait)*time.Microsecond)
+		return rs.Reserve(ctx, store.Request{Key: k.key, Policy: p, Cost: cost}, time.Duration(wait)*time.Microsecond)
 	}).(algo.Reservation)
 	if res.Ticket != (algo.Ticket{}) {
 		k.ticket, k.tp = res.Ticket, p
@@ -222,9 +226,9 @@ func (m *changeModel) Reserve(t *rapid.T) {
 // Cancel cancels a key's last waiting reservation, under the policy it
 // was made with (the key may have changed policy since).
 func (m *changeModel) Cancel(t *rapid.T) {
-	rs, ok := m.e.s.(store.Reserver)
+	rs, ok := m.e.s.(store.Store)
 	if !ok {
-		t.Skip("no store.Reserver")
+		t.Skip("no store.Store")
 	}
 	k := rapid.SampledFrom(m.keys).Draw(t, "key")
 	if k.ticket == (algo.Ticket{}) {
@@ -242,9 +246,9 @@ func (m *changeModel) Cancel(t *rapid.T) {
 
 // Multi takes from several keys at once, each under a drawn policy.
 func (m *changeModel) Multi(t *rapid.T) {
-	mt, ok := m.e.s.(store.MultiTaker)
+	mt, ok := m.e.s.(store.Store)
 	if !ok {
-		t.Skip("no store.MultiTaker")
+		t.Skip("no store.Store")
 	}
 	idx := rapid.SliceOfNDistinct(rapid.IntRange(0, len(m.keys)-1), 1, len(m.keys), rapid.ID[int]).Draw(t, "keys")
 	reqs := make([]store.Request, len(idx))

@@ -16,15 +16,15 @@ import (
 // takes match algo's on the same sequence across day, week, month and
 // year boundaries, leap days and the 2^53 µs bound; a denial is admitted
 // exactly at the next period's start and not a µs earlier; a refund gives
-// back to the period's count (store.Refunder); bad quotas
+// back to the period's count (store.Store); bad quotas
 // and costs above n are errors that charge nothing; and, when the store
-// implements store.MultiTaker, a quota beside a token bucket in one
+// implements store.Store, a quota beside a token bucket in one
 // multi-limit take charges both or neither.
 func testQuota(t *testing.T, e *env) {
 	t.Run("reference", func(t *testing.T) { testQuotaReference(t, e) })
 	t.Run("retry at the boundary", func(t *testing.T) { testQuotaBoundary(t, e) })
 	t.Run("bad input", func(t *testing.T) { testQuotaBadInput(t, e) })
-	m, ok := e.s.(store.MultiTaker)
+	m, ok := e.s.(store.Store)
 	if !ok {
 		return
 	}
@@ -91,11 +91,11 @@ func genQuotaStep(t *rapid.T, p algo.Policy, now time.Time) time.Time {
 }
 
 // testQuotaReference: takes on a quota, and refunds when the store
-// implements store.Refunder, with the clock moving forward in steps that
+// implements store.Store, with the clock moving forward in steps that
 // land on period boundaries, match algo's Results, and a take's waits end
 // where package time says the period does.
 func testQuotaReference(t *testing.T, e *env) {
-	refunder, _ := e.s.(store.Refunder)
+	refunder, _ := e.s.(store.Store)
 	rapid.Check(t, func(t *rapid.T) {
 		r := &ref{p: genQuota(t, "")}
 		key := e.key()
@@ -114,7 +114,7 @@ func testQuotaReference(t *testing.T, e *env) {
 				t.Fatalf("reference Refund: %v", err)
 			}
 			r.s = st
-			got, err := refunder.Refund(context.Background(), key, r.p, n)
+			got, err := refunder.Refund(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
 			if err != nil || got != want {
 				t.Fatalf("at %v: Refund(%q, %v, %d) = %+v, %v; algo says %+v", now, key, r.p, n, got, err, want)
 			}
@@ -198,13 +198,13 @@ func testQuotaBadInput(t *testing.T, e *env) {
 	ctx := context.Background()
 	p := algo.Quota(5, algo.Day, 0)
 	key := e.key()
-	if _, err := e.s.Take(ctx, key, algo.Quota(0, algo.Day, 0), 1); !errors.Is(err, algo.ErrInvalidPolicy) {
+	if _, err := e.s.Take(ctx, store.Request{Key: key, Policy: algo.Quota(0, algo.Day, 0), Cost: 1}); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Errorf("Take with a quota of 0 = %v, want algo.ErrInvalidPolicy", err)
 	}
-	if _, err := e.s.Take(ctx, key, algo.Quota(5, algo.Day, 24*time.Hour), 1); !errors.Is(err, algo.ErrInvalidQuota) {
+	if _, err := e.s.Take(ctx, store.Request{Key: key, Policy: algo.Quota(5, algo.Day, 24*time.Hour), Cost: 1}); !errors.Is(err, algo.ErrInvalidQuota) {
 		t.Errorf("Take with an offset of 24h = %v, want algo.ErrInvalidQuota", err)
 	}
-	if _, err := e.s.Take(ctx, key, p, 6); !errors.Is(err, algo.ErrCostExceedsCapacity) {
+	if _, err := e.s.Take(ctx, store.Request{Key: key, Policy: p, Cost: 6}); !errors.Is(err, algo.ErrCostExceedsCapacity) {
 		t.Errorf("Take of 6 from a quota of 5 = %v, want algo.ErrCostExceedsCapacity", err)
 	}
 	e.full(t, key, p)
@@ -213,7 +213,7 @@ func testQuotaBadInput(t *testing.T, e *env) {
 // testQuotaMulti: "bursts of 100 at 2/s AND 10,000 a month", shrunk to a
 // burst of 3 and 5 a month: a multi-limit take charges both or neither,
 // when the quota denies and when the bucket does.
-func testQuotaMulti(t *testing.T, e *env, m store.MultiTaker) {
+func testQuotaMulti(t *testing.T, e *env, m store.Store) {
 	burst, quota := algo.PerSecond(2).Burst(3), algo.Quota(5, algo.Month, 0)
 	keys := e.tagged(2)
 	refs := []*ref{{p: burst}, {p: quota}}
@@ -251,7 +251,7 @@ func testQuotaMulti(t *testing.T, e *env, m store.MultiTaker) {
 
 // testQuotaMultiReference: random multi-limit takes over a token bucket
 // and two quotas match algo applied all-or-nothing.
-func testQuotaMultiReference(t *testing.T, e *env, m store.MultiTaker) {
+func testQuotaMultiReference(t *testing.T, e *env, m store.Store) {
 	rapid.Check(t, func(t *rapid.T) {
 		keys := e.tagged(3)
 		refs := []*ref{{p: genPolicy(t, "bucket ")}, {p: genQuota(t, "a ")}, {p: genQuota(t, "b ")}}
@@ -277,7 +277,7 @@ func testQuotaMultiReference(t *testing.T, e *env, m store.MultiTaker) {
 // checkMulti makes the multi-limit take reqs (on keys idx of refs) on the
 // store and on the reference, fails the test unless they agree, keeps the
 // reference's states when it admits, and returns the store's answer.
-func checkMulti(t tb, e *env, m store.MultiTaker, refs []*ref, idx []int, reqs []store.Request) store.MultiResult {
+func checkMulti(t tb, e *env, m store.Store, refs []*ref, idx []int, reqs []store.Request) store.MultiResult {
 	t.Helper()
 	want, states := expectMulti(t, e, refs, idx, reqs)
 	got, err := m.TakeMulti(context.Background(), reqs)

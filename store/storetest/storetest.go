@@ -51,7 +51,7 @@
 //   - Context: a context that has already ended gives an error matching
 //     its cause (context.Canceled, context.DeadlineExceeded) and charges
 //     nothing.
-//   - Multi, when the store implements [store.MultiTaker]: all-or-nothing
+//   - Multi, when the store implements [store.Store]: all-or-nothing
 //     charging, the denying index with the longest retry-after, bad input
 //     anywhere in the request charges nothing, and a key named twice in one
 //     request is either refused with [store.ErrDuplicateKey] (charging
@@ -59,12 +59,12 @@
 //   - Quota: calendar quotas (algo.Quota) give algo's Results across day,
 //     week, month and year boundaries, leap days and the 2^53 µs bound,
 //     deny until exactly the next period's first µs, are refunded as algo
-//     refunds them (store.Refunder), and, in a multi-limit take beside a
+//     refunds them (store.Store), and, in a multi-limit take beside a
 //     token bucket, charge both or neither.
 //   - QuotaUnsupported: a calendar quota's TakeAtMost, Reserve and
 //     CancelReservation fail with algo.ErrQuotaUnsupported and its text,
 //     charging nothing, on every backend alike.
-//   - Leases, when the store implements [store.Leaser]: a rapid state
+//   - Leases, when the store implements [store.Store]: a rapid state
 //     machine of acquires, crashes (leases never released), releases,
 //     renewals and clock moves over a few keys gives algo's lease
 //     functions' answers on the same calls, and by a ledger of its own
@@ -74,14 +74,14 @@
 //     exceed the limit; lease keys are apart from bucket keys; bad input
 //     or a done context is an error matching its sentinel and changes
 //     nothing; after Close, store.ErrClosed.
-//   - Refund, when the store implements [store.Refunder]: takes and
+//   - Refund, when the store implements [store.Store]: takes and
 //     refunds of any size match algo.TokenBucket's; a take refunded at once
 //     changes nothing any later request sees; RefundMulti matches the
 //     reference, and bad input anywhere in it refunds nothing; bad input
 //     to Refund is an error matching its sentinel and changes nothing.
-//   - TakeAtMost, when the store implements [store.AtMostTaker]: grants and
+//   - TakeAtMost, when the store implements [store.Store]: grants and
 //     Results match algo.TokenBucket's, for any n; bad input as above.
-//   - Reserve, when the store implements [store.Reserver]: reservations,
+//   - Reserve, when the store implements [store.Store]: reservations,
 //     cancellations in any order (early or late) and takes match
 //     algo.TokenBucket's, tickets included; what proceeds at its admitted
 //     time, cancelled reservations left out, keeps the law; reservations
@@ -207,7 +207,7 @@ func (e *env) tagged(n int) []string {
 // take calls Store.Take and fails the test on an error.
 func (e *env) take(t tb, key string, p algo.Policy, cost int64) algo.Result {
 	t.Helper()
-	res, err := e.s.Take(context.Background(), key, p, cost)
+	res, err := e.s.Take(context.Background(), store.Request{Key: key, Policy: p, Cost: cost})
 	if err != nil {
 		t.Fatalf("Take(%q, %v, %d) at %v: %v", key, p, cost, e.clk.Now().Format(time.RFC3339Nano), err)
 	}

@@ -28,7 +28,8 @@ type mapStore struct {
 	leases map[string]algo.Leases // lease_test.go
 }
 
-func (s *mapStore) Take(ctx context.Context, key string, p algo.Policy, cost int64) (algo.Result, error) {
+func (s *mapStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
+	key, p, cost := req.Key, req.Policy, req.Cost
 	res, err := s.TakeMulti(ctx, []store.Request{{Key: key, Policy: p, Cost: cost}})
 	if err != nil {
 		return algo.Result{}, err

@@ -25,12 +25,12 @@ func testQuotaUnsupported(t *testing.T, e *env) {
 			t.Errorf("%s on a calendar quota: %v; want algo.ErrQuotaUnsupported (%q)", op, err, algo.ErrQuotaUnsupported)
 		}
 	}
-	if am, ok := e.s.(store.AtMostTaker); ok {
-		_, _, err := am.TakeAtMost(ctx, key, q, 1)
+	if am, ok := e.s.(store.Store); ok {
+		_, _, err := am.TakeAtMost(ctx, store.Request{Key: key, Policy: q, Cost: 1})
 		check("TakeAtMost", err)
 	}
-	if rs, ok := e.s.(store.Reserver); ok {
-		_, err := rs.Reserve(ctx, key, q, 1, time.Second)
+	if rs, ok := e.s.(store.Store); ok {
+		_, err := rs.Reserve(ctx, store.Request{Key: key, Policy: q, Cost: 1}, time.Second)
 		check("Reserve", err)
 		_, _, err = rs.CancelReservation(ctx, key, q, algo.Ticket{At: e.clk.Now().UnixMicro() + 1, Units: 1})
 		check("CancelReservation", err)

@@ -43,7 +43,7 @@ type rs struct {
 }
 
 func (r rs) Allow(k string) (bool, error) {
-	res, err := r.s.Take(context.Background(), k, r.p, 1)
+	res, err := r.s.Take(context.Background(), store.Request{Key: k, Policy: r.p, Cost: 1})
 	return res.Allowed, err
 }
 

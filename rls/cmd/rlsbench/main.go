@@ -29,6 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratebucket/ratebucket/store"
+
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
@@ -136,7 +138,7 @@ func run(ours, peer, peerEnv, clientList string, d time.Duration, rounds, keys i
 			return nil, nil, err
 		}
 		return func(ctx context.Context, _ int, key string) error {
-			_, err := rs.Take(ctx, key, policy, 1)
+			_, err := rs.Take(ctx, store.Request{Key: key, Policy: policy, Cost: 1})
 			return err
 		}, func() { rs.Close(); c.Close() }, nil
 	}})
