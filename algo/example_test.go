@@ -2,6 +2,7 @@ package algo_test
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -99,4 +100,17 @@ func ExampleSlidingWindow() {
 	fmt.Println("remaining 30s into the next window:", res.Remaining)
 	// Output:
 	// remaining 30s into the next window: 50
+}
+
+// Rates read as they are said, fractions included, and stay exact: half a
+// token a second is one every 2 s (reported per minute, the first period
+// that holds whole tokens). A rate no ratio of whole numbers gives is
+// refused, never rounded.
+func ExamplePerSecond_fraction() {
+	p := algo.PerSecond(0.5).Burst(3)
+	fmt.Println(p, "| same as Every(2s):", p == algo.Every(2*time.Second).Burst(3))
+	fmt.Println(algo.PerSecond(math.Pi).Burst(3).Validate())
+	// Output:
+	// burst 3, 30/1m0s | same as Every(2s): true
+	// algo: invalid policy: rate 3.141592653589793/1s is not a whole number of tokens per whole microseconds: write it as algo.Per(tokens, period)
 }

@@ -3,6 +3,7 @@ package algo
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -28,7 +29,11 @@ var (
 
 // Bounds enforced by [Policy.Validate] and [TokenBucket.Take].
 const (
-	// MaxCapacity is the largest capacity a Policy may have.
+	// MaxCapacity is the largest capacity a Policy may have. A burst
+	// also needs capacity × (µs per token, in lowest terms) ≤ [MaxLevel]:
+	// MaxCapacity itself needs at most 4503 µs per token in lowest terms
+	// (PerSecond(1000) has 1000); at 1 per second the largest burst is
+	// 4,503,599,627. Validate's error gives the largest at the rate.
 	MaxCapacity = 1_000_000_000_000
 	// MaxLevel bounds Capacity·Unit and Refill, so that every intermediate
 	// of the token-bucket math stays below 2^53 (see tokenbucket.go).
@@ -47,25 +52,81 @@ const (
 type Rate struct {
 	Tokens int64
 	Period time.Duration
+	// inexact is a rate asked for in tokens per Period that no whole
+	// Tokens per whole µs Period gives exactly (PerSecond(math.Pi)): 0
+	// for every rate that is exact. Burst keeps it for Validate to report.
+	inexact float64
 }
 
 // Per returns a Rate of tokens every period.
 func Per(tokens int64, period time.Duration) Rate { return Rate{Tokens: tokens, Period: period} }
 
-// PerSecond returns a Rate of n tokens per second.
-func PerSecond(n int64) Rate { return Per(n, time.Second) }
+// Every returns the Rate of one token every d, as x/time/rate's Every
+// does: Every(2*time.Second) is PerSecond(0.5).
+func Every(d time.Duration) Rate { return Per(1, d) }
 
-// PerMinute returns a Rate of n tokens per minute.
-func PerMinute(n int64) Rate { return Per(n, time.Minute) }
+// PerSecond returns a Rate of r tokens per second. A fraction is exact
+// when it is a ratio of whole numbers: PerSecond(0.5) is one token every
+// 2 s, PerSecond(2.5) five every 2 s, PerSecond(1.0/3) one every 3 s. A
+// rate no such ratio gives exactly (PerSecond(math.Pi)) makes every
+// Policy built from it invalid, with an error that says so: it is never
+// rounded.
+func PerSecond(r float64) Rate { return per(r, time.Second) }
 
-// PerHour returns a Rate of n tokens per hour.
-func PerHour(n int64) Rate { return Per(n, time.Hour) }
+// PerMinute returns a Rate of r tokens per minute (see [PerSecond] for
+// fractions).
+func PerMinute(r float64) Rate { return per(r, time.Minute) }
 
-// PerDay returns a Rate of n tokens per 24 hours.
-func PerDay(n int64) Rate { return Per(n, 24*time.Hour) }
+// PerHour returns a Rate of r tokens per hour (see [PerSecond] for
+// fractions).
+func PerHour(r float64) Rate { return per(r, time.Hour) }
+
+// PerDay returns a Rate of r tokens per 24 hours (see [PerSecond] for
+// fractions).
+func PerDay(r float64) Rate { return per(r, 24*time.Hour) }
+
+// per returns r tokens every period as whole tokens every whole periods:
+// r itself when it is whole, else the continued fraction's first
+// convergent t/d that equals r exactly in float64, as Per(t, d·period).
+func per(r float64, period time.Duration) Rate {
+	const most = 1 << 53 // float64 is exact for integers below it
+	if r == math.Trunc(r) && math.Abs(r) < most {
+		return Per(int64(r), period)
+	}
+	if r > 0 && r < most {
+		// Convergents h/k of r's continued fraction: the best rational
+		// approximations; a ratio of whole numbers is one of them.
+		h0, h1, k0, k1, x := int64(1), int64(math.Floor(r)), int64(0), int64(1), r
+		for k1 <= int64(MaxPeriod/period) {
+			if float64(h1)/float64(k1) == r {
+				return Per(h1, period*time.Duration(k1))
+			}
+			frac := x - math.Floor(x)
+			if frac == 0 {
+				break
+			}
+			x = 1 / frac
+			a := int64(math.Floor(x))
+			if a > (most-h0)/max(h1, 1) || a > (most-k0)/k1 {
+				break
+			}
+			h0, h1, k0, k1 = h1, a*h1+h0, k1, a*k1+k0
+		}
+	}
+	return Rate{Period: period, inexact: r}
+}
 
 // String formats r as "2/1s".
-func (r Rate) String() string { return fmt.Sprintf("%d/%v", r.Tokens, r.Period) }
+func (r Rate) String() string {
+	if r.inexact != 0 {
+		return fmt.Sprintf("%g/%v", r.inexact, r.Period)
+	}
+	return fmt.Sprintf("%d/%v", r.Tokens, r.Period)
+}
+
+// inexact is a Policy's unit when Burst was given an inexact Rate; its
+// refill then holds the float64 bits of the rate per second asked for.
+const inexact = math.MinInt64
 
 // Burst returns the Policy of a bucket with the given capacity refilled at
 // rate r. The result may be invalid; [Policy.Validate] says why, and every
@@ -73,9 +134,13 @@ func (r Rate) String() string { return fmt.Sprintf("%d/%v", r.Tokens, r.Period) 
 // error at once.
 func (r Rate) Burst(capacity int64) Policy {
 	unit, refill, err := reduce(capacity, r)
-	if err != nil {
+	switch {
+	case err != nil && r.inexact != 0:
+		// Keep the rate per second asked for, for Validate to report.
+		return Policy{capacity: capacity, unit: inexact, refill: int64(math.Float64bits(r.inexact / r.Period.Seconds()))}
+	case err != nil:
 		// Keep what was given, for Validate to report (see Policy).
-		return Policy{capacity: capacity, unit: ^int64(max(r.Period, 0)), refill: r.Tokens}
+		return Policy{capacity: capacity, unit: ^int64(min(max(r.Period, 0), math.MaxInt64-1)), refill: r.Tokens}
 	}
 	return Policy{capacity: capacity, unit: unit, refill: refill}
 }
@@ -129,6 +194,8 @@ func (p Policy) Capacity() int64 { return p.capacity }
 // ([Quota]) has no rate and returns the zero Rate.
 func (p Policy) Rate() Rate {
 	switch {
+	case p.unit == inexact:
+		return Rate{Period: time.Second, inexact: math.Float64frombits(uint64(p.refill))}
 	case p.unit < 0:
 		return Rate{Tokens: p.refill, Period: time.Duration(^p.unit)}
 	case p.unit == 0:
@@ -213,6 +280,10 @@ func (p Policy) Validate() error {
 // outside the bounds of Policy.
 func reduce(capacity int64, r Rate) (unit, refill int64, err error) {
 	switch {
+	case r.inexact != 0 && !(r.inexact > 0):
+		return 0, 0, fmt.Errorf("%w: rate %v: tokens must be positive", ErrInvalidPolicy, r)
+	case r.inexact != 0:
+		return 0, 0, fmt.Errorf("%w: rate %v is not a whole number of tokens per whole microseconds: write it as algo.Per(tokens, period)", ErrInvalidPolicy, r)
 	case capacity < 1 || capacity > MaxCapacity:
 		return 0, 0, fmt.Errorf("%w: capacity %d outside [1, %d]", ErrInvalidPolicy, capacity, int64(MaxCapacity))
 	case r.Tokens < 1:
@@ -230,8 +301,11 @@ func reduce(capacity int64, r Rate) (unit, refill int64, err error) {
 	g := gcd(r.Tokens, us)
 	unit, refill = us/g, r.Tokens/g
 	if refill > MaxLevel || capacity > MaxLevel/unit {
-		return 0, 0, fmt.Errorf("%w: burst %d at %v needs capacity×unit = %d×%d level units, above 2^52: use a shorter period or a smaller capacity",
-			ErrInvalidPolicy, capacity, r, capacity, unit)
+		if refill > MaxLevel {
+			return 0, 0, fmt.Errorf("%w: rate %v in lowest terms refills %d level units per µs, above 2^52", ErrInvalidPolicy, r, refill)
+		}
+		return 0, 0, fmt.Errorf("%w: burst %d at %v needs capacity × µs per token (in lowest terms, %d) above 2^52: at this rate a burst is at most %d",
+			ErrInvalidPolicy, capacity, r, unit, MaxLevel/unit)
 	}
 	return unit, refill, nil
 }

@@ -2,11 +2,13 @@ package algo_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"pgregory.net/rapid"
 )
 
 // TestValidate walks every bound of Policy.Validate, with the valid policy
@@ -42,6 +44,16 @@ func TestValidate(t *testing.T) {
 		{"largest burst at 1 per day", algo.PerDay(1).Burst(52124), ""},
 		{"burst at 1 per day above 2^52 units", algo.PerDay(1).Burst(52125), "above 2^52"},
 		{"refill above 2^52", algo.Per(1<<52+1, algo.MaxPeriod).Burst(1), "above 2^52"},
+		{"MaxCapacity at 1 per second", algo.PerSecond(1).Burst(algo.MaxCapacity), "above 2^52: at this rate a burst is at most 4503599627"},
+		{"largest burst at 1 per second", algo.PerSecond(1).Burst(4503599627), ""},
+		{"MaxCapacity at 1000 per second", algo.PerSecond(1000).Burst(algo.MaxCapacity), ""},
+		{"half a token per second", algo.PerSecond(0.5).Burst(3), ""},
+		{"a third per second", algo.PerSecond(1.0 / 3).Burst(3), ""},
+		{"pi per second", algo.PerSecond(math.Pi).Burst(3), "rate 3.141592653589793/1s is not a whole number of tokens per whole microseconds"},
+		{"NaN per second", algo.PerSecond(math.NaN()).Burst(3), "rate NaN/1s: tokens must be positive"},
+		{"negative fraction", algo.PerMinute(-0.5).Burst(3), "tokens must be positive"},
+		{"infinite", algo.PerHour(math.Inf(1)).Burst(3), "not a whole number of tokens"},
+		{"2.5 per day, inexact per second", algo.PerDay(2.5).Burst(3), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +128,14 @@ func TestRateForms(t *testing.T) {
 		{algo.Per(6, 14*time.Millisecond), algo.Per(3, 7*time.Millisecond)},
 		{algo.Per(1, algo.MaxPeriod), algo.Per(1, algo.MaxPeriod)},
 		{algo.PerSecond(algo.MaxPerSecond), algo.PerSecond(algo.MaxPerSecond)},
+		{algo.PerSecond(0.5), algo.PerMinute(30)},
+		{algo.PerSecond(2.5), algo.PerMinute(150)},
+		{algo.PerSecond(1.0 / 3), algo.PerMinute(20)},
+		{algo.PerSecond(0.001), algo.Per(1, 1000*time.Second)},
+		{algo.PerMinute(0.5), algo.PerHour(30)},
+		{algo.PerHour(1.5), algo.PerDay(36)},
+		{algo.Every(2 * time.Second), algo.PerMinute(30)},
+		{algo.Every(100 * time.Millisecond), algo.PerSecond(10)},
 	} {
 		if got := tt.in.Burst(10).Rate(); got != tt.want {
 			t.Errorf("%v.Burst(10).Rate() = %v, want %v", tt.in, got, tt.want)
@@ -140,6 +160,26 @@ func TestRateForms(t *testing.T) {
 			tt.p.Unit() != 0 || tt.p.Refill() != 0 {
 			t.Errorf("%v: Validate() = %v (want %q), Rate() = %v (want %v), Unit %d, Refill %d (want 0)",
 				tt.p, err, tt.msg, tt.p.Rate(), tt.rate, tt.p.Unit(), tt.p.Refill())
+		}
+	}
+}
+
+// TestFractionalRates: a rate of t/d tokens per second (any whole t and d
+// in range) is the policy of t tokens every d seconds, exactly; a rate no
+// ratio gives is refused, never rounded.
+func TestFractionalRates(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tokens := rapid.Int64Range(1, 1_000_000).Draw(t, "tokens")
+		secs := rapid.Int64Range(1, 10_000).Draw(t, "seconds")
+		r := float64(tokens) / float64(secs)
+		got, want := algo.PerSecond(r).Burst(10), algo.Per(tokens, time.Duration(secs)*time.Second).Burst(10)
+		if got != want || got.Validate() != nil {
+			t.Fatalf("PerSecond(%v) = %v (%v), want %v", r, got, got.Validate(), want)
+		}
+	})
+	for _, r := range []float64{math.Pi, math.Sqrt2, 1e-9 / 3} {
+		if err := algo.PerSecond(r).Burst(10).Validate(); !errors.Is(err, algo.ErrInvalidPolicy) {
+			t.Errorf("PerSecond(%v): %v, want ErrInvalidPolicy", r, err)
 		}
 	}
 }

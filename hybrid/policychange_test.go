@@ -77,8 +77,8 @@ func TestDenyCachePolicyChanges(t *testing.T) {
 		c := newCache(t, newMem(t, clk), hybrid.DenyCacheConfig{Clock: clk, ClockMargin: -1})
 		twin := newMem(t, clk)
 		pols := []algo.Policy{
-			algo.PerSecond(rapid.Int64Range(1, 5).Draw(rt, "rate a")).Burst(rapid.Int64Range(1, 5).Draw(rt, "burst a")),
-			algo.PerSecond(rapid.Int64Range(1, 50).Draw(rt, "rate b")).Burst(rapid.Int64Range(1, 50).Draw(rt, "burst b")),
+			algo.PerSecond(float64(rapid.Int64Range(1, 5).Draw(rt, "rate a"))).Burst(rapid.Int64Range(1, 5).Draw(rt, "burst a")),
+			algo.PerSecond(float64(rapid.Int64Range(1, 50).Draw(rt, "rate b"))).Burst(rapid.Int64Range(1, 50).Draw(rt, "burst b")),
 		}
 		var last algo.Policy
 		for step := range rapid.IntRange(1, 60).Draw(rt, "steps") {

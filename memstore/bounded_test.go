@@ -150,7 +150,7 @@ func sweepDifferential(t *testing.T, alg algo.Algorithm) (sweeps int) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		p := algo.PerSecond(rapid.Int64Range(1, 5).Draw(t, "rate")).Burst(rapid.Int64Range(1, 5).Draw(t, "burst"))
+		p := algo.PerSecond(float64(rapid.Int64Range(1, 5).Draw(t, "rate"))).Burst(rapid.Int64Range(1, 5).Draw(t, "burst"))
 		ref := map[string]algo.State{}
 		nkeys := rapid.IntRange(1, 40).Draw(t, "keys")
 		for range rapid.IntRange(1, 200).Draw(t, "ops") {

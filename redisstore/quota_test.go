@@ -108,7 +108,7 @@ func TestQuotaServerClock(t *testing.T) {
 				key := fmt.Sprintf("%s{%d}quota", prefix, i)
 				var s algo.State
 				bucket := fmt.Sprintf("%s{%d}burst", prefix, i)
-				bp := algo.PerSecond(rapid.Int64Range(1, 1000).Draw(t, "rate")).Burst(rapid.Int64Range(1, 10).Draw(t, "burst"))
+				bp := algo.PerSecond(float64(rapid.Int64Range(1, 1000).Draw(t, "rate"))).Burst(rapid.Int64Range(1, 10).Draw(t, "burst"))
 				var bs algo.State
 				for range rapid.IntRange(1, 8).Draw(t, "takes") {
 					cost := rapid.Int64Range(0, p.Capacity()).Draw(t, "cost")

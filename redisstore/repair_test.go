@@ -160,7 +160,7 @@ func TestRepairLaw(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n++
 		key := "law" + strings.Repeat("x", n%3) + string(rune('a'+n%26)) + time.Duration(n).String()
-		p := algo.PerSecond(rapid.Int64Range(1, 50).Draw(rt, "rate")).Burst(rapid.Int64Range(1, 50).Draw(rt, "capacity"))
+		p := algo.PerSecond(float64(rapid.Int64Range(1, 50).Draw(rt, "rate"))).Burst(rapid.Int64Range(1, 50).Draw(rt, "capacity"))
 		v := rapid.SampledFrom([]string{"abc", "1e30", "-1", "1.5", "inf", "nan", "", "5006", "9:x"}).Draw(rt, "value")
 		if err := rdb.Set(ctxT(t), s.Key(key), v, time.Hour).Err(); err != nil {
 			rt.Fatal(err)

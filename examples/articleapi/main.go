@@ -44,7 +44,8 @@ import (
 // options are the command's flags.
 type options struct {
 	addr            string
-	capacity, rate  int64
+	capacity        int64
+	rate            float64
 	trustProxies    string // comma-separated CIDRs
 	tokens          string // user=token pairs
 	trustUserHeader bool
@@ -55,7 +56,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:3000", "listen address")
 	flag.Int64Var(&o.capacity, "capacity", 100, "burst capacity per client")
-	flag.Int64Var(&o.rate, "rate", 2, "sustained requests per second per client")
+	flag.Float64Var(&o.rate, "rate", 2, "sustained requests per second per client (0.5: one every 2 s)")
 	flag.StringVar(&o.trustProxies, "trust-proxy", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is trusted")
 	flag.StringVar(&o.tokens, "tokens", "", "demo bearer tokens, user=token,...")
 	flag.BoolVar(&o.trustUserHeader, "trust-user-header", false, "key by the x-user-id header (only behind a gateway that sets it)")
