@@ -216,7 +216,7 @@ func CheckSpread(l Limiter, keys []string) error {
 }
 
 // storeLimiter is a ratebucket Store behind a fixed policy: the call a
-// store.Limiter makes, without its prefix concatenation.
+// ratebucket.Limiter makes, without its prefix concatenation.
 type storeLimiter struct {
 	s store.Store
 	p algo.Policy

@@ -12,7 +12,7 @@
 //   - FuzzPolicy: arbitrary integers as a Policy, a State, a time and a
 //     cost: construction and Take either work or fail with one of algo's
 //     sentinel errors, never a panic.
-//   - FuzzKeys: arbitrary keys and prefixes through store.Limiter and
+//   - FuzzKeys: arbitrary keys and prefixes through ratebucket.Limiter and
 //     memstore: an empty key is ErrEmptyKey, any other key is its own
 //     bucket.
 //   - FuzzLuaParity: random Take and TakeMulti sequences, with arbitrary

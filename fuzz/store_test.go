@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
@@ -34,7 +35,7 @@ func FuzzKeys(f *testing.F) {
 		ctx := context.Background()
 		// A fresh namespace per input, so inputs do not share buckets.
 		full := strconv.FormatInt(n.Add(1), 10) + "/" + prefix
-		lim, err := store.NewLimiter(ms, algo.PerHour(1).Burst(1), store.LimiterConfig{Prefix: full})
+		lim, err := ratebucket.NewLimiter(ms, algo.PerHour(1).Burst(1), ratebucket.Config{Prefix: full})
 		if err != nil {
 			t.Fatal(err)
 		}

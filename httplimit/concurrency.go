@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -89,9 +90,9 @@ func newConcurrency(c Concurrency, prefix string, key KeyFunc) (*limit, error) {
 
 // newInFlight returns the ConcurrencyLimiter of the limit l with policy p
 // on s.
-func newInFlight(s store.Store, l *limit, p algo.LeasePolicy) (*store.ConcurrencyLimiter, error) {
+func newInFlight(s store.Store, l *limit, p algo.LeasePolicy) (*ratebucket.ConcurrencyLimiter, error) {
 	s = baseStore(s) // a ChargeIf route's marks takes only
-	lim, err := store.NewConcurrencyLimiter(s, p, store.ConcurrencyConfig{})
+	lim, err := ratebucket.NewConcurrencyLimiter(s, p, ratebucket.ConcurrencyConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: Concurrency %q: %w", ErrInvalidConfig, l.name, err)
 	}
@@ -101,13 +102,13 @@ func newInFlight(s store.Store, l *limit, p algo.LeasePolicy) (*store.Concurrenc
 // acquire takes r's lease when the route has a Concurrency limit, filling
 // d.Concurrency; it returns a zero Lease (nothing to release) when it has
 // none.
-func (m *Middleware) acquire(r *http.Request, d *Decision) (store.Lease, error) {
+func (m *Middleware) acquire(r *http.Request, d *Decision) (ratebucket.Lease, error) {
 	if m.conc == nil {
-		return store.Lease{}, nil
+		return ratebucket.Lease{}, nil
 	}
 	k, err := m.conc.keyOf(r)
 	if err != nil {
-		return store.Lease{}, err
+		return ratebucket.Lease{}, err
 	}
 	lease, err := m.inflight.Acquire(r.Context(), m.conc.bucketKey("", k.Class, bucketID(k.ID)))
 	d.Concurrency = ConcurrencyResult{Name: m.conc.name, Class: k.Class, LeaseResult: lease.LeaseResult}
@@ -117,7 +118,7 @@ func (m *Middleware) acquire(r *http.Request, d *Decision) (store.Lease, error) 
 // release gives back a held lease (a denied one holds nothing), with a
 // context that outlives the request: it runs when the handler has
 // returned or panicked, perhaps after the client left.
-func (m *Middleware) release(r *http.Request, lease store.Lease) {
+func (m *Middleware) release(r *http.Request, lease ratebucket.Lease) {
 	if !lease.Allowed {
 		return
 	}

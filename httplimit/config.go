@@ -56,7 +56,7 @@ type Limit struct {
 	Key KeyFunc
 	// Resolve, when set, chooses the limit's policy per request at
 	// runtime, once its key is known: a tenant's plan read from a
-	// database (through a store.ResolverCache with [ResolveByID]), or
+	// database (through a ratebucket.ResolverCache with [ResolveByID]), or
 	// the static tiers as a resolver ([ResolveByTier]). Its answer's
 	// Name is reported as the Tier, and its Cost, when positive,
 	// replaces the request's cost for this limit. The bucket key does not

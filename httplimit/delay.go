@@ -9,6 +9,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -76,7 +77,7 @@ func checkDelayPolicies(ls []limit, delay time.Duration) error {
 }
 
 // checkDelay checks the route's Delay and builds what it needs: a
-// store.Limiter per policy of its single limit, whose timers hold the
+// ratebucket.Limiter per policy of its single limit, whose timers hold the
 // requests (the Config's Clock when it is a github.com/benbjohnson/clock
 // Clock, such as clock.NewMock(), else the real clock's).
 func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
@@ -95,12 +96,12 @@ func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
 		timers = clock.New()
 	}
 	l := &m.limits[0]
-	m.delay, m.reservers = delay, map[algo.Policy]*store.Limiter{}
+	m.delay, m.reservers = delay, map[algo.Policy]*ratebucket.Limiter{}
 	for _, p := range append([]algo.Policy{l.policy}, mapValues(l.tiers)...) {
 		if p == (algo.Policy{}) {
 			continue
 		}
-		lim, err := store.NewLimiter(refundableReserver{s}, p, store.LimiterConfig{Clock: timers})
+		lim, err := ratebucket.NewLimiter(refundableReserver{s}, p, ratebucket.Config{Clock: timers})
 		if err != nil {
 			return fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.name, err)
 		}
@@ -132,9 +133,9 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 // reserve asks for q within the route's Delay: the answer as a take's,
 // and the reservation to hold the request for. A reservation that would
 // outlast the request's deadline is a refusal, as one beyond Delay is.
-func (m *Middleware) reserve(ctx context.Context, q store.Request) (store.MultiResult, store.Reservation, error) {
+func (m *Middleware) reserve(ctx context.Context, q store.Request) (store.MultiResult, ratebucket.Reservation, error) {
 	rsv, err := m.reservers[q.Policy].Reserve(ctx, q.Key, q.Cost, m.delay)
-	if errors.Is(err, store.ErrWouldExceedDeadline) {
+	if errors.Is(err, ratebucket.ErrWouldExceedDeadline) {
 		err = nil // rsv is the refusal, with its RetryAfter
 	}
 	mr := store.MultiResult{Allowed: rsv.Allowed, Results: []algo.Result{rsv.Result}, Denied: -1}
@@ -148,7 +149,7 @@ func (m *Middleware) reserve(ctx context.Context, q store.Request) (store.MultiR
 // reports whether it may proceed. When the request's context ends first
 // (the client left), the reservation is cancelled, the request is
 // reported as Cancelled and nothing is written.
-func (m *Middleware) hold(r *http.Request, ev *Event, rsv store.Reservation) bool {
+func (m *Middleware) hold(r *http.Request, ev *Event, rsv ratebucket.Reservation) bool {
 	if rsv.Delay <= 0 {
 		return true
 	}

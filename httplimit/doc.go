@@ -96,12 +96,12 @@
 //
 // A Limit's Resolve chooses its policy per request once the key is known,
 // for example from the tenant's plan ([ResolveByID] over a
-// store.Resolver), through a bounded store.ResolverCache whose TTL is
+// ratebucket.Resolver), through a bounded ratebucket.ResolverCache whose TTL is
 // the staleness of a plan change; [ResolveByTier] is the static tiers as
 // a resolver. A resolver that fails is an outage of the limiter: the
 // route's FailMode answers (serve, or 503), never a default policy.
 //
-//	plans, _ := store.NewResolverCache(tenantPlan, store.CacheConfig{TTL: time.Minute})
+//	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
 //	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User,
 //		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(plans.Resolve)}}})
 //

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // The Examples in this file hold the package doc's fragments and those of
@@ -30,11 +30,11 @@ func ExampleNew_zeroConfig() {
 // A tenant's plan decides its policy, read through a cache whose TTL is how
 // stale a plan change may be.
 func ExampleResolveByID_cache() {
-	tenantPlan := func(ctx context.Context, tenant string) (store.Resolved, error) {
-		return store.Resolved{Policy: algo.PerMinute(600).Burst(50), Name: "pro"}, nil // from the plan database
+	tenantPlan := func(ctx context.Context, tenant string) (ratebucket.Resolved, error) {
+		return ratebucket.Resolved{Policy: algo.PerMinute(600).Burst(50), Name: "pro"}, nil // from the plan database
 	}
 
-	plans, _ := store.NewResolverCache(tenantPlan, store.CacheConfig{TTL: time.Minute})
+	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
 	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User,
 		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(plans.Resolve)}}})
 

@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"pgregory.net/rapid"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
@@ -164,9 +165,9 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 				answers := &[]algo.Policy{}
 				resolvers = append(resolvers, answers)
 				priced := rapid.Bool().Draw(t, label+"priced")
-				l.Resolve = func(r *http.Request, _ Key) (store.Resolved, error) {
+				l.Resolve = func(r *http.Request, _ Key) (ratebucket.Resolved, error) {
 					p := (*answers)[len(TierFrom(r.Context()))%len(*answers)]
-					res := store.Resolved{Policy: p, Name: TierFrom(r.Context())}
+					res := ratebucket.Resolved{Policy: p, Name: TierFrom(r.Context())}
 					if priced {
 						res.Cost = min(g.reqCost, p.Capacity())
 					}

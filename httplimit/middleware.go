@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -38,9 +39,9 @@ type Middleware struct {
 	cfg       Config // as configured, defaults not filled in: With starts from it
 	store     store.Store
 	limits    []limit
-	labels    store.Labels              // of every store call, but the route
-	conc      *limit                    // the Concurrency limit, or nil
-	inflight  *store.ConcurrencyLimiter // its leases, when conc is set
+	labels    store.Labels                   // of every store call, but the route
+	conc      *limit                         // the Concurrency limit, or nil
+	inflight  *ratebucket.ConcurrencyLimiter // its leases, when conc is set
 	key       KeyFunc
 	tier      TierFunc
 	cost      CostFunc // nil: fixedCost
@@ -54,8 +55,8 @@ type Middleware struct {
 	chargeIf  func(status int) bool
 	refunder  store.Store // store's, when chargeIf is set
 	delay     time.Duration
-	reservers map[algo.Policy]*store.Limiter // per policy of the limit, when delay is set
-	shadow    bool                           // some limit is a shadow limit
+	reservers map[algo.Policy]*ratebucket.Limiter // per policy of the limit, when delay is set
+	shadow    bool                                // some limit is a shadow limit
 	log       *logThrottle
 	clock     store.Clock
 }
@@ -241,7 +242,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	d, takes, err := m.plan(r, ev.Cost)
 	if err != nil {
-		if errors.Is(err, store.ErrResolve) {
+		if errors.Is(err, ratebucket.ErrResolve) {
 			m.unresolved(w, r, next, ev, err)
 		} else {
 			m.invalid(w, r, ev, err)
@@ -259,7 +260,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	defer m.release(r, lease)      // after the handler returns or panics, or after a refusal
 	var mr store.MultiResult
 	var inOrder bool
-	var rsv store.Reservation // with Delay
+	var rsv ratebucket.Reservation // with Delay
 	switch {
 	case err != nil || m.conc != nil && !lease.Allowed:
 	case m.reservers != nil:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -57,11 +58,11 @@ func TestZeroConfig(t *testing.T) {
 	}
 }
 
-// TestFromLimiter: a store.Limiter's store and policy configure the
+// TestFromLimiter: a ratebucket.Limiter's store and policy configure the
 // middleware as any others do.
 func TestFromLimiter(t *testing.T) {
 	clk := newClock()
-	lim, err := store.NewLimiter(newStore(t, clk), algo.PerMinute(3).Burst(3), store.LimiterConfig{})
+	lim, err := ratebucket.NewLimiter(newStore(t, clk), algo.PerMinute(3).Burst(3), ratebucket.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ type Failure struct {
 	Err error
 	// Takes are the buckets the request needed: full keys, policies and
 	// costs, one per limit, in the order of the limits. A fallback can run
-	// them on another store. Nil when Err wraps store.ErrResolve (a
+	// them on another store. Nil when Err wraps ratebucket.ErrResolve (a
 	// Limit's Resolve failed: the policies are unknown).
 	Takes []store.Request
 }
@@ -217,7 +217,7 @@ type Event struct {
 	// while the store was failing; Err then holds the store's error.
 	Fallback bool
 	// Err is the store's error for the Failed outcomes (or the error
-	// wrapping store.ErrResolve of a Resolve that failed), a fallback and a
+	// wrapping ratebucket.ErrResolve of a Resolve that failed), a fallback and a
 	// refund that failed, the reason for Invalid, and nil otherwise.
 	Err error
 }

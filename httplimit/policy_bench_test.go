@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
@@ -17,15 +18,15 @@ import (
 //	go test -run '^$' -bench Policies -benchmem ./httplimit/
 //
 // static is one limit with its own policy; resolved-cached the same
-// policy answered per client through a warm store.ResolverCache;
+// policy answered per client through a warm ratebucket.ResolverCache;
 // resolved-direct from a map, with no cache; shadow adds a shadow limit;
 // 2-limits adds an enforced one instead (one atomic take of both).
 func BenchmarkPolicies(b *testing.B) {
 	big := algo.PerSecond(algo.MaxPerSecond).Burst(algo.MaxCapacity / 1000)
-	direct := func(context.Context, string) (store.Resolved, error) {
-		return store.Resolved{Policy: big, Name: "pro"}, nil
+	direct := func(context.Context, string) (ratebucket.Resolved, error) {
+		return ratebucket.Resolved{Policy: big, Name: "pro"}, nil
 	}
-	cache, err := store.NewResolverCache(direct, store.CacheConfig{})
+	cache, err := ratebucket.NewResolverCache(direct, ratebucket.CacheConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // TestQuotaBesideBurst: a route with a burst limit and a daily calendar
@@ -61,8 +61,8 @@ func TestQuotaBesideBurst(t *testing.T) {
 // requests of their cost left, then longest until full.
 func TestCloserToDenying(t *testing.T) {
 	clk := newClock()
-	priced := func(*http.Request, Key) (store.Resolved, error) {
-		return store.Resolved{Policy: algo.PerSecond(1).Burst(10), Cost: 3}, nil
+	priced := func(*http.Request, Key) (ratebucket.Resolved, error) {
+		return ratebucket.Resolved{Policy: algo.PerSecond(1).Burst(10), Cost: 3}, nil
 	}
 	for _, c := range []struct {
 		name   string

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -23,24 +24,24 @@ import (
 // route's FailMode decides what the request gets (FailOpen serves it
 // unlimited, FailClosed answers 503), the error is logged at most once
 // per LogEvery and reported to the Observer with the Failed outcome; it
-// wraps store.ErrResolve. No default policy is ever applied in its place.
+// wraps ratebucket.ErrResolve. No default policy is ever applied in its place.
 // A FailMode's Verdict.Result is ignored there: Failure.Takes is nil,
 // since the policies are unknown.
 
 // ResolveFunc returns the policy of one Limit for r, whose key k (the
 // limit's KeyFunc's answer) is known: for example the plan of the tenant
 // k.ID. It must be safe for simultaneous use, and fast or cached (see
-// [ResolveByID] and store.ResolverCache). Its error is wrapped in
-// store.ErrResolve and handled by the route's FailMode. The answer's Name
+// [ResolveByID] and ratebucket.ResolverCache). Its error is wrapped in
+// ratebucket.ErrResolve and handled by the route's FailMode. The answer's Name
 // must be empty or 1 to 32 bytes of [A-Za-z0-9_.-], and come from
 // configuration, since it becomes a metrics label.
-type ResolveFunc func(r *http.Request, k Key) (store.Resolved, error)
+type ResolveFunc func(r *http.Request, k Key) (ratebucket.Resolved, error)
 
 // ResolveByID returns a ResolveFunc asking res for the key's ID (the user,
 // the API key's digest, the IP), in the request's context: a tenant's
-// plan, through a store.ResolverCache's Resolve when the source is slow.
-func ResolveByID(res store.Resolver) ResolveFunc {
-	return func(r *http.Request, k Key) (store.Resolved, error) { return res(r.Context(), k.ID) }
+// plan, through a ratebucket.ResolverCache's Resolve when the source is slow.
+func ResolveByID(res ratebucket.Resolver) ResolveFunc {
+	return func(r *http.Request, k Key) (ratebucket.Resolved, error) { return res(r.Context(), k.ID) }
 }
 
 // ResolveByTier returns a ResolveFunc applying the policy of the request's
@@ -51,20 +52,20 @@ func ResolveByID(res store.Resolver) ResolveFunc {
 // by the FailMode, where Limit.Tiers answers 500 with ErrUnknownTier.
 func ResolveByTier(tiers map[string]algo.Policy) ResolveFunc {
 	tiers = maps.Clone(tiers)
-	return func(r *http.Request, _ Key) (store.Resolved, error) {
+	return func(r *http.Request, _ Key) (ratebucket.Resolved, error) {
 		t := TierFrom(r.Context())
 		p, ok := tiers[t]
 		if !ok {
-			return store.Resolved{}, fmt.Errorf("%w: tier %.64q", ErrUnknownTier, t)
+			return ratebucket.Resolved{}, fmt.Errorf("%w: tier %.64q", ErrUnknownTier, t)
 		}
-		return store.Resolved{Policy: p, Name: t}, nil
+		return ratebucket.Resolved{Policy: p, Name: t}, nil
 	}
 }
 
 // request returns l's part of r's decision and its take of cost: under
 // the policy of the request's tier, or the one l's resolver answers.
 func (l *limit) request(r *http.Request, tier string, cost int64) (LimitResult, store.Request, error) {
-	var res store.Resolved
+	var res ratebucket.Resolved
 	var keyTier string // the tier in the bucket key: never a resolved name
 	var k Key
 	var err error
@@ -87,8 +88,8 @@ func (l *limit) request(r *http.Request, tier string, cost int64) (LimitResult, 
 }
 
 // resolved asks l's resolver for r's policy and checks its answer: every
-// error wraps store.ErrResolve.
-func (l *limit) resolved(r *http.Request, k Key) (store.Resolved, error) {
+// error wraps ratebucket.ErrResolve.
+func (l *limit) resolved(r *http.Request, k Key) (ratebucket.Resolved, error) {
 	res, err := l.resolve(r, k)
 	if err == nil && res.Cost < 0 {
 		err = fmt.Errorf("cost %d: %w", res.Cost, algo.ErrInvalidCost)
@@ -100,7 +101,7 @@ func (l *limit) resolved(r *http.Request, k Key) (store.Resolved, error) {
 		err = res.Policy.Validate()
 	}
 	if err != nil {
-		return store.Resolved{}, fmt.Errorf("%w: limit %q: %w", store.ErrResolve, l.name, err)
+		return ratebucket.Resolved{}, fmt.Errorf("%w: limit %q: %w", ratebucket.ErrResolve, l.name, err)
 	}
 	return res, nil
 }

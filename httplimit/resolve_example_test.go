@@ -11,10 +11,10 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // okHandler answers every request it is given.
@@ -26,17 +26,17 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { 
 func ExampleResolveByID() {
 	clk := clock.NewMock()
 	st, _ := memstore.New(memstore.Config{Clock: clk})
-	plans := map[string]store.Resolved{ // the plan database
+	plans := map[string]ratebucket.Resolved{ // the plan database
 		"acme":   {Policy: algo.PerMinute(60).Burst(2), Name: "free"},
 		"globex": {Policy: algo.PerMinute(600).Burst(50), Name: "pro"},
 	}
-	tenantPlan := func(_ context.Context, tenant string) (store.Resolved, error) {
+	tenantPlan := func(_ context.Context, tenant string) (ratebucket.Resolved, error) {
 		if p, ok := plans[tenant]; ok {
 			return p, nil
 		}
-		return store.Resolved{}, errors.New("no such tenant")
+		return ratebucket.Resolved{}, errors.New("no such tenant")
 	}
-	cache, _ := store.NewResolverCache(tenantPlan, store.CacheConfig{TTL: time.Minute, Clock: clk}) // a plan change is seen within a minute
+	cache, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute, Clock: clk}) // a plan change is seen within a minute
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  st,
 		Clock:  clk,

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -19,24 +20,24 @@ import (
 // tenants is a plan database: the plan of each user, changed by tests.
 type tenants struct {
 	mu   sync.Mutex
-	plan map[string]store.Resolved
+	plan map[string]ratebucket.Resolved
 	err  error
 }
 
-func (d *tenants) resolve(_ context.Context, id string) (store.Resolved, error) {
+func (d *tenants) resolve(_ context.Context, id string) (ratebucket.Resolved, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.err != nil {
-		return store.Resolved{}, d.err
+		return ratebucket.Resolved{}, d.err
 	}
 	p, ok := d.plan[id]
 	if !ok {
-		return store.Resolved{}, errUnknownTenant
+		return ratebucket.Resolved{}, errUnknownTenant
 	}
 	return p, nil
 }
 
-func (d *tenants) set(id string, r store.Resolved) {
+func (d *tenants) set(id string, r ratebucket.Resolved) {
 	d.mu.Lock()
 	d.plan[id] = r
 	d.mu.Unlock()
@@ -44,12 +45,12 @@ func (d *tenants) set(id string, r store.Resolved) {
 
 var (
 	errUnknownTenant = errors.New("unknown tenant")
-	freePlan         = store.Resolved{Policy: algo.PerMinute(60).Burst(2), Name: "free"}
-	proPlan          = store.Resolved{Policy: algo.PerMinute(600).Burst(5), Name: "pro"}
+	freePlan         = ratebucket.Resolved{Policy: algo.PerMinute(60).Burst(2), Name: "free"}
+	proPlan          = ratebucket.Resolved{Policy: algo.PerMinute(600).Burst(5), Name: "pro"}
 )
 
 func newTenants() *tenants {
-	return &tenants{plan: map[string]store.Resolved{"alice": freePlan, "bob": proPlan}}
+	return &tenants{plan: map[string]ratebucket.Resolved{"alice": freePlan, "bob": proPlan}}
 }
 
 // levels returns the tokens left in each bucket of the request edit makes
@@ -109,7 +110,7 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 	}
 
 	// A plan that prices its requests: its Cost replaces the route's.
-	db.set("carol", store.Resolved{Policy: algo.PerMinute(60).Burst(20), Cost: 5, Name: "metered"})
+	db.set("carol", ratebucket.Resolved{Policy: algo.PerMinute(60).Burst(20), Cost: 5, Name: "metered"})
 	do(h, "192.0.2.1:1", asUser("carol", ""))
 	if got := levels(t, m, asUser("carol", "")); got[0] != 15 {
 		t.Errorf("metered tenant: %d left, want 15", got[0])
@@ -128,9 +129,9 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 func TestResolveFailureIsTheFailMode(t *testing.T) {
 	clk := newClock()
 	db := newTenants()
-	db.set("badname", store.Resolved{Policy: freePlan.Policy, Name: "has space"})
-	db.set("zero", store.Resolved{Name: "zero"})
-	db.set("negative", store.Resolved{Policy: freePlan.Policy, Cost: -1})
+	db.set("badname", ratebucket.Resolved{Policy: freePlan.Policy, Name: "has space"})
+	db.set("zero", ratebucket.Resolved{Name: "zero"})
+	db.set("negative", ratebucket.Resolved{Policy: freePlan.Policy, Cost: -1})
 	cs := &countingStore{Store: newStore(t, clk)}
 	var ev events
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -141,10 +142,10 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	for _, tc := range []struct {
 		user string
 		want error
-	}{{"nobody", errUnknownTenant}, {"badname", store.ErrResolve}, {"zero", algo.ErrInvalidPolicy}, {"negative", algo.ErrInvalidCost}} {
+	}{{"nobody", errUnknownTenant}, {"badname", ratebucket.ErrResolve}, {"zero", algo.ErrInvalidPolicy}, {"negative", algo.ErrInvalidCost}} {
 		w := do(open.Handler(ok), "192.0.2.1:1", asUser(tc.user, ""))
 		e := ev.last(t)
-		if w.Code != 200 || e.Outcome != FailedOpen || !errors.Is(e.Err, store.ErrResolve) || !errors.Is(e.Err, tc.want) {
+		if w.Code != 200 || e.Outcome != FailedOpen || !errors.Is(e.Err, ratebucket.ErrResolve) || !errors.Is(e.Err, tc.want) {
 			t.Errorf("%s, FailOpen: %d, %+v; want served, FailedOpen with ErrResolve and %v", tc.user, w.Code, e, tc.want)
 		}
 		if w.Header().Get("X-RateLimit-Limit") != "" {
@@ -185,7 +186,7 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 func TestResolveCachedPlanChange(t *testing.T) {
 	clk := newClock()
 	db := newTenants()
-	cache, err := store.NewResolverCache(db.resolve, store.CacheConfig{TTL: 10 * time.Second, Clock: clk})
+	cache, err := ratebucket.NewResolverCache(db.resolve, ratebucket.CacheConfig{TTL: 10 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

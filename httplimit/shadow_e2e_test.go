@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/internal/redistest"
@@ -37,14 +38,14 @@ func TestRedisResolveAndShadow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plans := map[string]store.Resolved{
+			plans := map[string]ratebucket.Resolved{
 				"acme":   {Policy: algo.PerHour(1).Burst(2), Name: "free"},
 				"globex": {Policy: algo.PerHour(1).Burst(4), Name: "pro"},
 			}
 			shadow := algo.PerHour(1).Burst(3)
 			mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t), Key: httplimit.User,
 				Limits: []httplimit.Limit{
-					{Name: "plan", Resolve: httplimit.ResolveByID(func(_ context.Context, id string) (store.Resolved, error) {
+					{Name: "plan", Resolve: httplimit.ResolveByID(func(_ context.Context, id string) (ratebucket.Resolved, error) {
 						return plans[id], nil
 					})},
 					{Name: "new", Policy: shadow, Shadow: true},

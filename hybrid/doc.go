@@ -5,7 +5,7 @@
 //	cache, _ := hybrid.NewDenyCache(redisStore, hybrid.DenyCacheConfig{})
 //	local, _ := memstore.New(memstore.Config{})
 //	limiter, _ := hybrid.NewFallback(cache, local, hybrid.FallbackConfig{Instances: 4})
-//	// use limiter wherever a store.Store goes: store.NewLimiter, httplimit
+//	// use limiter wherever a store.Store goes: ratebucket.NewLimiter, httplimit
 //
 // # DenyCache: abuse stops costing Redis calls
 //

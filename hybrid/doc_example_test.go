@@ -24,7 +24,7 @@ func Example_composed() {
 	cache, _ := hybrid.NewDenyCache(redisStore, hybrid.DenyCacheConfig{})
 	local, _ := memstore.New(memstore.Config{})
 	limiter, _ := hybrid.NewFallback(cache, local, hybrid.FallbackConfig{Instances: 4})
-	// use limiter wherever a store.Store goes: store.NewLimiter, httplimit
+	// use limiter wherever a store.Store goes: ratebucket.NewLimiter, httplimit
 
 	fmt.Println(limiter.Take(context.Background(), store.Request{Key: "alice", Policy: algo.PerSecond(2).Burst(100), Cost: 1}))
 }

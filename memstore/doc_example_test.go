@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // The package doc's setup: a memstore on the real clock behind a Limiter.
@@ -19,7 +19,7 @@ func Example_limiter() {
 		return
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerSecond(2).Burst(100), store.LimiterConfig{})
+	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(2).Burst(100), ratebucket.Config{})
 	res, err := lim.Allow(ctx, clientID)
 
 	fmt.Println(res.Allowed, res.Remaining, err)

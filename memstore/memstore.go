@@ -9,7 +9,7 @@
 //
 //	s, err := memstore.New(memstore.Config{})
 //	...
-//	lim, err := store.NewLimiter(s, algo.PerSecond(2).Burst(100), store.LimiterConfig{})
+//	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(2).Burst(100), ratebucket.Config{})
 //	res, err := lim.Allow(ctx, clientID)
 //
 // # Sharding and speed
@@ -94,7 +94,7 @@
 // # Leases
 //
 // The Store is also a store.Store: at most N leases of a key in flight
-// (see store.ConcurrencyLimiter). A key's leases live in the same shards
+// (see ratebucket.ConcurrencyLimiter). A key's leases live in the same shards
 // as the buckets, in a map of their own (a key may have both), and count
 // towards MaxKeys. A key with no live lease holds no memory: it is deleted
 // when its last lease is released, and swept, like an idle bucket, once

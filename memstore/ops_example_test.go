@@ -7,6 +7,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -97,7 +98,7 @@ func ExampleStore_AcquireLease() {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 2, TTL: time.Minute}, store.ConcurrencyConfig{Prefix: "reports:"})
+	lim, err := ratebucket.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 2, TTL: time.Minute}, ratebucket.ConcurrencyConfig{Prefix: "reports:"})
 	if err != nil {
 		panic(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -17,7 +18,7 @@ import (
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	rs, err := redisstore.New(rdb, redisstore.Config{}) // keys "rb:<key>", one EVALSHA per Take
-	lim, err := store.NewLimiter(rs, algo.PerSecond(2).Burst(100), store.LimiterConfig{Prefix: "api:"})
+	lim, err := ratebucket.NewLimiter(rs, algo.PerSecond(2).Burst(100), ratebucket.Config{Prefix: "api:"})
 
 	if err == nil {
 		fmt.Println(lim.Allow(context.Background(), "user:42"))

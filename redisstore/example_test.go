@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -25,7 +26,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := store.NewLimiter(s, algo.PerSecond(10).Burst(20), store.LimiterConfig{Prefix: "api:"})
+	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(10).Burst(20), ratebucket.Config{Prefix: "api:"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/redisstore"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // At most 3 reports of a tenant run at once across every instance; a
@@ -23,7 +23,7 @@ func ExampleStore_AcquireLease() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 3, TTL: 10 * time.Minute}, store.ConcurrencyConfig{Prefix: "report:"})
+	lim, err := ratebucket.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 3, TTL: 10 * time.Minute}, ratebucket.ConcurrencyConfig{Prefix: "report:"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -24,7 +25,7 @@ func ExampleStore_Reserve() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := store.NewLimiter(s, algo.PerSecond(5).Burst(10), store.LimiterConfig{Prefix: "uploads:"})
+	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(5).Burst(10), ratebucket.Config{Prefix: "uploads:"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -118,7 +118,7 @@
 // # Requests in flight
 //
 // Store is a store.Store: at most N leases of a key live at once, so a
-// store.ConcurrencyLimiter over it bounds the requests of a client in
+// ratebucket.ConcurrencyLimiter over it bounds the requests of a client in
 // flight across a fleet. Each AcquireLease, ReleaseLease and RenewLease is
 // one call of a second embedded script, lease.lua, the Lua twin of
 // algo.AcquireLease, ReleaseLease and RenewLease step for step, on the

@@ -3,7 +3,7 @@
 // agree and never over-admit.
 //
 // A run sends a [Scenario]'s clients through N app instances, each with
-// its own store.Limiter, over a real store (memstore, or any store.Store
+// its own ratebucket.Limiter, over a real store (memstore, or any store.Store
 // that [Config.Stores] builds, such as redisstore on a real Redis), under
 // any algo.Algorithm, and reports what every class of client got. [Run]
 // makes one run per algorithm and store layout of its [Config]:

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -101,12 +102,12 @@ type served struct {
 
 // op serves the requests of a class that does more than take.
 type op interface {
-	serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error)
+	serve(ctx context.Context, s store.Store, lim *ratebucket.Limiter, c *client, e event) (served, error)
 }
 
 // serve sends client c's request e through the instance's store s and
 // its Limiter for c's policy: a plain Take, or the class's op.
-func (cl *class) serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error) {
+func (cl *class) serve(ctx context.Context, s store.Store, lim *ratebucket.Limiter, c *client, e event) (served, error) {
 	if cl.op != nil {
 		return cl.op.serve(ctx, s, lim, c, e)
 	}
@@ -114,7 +115,7 @@ func (cl *class) serve(ctx context.Context, s store.Store, lim *store.Limiter, c
 }
 
 // plainTake serves e with a plain Take.
-func plainTake(ctx context.Context, lim *store.Limiter, c *client, e event) (served, error) {
+func plainTake(ctx context.Context, lim *ratebucket.Limiter, c *client, e event) (served, error) {
 	res, err := lim.Take(ctx, c.key, e.cost)
 	return served{res: res, at: e.at, charged: e.cost}, err
 }
@@ -123,7 +124,7 @@ func plainTake(ctx context.Context, lim *store.Limiter, c *client, e event) (ser
 // at once, as httplimit's ChargeIf does after the handler returns.
 type refundFailed struct{}
 
-func (refundFailed) serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error) {
+func (refundFailed) serve(ctx context.Context, s store.Store, lim *ratebucket.Limiter, c *client, e event) (served, error) {
 	out, err := plainTake(ctx, lim, c, e)
 	f, _ := c.gen.(*failing)
 	if err != nil || !out.res.Allowed || f == nil || !f.failed {
@@ -143,7 +144,7 @@ func (refundFailed) serve(ctx context.Context, s store.Store, lim *store.Limiter
 // admitted and proceeds after its delay, as with httplimit's Delay.
 type delayed struct{ max time.Duration }
 
-func (d delayed) serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error) {
+func (d delayed) serve(ctx context.Context, s store.Store, lim *ratebucket.Limiter, c *client, e event) (served, error) {
 	r, err := s.Reserve(ctx, store.Request{Key: c.key, Policy: c.policy, Cost: e.cost}, d.max)
 	if errors.Is(err, store.ErrUnsupported) {
 		return plainTake(ctx, lim, c, e)
@@ -156,7 +157,7 @@ func (d delayed) serve(ctx context.Context, s store.Store, lim *store.Limiter, c
 // Concurrency does. A request the bucket refuses gives its lease back.
 type inflight struct{ p algo.LeasePolicy }
 
-func (o inflight) serve(ctx context.Context, s store.Store, lim *store.Limiter, c *client, e event) (served, error) {
+func (o inflight) serve(ctx context.Context, s store.Store, lim *ratebucket.Limiter, c *client, e event) (served, error) {
 	ls := s
 	id := strconv.FormatUint(e.seq, 36) // unique in the run, and no randomness
 	l, err := ls.AcquireLease(ctx, c.key, o.p, id)

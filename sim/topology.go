@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -147,15 +148,15 @@ type fleet struct {
 type instance struct {
 	store    store.Store
 	skew     int64 // µs
-	limiters map[algo.Policy]*store.Limiter
+	limiters map[algo.Policy]*ratebucket.Limiter
 }
 
 // limiter returns the instance's Limiter for p, creating it on first use.
-func (in *instance) limiter(p algo.Policy) (*store.Limiter, error) {
+func (in *instance) limiter(p algo.Policy) (*ratebucket.Limiter, error) {
 	if l, ok := in.limiters[p]; ok {
 		return l, nil
 	}
-	l, err := store.NewLimiter(in.store, p, store.LimiterConfig{})
+	l, err := ratebucket.NewLimiter(in.store, p, ratebucket.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +224,7 @@ func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
 		s = w
 	}
 	f.instances = append(f.instances, &instance{
-		store: s, skew: l.skews[i], limiters: map[algo.Policy]*store.Limiter{},
+		store: s, skew: l.skews[i], limiters: map[algo.Policy]*ratebucket.Limiter{},
 	})
 	return nil
 }

@@ -152,7 +152,7 @@ type FailureReporter interface {
 
 // ReportFailure reports through s a call of op asking for cost that failed
 // with err before reaching s, when s is a [FailureReporter] (a store made
-// by [Observe]); otherwise it does nothing. store.Limiter and httplimit
+// by [Observe]); otherwise it does nothing. ratebucket.Limiter and httplimit
 // call it when a resolver fails, so that the metrics of failed decisions
 // include the requests no policy could be found for.
 func ReportFailure(ctx context.Context, s Store, op Op, cost int64, err error) {

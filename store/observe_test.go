@@ -113,7 +113,7 @@ func TestObserveDecisions(t *testing.T) {
 	}
 	for i, st := range steps {
 		err := st.call()
-		got := rec.take()
+		got := rec.Take()
 		if len(got) != len(st.want) {
 			t.Fatalf("step %d (%s): %d events %+v, want %d", i, st.name, len(got), got, len(st.want))
 		}
@@ -216,38 +216,16 @@ func BenchmarkObserve(b *testing.B) {
 	}
 }
 
-// counter is a DecisionCounter that keeps the counts it is given and the
-// events it receives.
-type counter struct {
-	recorder
-	counts []*store.DecisionCounts
-}
-
-func (c *counter) CountDecisions(dc *store.DecisionCounts) { c.counts = append(c.counts, dc) }
-
-// tallies sums c's counts by label set.
-func (c *counter) tallies() map[[3]string][5]uint64 {
-	out := map[[3]string][5]uint64{}
-	for _, t := range store.SumTallies(c.counts...) {
-		k := [3]string{t.Store, t.Policy, t.Route}
-		if _, dup := out[k]; dup {
-			panic(fmt.Sprintf("SumTallies: %+v twice", t))
-		}
-		out[k] = t.N
-	}
-	return out
-}
-
 // TestObserveCounts checks the counts Observe keeps for a DecisionCounter:
 // exact under concurrent calls, by label set and outcome (a shadow limit's
 // denials apart), with every outcome present from a label set's first
 // decision; and that the Observer then receives only the timed calls and
 // the errors, marked Counted.
 func TestObserveCounts(t *testing.T) {
-	c := &counter{}
+	c := &obstest.Counter{}
 	s := store.Observe(newMemstore(t, storetest.NewClock()), "memory", c)
-	if len(c.counts) != 1 {
-		t.Fatalf("CountDecisions called %d times, want once", len(c.counts))
+	if c.Stores() != 1 {
+		t.Fatalf("CountDecisions called %d times, want once", c.Stores())
 	}
 	p := algo.PerHour(1).Burst(100)
 	bg := context.Background()
@@ -282,7 +260,7 @@ func TestObserveCounts(t *testing.T) {
 		{"memory", "feed", "GET /feed"}:       {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied},
 		{"memory", "", ""}:                    {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied},
 	}
-	got := c.tallies()
+	got := c.Tallies()
 	if len(got) != len(want) {
 		t.Errorf("%d label sets counted, want %d: %v", len(got), len(want), got)
 	}
@@ -292,7 +270,7 @@ func TestObserveCounts(t *testing.T) {
 		}
 	}
 	var timed, errs int
-	for _, d := range c.take() {
+	for _, d := range c.Take() {
 		if !d.Counted {
 			t.Errorf("event %+v not marked Counted", d)
 		}

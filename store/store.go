@@ -1,51 +1,20 @@
-// Package store is the contract between ratebucket's users and its backends.
+// Package store is the contract between ratebucket's front door and its
+// backends.
 //
 // A [Store] keeps bucket state for many keys and applies the token-bucket
-// math of package algo to them atomically. Backends (memstore in-process,
-// redisstore across a fleet) implement it; everything above (the [Limiter],
-// httplimit, sim) talks to this interface only.
+// math of package algo to them atomically: a take, several takes at once,
+// a take of at most n, a refund, a reservation and its cancellation, and
+// concurrency leases. Backends implement it (memstore in process,
+// redisstore across a fleet), and so do the wrappers around any of them
+// (hybrid's); everything above (ratebucket.Limiter, httplimit, sim) talks
+// to this interface only, and store/storetest proves every backend
+// against algo.
 //
-// # Around a take: refund, take at most, reserve
-//
-// Besides taking, a Limiter gives tokens back, grants part of a batch, and
-// admits a request after an exact, bounded delay instead of refusing it:
-//
-//	res, err := lim.Refund(ctx, userID, 1)          // the upload failed: its token back
-//	n, res, err := lim.TakeAtMost(ctx, jobID, 500)  // a batch takes what there is, up to 500
-//	r, err := lim.Reserve(ctx, userID, 1, 2*time.Second)
-//	res, err = r.Wait(ctx) // held r.Delay; if ctx ends first, cancelled and its tokens back
-//
-// A refund never raises a bucket above its capacity; a take at most n that
-// grants nothing is a denial with the exact wait for one token;
-// reservations are served in the order they were made, so a large one is
-// not starved by small ones, and a cancelled one gives its tokens back
-// exactly while it is the latest on its key. [Limiter.Wait] reserves and
-// waits.
-//
-// # At most N in flight
-//
-// A [Limiter] bounds how often; a [ConcurrencyLimiter] bounds how many at
-// once, with the store's leases. Acquire before the work,
-// Release after; a lease not released (its holder crashed) frees its slot
-// when its TTL runs out, and a holder that runs longer renews it:
-//
-//	lim, err := store.NewConcurrencyLimiter(s, algo.LeasePolicy{Limit: 10, TTL: time.Minute}, store.ConcurrencyConfig{})
-//	lease, err := lim.Acquire(ctx, userID) // lease.Allowed, or lease.RetryAfter
-//	defer lim.Release(context.WithoutCancel(ctx), lease)
-//
-// # Policies per key, and shadow limits
-//
-// A [Resolver] chooses a key's policy at runtime, for example from the
-// tenant's plan, and may price its requests; a [ResolverCache] in front of
-// a slow one is bounded (Size keys) and stale for at most its TTL. A
-// resolver that fails fails the call with [ErrResolve], never a default:
-//
-//	plans, err := store.NewResolverCache(tenantPlan, store.CacheConfig{TTL: 30 * time.Second})
-//	lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Resolver: plans.Resolve})
-//
-// A shadow Limiter (LimiterConfig.Shadow) charges its own bucket as an
-// enforced one would and reports its refusals as [OutcomeShadowDenied],
-// but never refuses its caller: how a new limit is rolled out safely.
+// Besides the interface, the package holds what every store shares: a
+// call's [Request], the sentinel errors and the one test of an input
+// error ([IsInputError]), the checks every store makes before it decides
+// ([CheckRequest], [CheckRequests], [CheckLease]), and [GroupKey], which
+// makes keys that a multi-limit take can always take together.
 //
 // # Observing
 //

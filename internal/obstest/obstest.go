@@ -5,6 +5,7 @@ package obstest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/ratebucket/ratebucket/store"
@@ -33,4 +34,45 @@ func (r *Recorder) Take() []store.Decision {
 	ds := r.ds
 	r.ds = nil
 	return ds
+}
+
+// Counter is a store.DecisionCounter that keeps the counts Observe gives
+// it and, as a Recorder, the decisions it receives. It is safe for
+// simultaneous use; the zero value is ready.
+type Counter struct {
+	Recorder
+	cmu    sync.Mutex
+	counts []*store.DecisionCounts
+}
+
+// CountDecisions keeps dc.
+func (c *Counter) CountDecisions(dc *store.DecisionCounts) {
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	c.counts = append(c.counts, dc)
+}
+
+// Stores returns how many counts CountDecisions was given: one per store
+// observed for c.
+func (c *Counter) Stores() int {
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	return len(c.counts)
+}
+
+// Tallies returns the counts summed by store, policy and route; it panics
+// if store.SumTallies answers a label set twice.
+func (c *Counter) Tallies() map[[3]string][len(store.Tally{}.N)]uint64 {
+	c.cmu.Lock()
+	counts := c.counts
+	c.cmu.Unlock()
+	out := map[[3]string][len(store.Tally{}.N)]uint64{}
+	for _, t := range store.SumTallies(counts...) {
+		k := [3]string{t.Store, t.Policy, t.Route}
+		if _, dup := out[k]; dup {
+			panic(fmt.Sprintf("SumTallies: %+v twice", t))
+		}
+		out[k] = t.N
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -172,9 +173,9 @@ func TestLimiterOpsUnsupported(t *testing.T) {
 	if _, err := base.lim.Reserve(ctx, "k", 1, time.Second); !errors.Is(err, store.ErrUnsupported) {
 		t.Errorf("Reserve over a store that reserves nothing: %v, want ErrUnsupported", err)
 	}
-	var zero store.Limiter
-	for name, lim := range map[string]*store.Limiter{"zero Limiter": &zero} {
-		want := store.ErrNilStore
+	var zero ratebucket.Limiter
+	for name, lim := range map[string]*ratebucket.Limiter{"zero Limiter": &zero} {
+		want := ratebucket.ErrNilStore
 		calls := map[string]func() error{
 			"Refund":     func() error { _, err := lim.Refund(ctx, "k", 1); return err },
 			"TakeAtMost": func() error { _, _, err := lim.TakeAtMost(ctx, "k", 1); return err },

@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"go.uber.org/goleak"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -17,6 +18,17 @@ import (
 
 // TestMain fails the run if any goroutine outlives the tests.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newMemstore returns a memstore on clk, closed when t ends.
+func newMemstore(t testing.TB, clk store.Clock) *memstore.Store {
+	t.Helper()
+	s, err := memstore.New(memstore.Config{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // timerClock is a clock.Mock that reports each Timer it makes, after the
 // timer is registered: a test that has received from timers knows that
@@ -63,7 +75,7 @@ func (h *hookStore) Reserve(context.Context, store.Request, time.Duration) (algo
 type rig struct {
 	clk   timerClock
 	store *hookStore
-	lim   *store.Limiter
+	lim   *ratebucket.Limiter
 }
 
 func newRig(t *testing.T) *rig {
@@ -84,7 +96,7 @@ func newRigOver(t *testing.T, wrap func(*memstore.Store) store.Store) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
-	lim, err := store.NewLimiter(wrap(ms), algo.PerSecond(1).Burst(2), store.LimiterConfig{Clock: clk})
+	lim, err := ratebucket.NewLimiter(wrap(ms), algo.PerSecond(1).Burst(2), ratebucket.Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +200,7 @@ func TestWaitDeadline(t *testing.T) {
 				done := r.wait(ctx, "k", 1)
 				if !tc.admit {
 					got := <-done
-					if !errors.Is(got.err, store.ErrWouldExceedDeadline) || !errors.Is(got.err, context.DeadlineExceeded) {
+					if !errors.Is(got.err, ratebucket.ErrWouldExceedDeadline) || !errors.Is(got.err, context.DeadlineExceeded) {
 						t.Fatalf("Wait = %+v, %v; want ErrWouldExceedDeadline matching context.DeadlineExceeded", got.res, got.err)
 					}
 					if r.store != nil && got.res.RetryAfter != time.Second { // retrying Take
@@ -268,14 +280,14 @@ func TestNewLimiterRejectsBadInput(t *testing.T) {
 		policy algo.Policy
 		want   error
 	}{
-		{"nil store", nil, algo.PerSecond(1).Burst(1), store.ErrNilStore},
+		{"nil store", nil, algo.PerSecond(1).Burst(1), ratebucket.ErrNilStore},
 		{"zero policy", ms, algo.Policy{}, algo.ErrInvalidPolicy},
 		{"zero rate", ms, algo.PerSecond(0).Burst(1), algo.ErrInvalidPolicy},
 		{"zero burst", ms, algo.PerSecond(1).Burst(0), algo.ErrInvalidPolicy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			lim, err := store.NewLimiter(tc.store, tc.policy, store.LimiterConfig{})
+			lim, err := ratebucket.NewLimiter(tc.store, tc.policy, ratebucket.Config{})
 			if !errors.Is(err, tc.want) || lim != nil {
 				t.Fatalf("NewLimiter = %v, %v; want nil, %v", lim, err, tc.want)
 			}
@@ -291,7 +303,7 @@ func TestLimiterPrefixesKeys(t *testing.T) {
 	defer ms.Close()
 	hs := &hookStore{Store: ms, keys: make(chan string, 1)}
 	p := algo.PerSecond(1).Burst(3)
-	lim, err := store.NewLimiter(hs, p, store.LimiterConfig{Prefix: "login:"})
+	lim, err := ratebucket.NewLimiter(hs, p, ratebucket.Config{Prefix: "login:"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,13 +327,13 @@ func TestLimiterPrefixesKeys(t *testing.T) {
 }
 
 func TestZeroLimiter(t *testing.T) {
-	var lim store.Limiter
+	var lim ratebucket.Limiter
 	for name, call := range map[string]func() error{
 		"Allow": func() error { _, err := lim.Allow(context.Background(), "k"); return err },
 		"Take":  func() error { _, err := lim.Take(context.Background(), "k", 1); return err },
 		"Wait":  func() error { _, err := lim.Wait(context.Background(), "k", 1); return err },
 	} {
-		if err := call(); !errors.Is(err, store.ErrNilStore) {
+		if err := call(); !errors.Is(err, ratebucket.ErrNilStore) {
 			t.Errorf("%s on the zero Limiter: %v, want ErrNilStore", name, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -19,26 +21,26 @@ import (
 // plans is a tenant database: the plan of each key, changed by tests.
 type plans struct {
 	mu    sync.Mutex
-	plan  map[string]store.Resolved
+	plan  map[string]ratebucket.Resolved
 	err   error
 	calls atomic.Int64
 }
 
-func (p *plans) resolve(_ context.Context, key string) (store.Resolved, error) {
+func (p *plans) resolve(_ context.Context, key string) (ratebucket.Resolved, error) {
 	p.calls.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
-		return store.Resolved{}, p.err
+		return ratebucket.Resolved{}, p.err
 	}
 	r, ok := p.plan[key]
 	if !ok {
-		return store.Resolved{}, errNoTenant
+		return ratebucket.Resolved{}, errNoTenant
 	}
 	return r, nil
 }
 
-func (p *plans) set(key string, r store.Resolved) {
+func (p *plans) set(key string, r ratebucket.Resolved) {
 	p.mu.Lock()
 	p.plan[key] = r
 	p.mu.Unlock()
@@ -46,16 +48,16 @@ func (p *plans) set(key string, r store.Resolved) {
 
 var (
 	errNoTenant = errors.New("no such tenant")
-	free        = store.Resolved{Policy: algo.PerMinute(60).Burst(2), Name: "free"}
-	pro         = store.Resolved{Policy: algo.PerMinute(600).Burst(5), Name: "pro"}
+	free        = ratebucket.Resolved{Policy: algo.PerMinute(60).Burst(2), Name: "free"}
+	pro         = ratebucket.Resolved{Policy: algo.PerMinute(600).Burst(5), Name: "pro"}
 )
 
 func newPlans() *plans {
-	return &plans{plan: map[string]store.Resolved{"acme": free, "globex": pro}}
+	return &plans{plan: map[string]ratebucket.Resolved{"acme": free, "globex": pro}}
 }
 
 // admitted counts how many of n Allows of key lim admits.
-func admitted(t *testing.T, lim *store.Limiter, key string, n int) int {
+func admitted(t *testing.T, lim *ratebucket.Limiter, key string, n int) int {
 	t.Helper()
 	got := 0
 	for range n {
@@ -72,10 +74,10 @@ func admitted(t *testing.T, lim *store.Limiter, key string, n int) int {
 
 func TestLimiterResolvesPolicyPerKey(t *testing.T) {
 	clk := storetest.NewClock()
-	var rec recorder
+	var rec obstest.Recorder
 	s := store.Observe(newMemstore(t, clk), "memory", &rec)
 	db := newPlans()
-	lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Prefix: "api:", Resolver: db.resolve})
+	lim, err := ratebucket.NewLimiter(s, algo.Policy{}, ratebucket.Config{Prefix: "api:", Resolver: db.resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestLimiterResolvesPolicyPerKey(t *testing.T) {
 		t.Errorf("pro tenant: %d of 10 admitted, want its burst 5", got)
 	}
 	names := map[string]int{}
-	for _, d := range rec.take() {
+	for _, d := range rec.Take() {
 		names[d.Policy]++
 	}
 	if names["free"] != 10 || names["pro"] != 10 {
@@ -94,7 +96,7 @@ func TestLimiterResolvesPolicyPerKey(t *testing.T) {
 	}
 
 	// A plan with a cost: Allow charges it, Take keeps its own.
-	db.set("initech", store.Resolved{Policy: algo.PerMinute(60).Burst(10), Cost: 4})
+	db.set("initech", ratebucket.Resolved{Policy: algo.PerMinute(60).Burst(10), Cost: 4})
 	if res, err := lim.Allow(context.Background(), "initech"); err != nil || !res.Allowed || res.Remaining != 6 {
 		t.Errorf("Allow under a plan of cost 4 = %+v, %v; want admitted with 6 left", res, err)
 	}
@@ -109,13 +111,13 @@ func TestLimiterResolveErrorsAreNeverADefault(t *testing.T) {
 	db := newPlans()
 	// A limiter with both a policy and a resolver: the policy is not a
 	// fallback.
-	lim, err := store.NewLimiter(hs, algo.PerSecond(1).Burst(100), store.LimiterConfig{Resolver: db.resolve})
+	lim, err := ratebucket.NewLimiter(hs, algo.PerSecond(1).Burst(100), ratebucket.Config{Resolver: db.resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	db.set("zero", store.Resolved{})
-	db.set("neg", store.Resolved{Policy: free.Policy, Cost: -1})
+	db.set("zero", ratebucket.Resolved{})
+	db.set("neg", ratebucket.Resolved{Policy: free.Policy, Cost: -1})
 	for _, tc := range []struct {
 		key  string
 		want error
@@ -125,17 +127,17 @@ func TestLimiterResolveErrorsAreNeverADefault(t *testing.T) {
 		{"neg", algo.ErrInvalidCost},
 	} {
 		res, err := lim.Allow(ctx, tc.key)
-		if !errors.Is(err, store.ErrResolve) || !errors.Is(err, tc.want) || res.Allowed {
+		if !errors.Is(err, ratebucket.ErrResolve) || !errors.Is(err, tc.want) || res.Allowed {
 			t.Errorf("Allow(%q) = %+v, %v; want an error wrapping ErrResolve and %v", tc.key, res, err, tc.want)
 		}
-		if _, err := lim.Wait(ctx, tc.key, 1); !errors.Is(err, store.ErrResolve) {
+		if _, err := lim.Wait(ctx, tc.key, 1); !errors.Is(err, ratebucket.ErrResolve) {
 			t.Errorf("Wait(%q) = %v; want ErrResolve", tc.key, err)
 		}
 	}
 	if n := hs.calls.Load(); n != 0 {
 		t.Errorf("%d store calls for unresolved policies, want none", n)
 	}
-	if _, err := store.NewLimiter(hs, algo.Policy{}, store.LimiterConfig{}); !errors.Is(err, algo.ErrInvalidPolicy) {
+	if _, err := ratebucket.NewLimiter(hs, algo.Policy{}, ratebucket.Config{}); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Errorf("NewLimiter with neither a policy nor a resolver: %v, want ErrInvalidPolicy", err)
 	}
 }
@@ -145,7 +147,7 @@ func TestLimiterResolveErrorsAreNeverADefault(t *testing.T) {
 func TestLimiterResolverReservesUnderThePlan(t *testing.T) {
 	clk := storetest.NewClock()
 	db := newPlans()
-	lim, err := store.NewLimiter(newMemstore(t, clk), algo.Policy{}, store.LimiterConfig{Resolver: db.resolve})
+	lim, err := ratebucket.NewLimiter(newMemstore(t, clk), algo.Policy{}, ratebucket.Config{Resolver: db.resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestLimiterResolverReservesUnderThePlan(t *testing.T) {
 	if res, err := lim.Refund(ctx, "acme", 1); err != nil || res.Remaining != 1 {
 		t.Fatalf("Refund = %+v, %v; want 1 left", res, err)
 	}
-	if _, err := lim.Refund(ctx, "unknown", 1); !errors.Is(err, store.ErrResolve) || !errors.Is(err, errNoTenant) {
+	if _, err := lim.Refund(ctx, "unknown", 1); !errors.Is(err, ratebucket.ErrResolve) || !errors.Is(err, errNoTenant) {
 		t.Fatalf("Refund of an unknown tenant = %v; want ErrResolve", err)
 	}
 }
@@ -172,7 +174,7 @@ func TestLimiterResolverReservesUnderThePlan(t *testing.T) {
 func TestResolverCacheStalenessIsTTL(t *testing.T) {
 	clk := storetest.NewClock()
 	db := newPlans()
-	c, err := store.NewResolverCache(db.resolve, store.CacheConfig{TTL: 30 * time.Second, Clock: clk})
+	c, err := ratebucket.NewResolverCache(db.resolve, ratebucket.CacheConfig{TTL: 30 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +196,7 @@ func TestResolverCacheStalenessIsTTL(t *testing.T) {
 	if n := db.calls.Load(); n != 2 {
 		t.Errorf("%d resolver calls, want 2", n)
 	}
-	if st := c.Stats(); st != (store.CacheStats{Keys: 1, Hits: 5, Misses: 2}) {
+	if st := c.Stats(); st != (ratebucket.CacheStats{Keys: 1, Hits: 5, Misses: 2}) {
 		t.Errorf("Stats = %+v", st)
 	}
 	db.set("acme", free)
@@ -210,7 +212,7 @@ func TestResolverCacheIsBounded(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d"} {
 		db.set(k, free)
 	}
-	c, err := store.NewResolverCache(db.resolve, store.CacheConfig{Size: 3, Clock: clk})
+	c, err := ratebucket.NewResolverCache(db.resolve, ratebucket.CacheConfig{Size: 3, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,12 +234,12 @@ func TestResolverCacheIsBounded(t *testing.T) {
 	if n := db.calls.Load() - before; n != 1 {
 		t.Errorf("b cost %d resolver calls, want 1: it was evicted", n-0)
 	}
-	for _, cfg := range []store.CacheConfig{{Size: -1}, {TTL: -1}, {ErrorTTL: -1}} {
-		if _, err := store.NewResolverCache(db.resolve, cfg); !errors.Is(err, store.ErrInvalidCacheConfig) {
+	for _, cfg := range []ratebucket.CacheConfig{{Size: -1}, {TTL: -1}, {ErrorTTL: -1}} {
+		if _, err := ratebucket.NewResolverCache(db.resolve, cfg); !errors.Is(err, ratebucket.ErrInvalidCacheConfig) {
 			t.Errorf("NewResolverCache(%+v) = %v, want ErrInvalidCacheConfig", cfg, err)
 		}
 	}
-	if _, err := store.NewResolverCache(nil, store.CacheConfig{}); !errors.Is(err, store.ErrInvalidCacheConfig) {
+	if _, err := ratebucket.NewResolverCache(nil, ratebucket.CacheConfig{}); !errors.Is(err, ratebucket.ErrInvalidCacheConfig) {
 		t.Errorf("NewResolverCache(nil) = %v, want ErrInvalidCacheConfig", err)
 	}
 }
@@ -246,17 +248,17 @@ func TestResolverCacheErrors(t *testing.T) {
 	clk := storetest.NewClock()
 	db := newPlans()
 	db.err = errors.New("database down")
-	c, err := store.NewResolverCache(db.resolve, store.CacheConfig{Clock: clk})
+	c, err := ratebucket.NewResolverCache(db.resolve, ratebucket.CacheConfig{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := store.NewLimiter(newMemstore(t, clk), algo.Policy{}, store.LimiterConfig{Resolver: c.Resolve})
+	lim, err := ratebucket.NewLimiter(newMemstore(t, clk), algo.Policy{}, ratebucket.Config{Resolver: c.Resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	for range 3 {
-		if _, err := lim.Allow(ctx, "acme"); !errors.Is(err, store.ErrResolve) || !errors.Is(err, db.err) {
+		if _, err := lim.Allow(ctx, "acme"); !errors.Is(err, ratebucket.ErrResolve) || !errors.Is(err, db.err) {
 			t.Fatalf("Allow = %v, want ErrResolve wrapping the database's error", err)
 		}
 	}
@@ -271,7 +273,7 @@ func TestResolverCacheErrors(t *testing.T) {
 	}
 
 	// With ErrorTTL, an error is reused that long.
-	c, _ = store.NewResolverCache(db.resolve, store.CacheConfig{ErrorTTL: time.Second, Clock: clk})
+	c, _ = ratebucket.NewResolverCache(db.resolve, ratebucket.CacheConfig{ErrorTTL: time.Second, Clock: clk})
 	before := db.calls.Load()
 	for range 3 {
 		if _, err := c.Resolve(ctx, "nobody"); !errors.Is(err, errNoTenant) {
@@ -293,20 +295,20 @@ type blocking struct {
 	release chan struct{}
 }
 
-func (b *blocking) resolve(ctx context.Context, _ string) (store.Resolved, error) {
+func (b *blocking) resolve(ctx context.Context, _ string) (ratebucket.Resolved, error) {
 	b.calls.Add(1)
 	b.started <- struct{}{}
 	select {
 	case <-b.release:
 		return free, nil
 	case <-ctx.Done():
-		return store.Resolved{}, ctx.Err()
+		return ratebucket.Resolved{}, ctx.Err()
 	}
 }
 
 // waitMisses spins until c has counted n misses: the callers are then
 // waiting for the resolver call in flight.
-func waitMisses(c *store.ResolverCache, n uint64) {
+func waitMisses(c *ratebucket.ResolverCache, n uint64) {
 	for c.Stats().Misses < n {
 		runtime.Gosched()
 	}
@@ -314,13 +316,13 @@ func waitMisses(c *store.ResolverCache, n uint64) {
 
 func TestResolverCacheSharesOneCallPerKey(t *testing.T) {
 	b := &blocking{started: make(chan struct{}, 16), release: make(chan struct{})}
-	c, err := store.NewResolverCache(b.resolve, store.CacheConfig{Clock: storetest.NewClock()})
+	c, err := ratebucket.NewResolverCache(b.resolve, ratebucket.CacheConfig{Clock: storetest.NewClock()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 8
 	var wg sync.WaitGroup
-	got := make(chan store.Resolved, n)
+	got := make(chan ratebucket.Resolved, n)
 	for range n {
 		wg.Add(1)
 		go func() {
@@ -352,7 +354,7 @@ func TestResolverCacheSharesOneCallPerKey(t *testing.T) {
 // ask again for themselves.
 func TestResolverCacheLeaderLeaves(t *testing.T) {
 	b := &blocking{started: make(chan struct{}, 16), release: make(chan struct{})}
-	c, err := store.NewResolverCache(b.resolve, store.CacheConfig{Clock: storetest.NewClock()})
+	c, err := ratebucket.NewResolverCache(b.resolve, ratebucket.CacheConfig{Clock: storetest.NewClock()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,14 +394,14 @@ func TestResolverCacheLeaderLeaves(t *testing.T) {
 // through.
 func TestShadowLimiterChargesItsOwnBucket(t *testing.T) {
 	clk := storetest.NewClock()
-	var rec recorder
+	var rec obstest.Recorder
 	s := store.Observe(newMemstore(t, clk), "memory", &rec)
 	p := algo.PerSecond(1).Burst(3)
-	shadow, err := store.NewLimiter(s, p, store.LimiterConfig{Prefix: "new:", Shadow: true})
+	shadow, err := ratebucket.NewLimiter(s, p, ratebucket.Config{Prefix: "new:", Shadow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	enforced, err := store.NewLimiter(s, p, store.LimiterConfig{Prefix: "old:"})
+	enforced, err := ratebucket.NewLimiter(s, p, ratebucket.Config{Prefix: "old:"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +429,7 @@ func TestShadowLimiterChargesItsOwnBucket(t *testing.T) {
 		t.Errorf("shadow RetryAfter %v, want 0 then 1s for the refusals", retry)
 	}
 	var outcomes []string
-	for _, d := range rec.take() {
+	for _, d := range rec.Take() {
 		if d.Route != "jobs" || d.Policy != "new-limit" {
 			t.Errorf("labels lost: %+v", d)
 		}
@@ -455,8 +457,8 @@ func TestShadowLimiterChargesItsOwnBucket(t *testing.T) {
 //
 //	go test -run '^$' -bench ResolverCache -benchmem ./store/
 func BenchmarkResolverCache(b *testing.B) {
-	src := func(context.Context, string) (store.Resolved, error) { return pro, nil }
-	c, err := store.NewResolverCache(src, store.CacheConfig{}) // the real clock, as in production
+	src := func(context.Context, string) (ratebucket.Resolved, error) { return pro, nil }
+	c, err := ratebucket.NewResolverCache(src, ratebucket.CacheConfig{}) // the real clock, as in production
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -486,12 +488,12 @@ func BenchmarkResolverCache(b *testing.B) {
 // again.
 func TestResolverCachePanic(t *testing.T) {
 	calls := 0
-	c, err := store.NewResolverCache(func(context.Context, string) (store.Resolved, error) {
+	c, err := ratebucket.NewResolverCache(func(context.Context, string) (ratebucket.Resolved, error) {
 		if calls++; calls == 1 {
 			panic("plan database driver bug")
 		}
 		return free, nil
-	}, store.CacheConfig{})
+	}, ratebucket.CacheConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,10 +515,10 @@ func TestResolverCachePanic(t *testing.T) {
 // the store's observer (and its counts), under the call's labels and with
 // the resolver's error; and that a store not observed is not asked.
 func TestLimiterReportsResolveFailures(t *testing.T) {
-	c := &counter{}
+	c := &obstest.Counter{}
 	db := newPlans()
 	s := store.Observe(newMemstore(t, storetest.NewClock()), "memory", c)
-	lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Resolver: db.resolve})
+	lim, err := ratebucket.NewLimiter(s, algo.Policy{}, ratebucket.Config{Resolver: db.resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +531,7 @@ func TestLimiterReportsResolveFailures(t *testing.T) {
 		func() error { _, err := lim.Reserve(ctx, "unknown", 5, time.Second); return err },
 	}
 	for i, call := range calls {
-		if err := call(); !errors.Is(err, store.ErrResolve) {
+		if err := call(); !errors.Is(err, ratebucket.ErrResolve) {
 			t.Fatalf("call %d: %v, want ErrResolve", i, err)
 		}
 	}
@@ -537,7 +539,7 @@ func TestLimiterReportsResolveFailures(t *testing.T) {
 		op   store.Op
 		cost int64
 	}{{store.OpTake, 1}, {store.OpTake, 3}, {store.OpRefund, 2}, {store.OpTakeAtMost, 4}, {store.OpReserve, 5}}
-	got := c.take()
+	got := c.Take()
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d: %+v", len(got), len(want), got)
 	}
@@ -547,7 +549,7 @@ func TestLimiterReportsResolveFailures(t *testing.T) {
 			t.Errorf("event %d = %+v; want a failed %v of cost %d with the labels and the resolver's error", i, d, want[i].op, want[i].cost)
 		}
 	}
-	if n := c.tallies()[[3]string{"memory", "plan", "GET /api"}]; n[store.OutcomeError] != uint64(len(calls)) {
+	if n := c.Tallies()[[3]string{"memory", "plan", "GET /api"}]; n[store.OutcomeError] != uint64(len(calls)) {
 		t.Errorf("counts %v, want %d failures", n, len(calls))
 	}
 	store.ReportFailure(ctx, newMemstore(t, storetest.NewClock()), store.OpTake, 1, errNoTenant) // not observed: nothing to do

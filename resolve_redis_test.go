@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -29,19 +31,19 @@ func TestLimiterResolveAndShadowOnRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rec recorder
+			var rec obstest.Recorder
 			s := store.Observe(rs, "redis", &rec)
 			db := newPlans()
-			cache, err := store.NewResolverCache(db.resolve, store.CacheConfig{})
+			cache, err := ratebucket.NewResolverCache(db.resolve, ratebucket.CacheConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			prefix := redistest.Prefix(t)
-			lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Prefix: prefix + "plan:", Resolver: cache.Resolve})
+			lim, err := ratebucket.NewLimiter(s, algo.Policy{}, ratebucket.Config{Prefix: prefix + "plan:", Resolver: cache.Resolve})
 			if err != nil {
 				t.Fatal(err)
 			}
-			shadow, err := store.NewLimiter(s, algo.PerMinute(1).Burst(3), store.LimiterConfig{Prefix: prefix + "new:", Shadow: true})
+			shadow, err := ratebucket.NewLimiter(s, algo.PerMinute(1).Burst(3), ratebucket.Config{Prefix: prefix + "new:", Shadow: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +64,7 @@ func TestLimiterResolveAndShadowOnRedis(t *testing.T) {
 				t.Errorf("admitted %v, want %v (free: burst 2; pro: burst 5)", got, want)
 			}
 			var outcomes []string
-			for _, d := range rec.take() {
+			for _, d := range rec.Take() {
 				outcomes = append(outcomes, d.Policy+":"+d.Outcome.String())
 			}
 			want := []string{"free:allowed", ":allowed", "free:allowed", ":allowed", "free:denied", ":allowed",

@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
@@ -49,7 +50,7 @@ func TestLimiterOverQuota(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := timerClock{Mock: clock.NewMock(), timers: make(chan time.Duration, 16)}
 			clk.Set(time.Date(2026, 1, 1, 22, 0, 0, 0, time.UTC))
-			lim, err := store.NewLimiter(tc.new(t, clk), algo.Quota(2, algo.Day, 0), store.LimiterConfig{Clock: clk})
+			lim, err := ratebucket.NewLimiter(tc.new(t, clk), algo.Quota(2, algo.Day, 0), ratebucket.Config{Clock: clk})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +69,7 @@ func TestLimiterOverQuota(t *testing.T) {
 			if tc.name == "memstore" { // a mock's deadline is long past for a Redis client
 				early, cancel := clk.WithTimeout(ctx, time.Hour)
 				defer cancel()
-				if res, err := lim.Wait(early, "k", 1); !errors.Is(err, store.ErrWouldExceedDeadline) || res.RetryAfter != 2*time.Hour {
+				if res, err := lim.Wait(early, "k", 1); !errors.Is(err, ratebucket.ErrWouldExceedDeadline) || res.RetryAfter != 2*time.Hour {
 					t.Fatalf("Wait with a deadline before midnight: %+v, %v; want ErrWouldExceedDeadline, RetryAfter 2h", res, err)
 				}
 			}

@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -8,10 +8,23 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
 )
+
+// The front door: a burst of 3, then 1 per second, for each key.
+func Example() {
+	ctx := context.Background()
+	ms, _ := memstore.New(memstore.Config{})
+	lim, _ := ratebucket.NewLimiter(ms, algo.PerSecond(1).Burst(3), ratebucket.Config{})
+	res, err := lim.Allow(ctx, "alice")
+	if err == nil && !res.Allowed {
+		// refuse, and tell the client to come back after res.RetryAfter
+	}
+	fmt.Println(res.Allowed, res.Remaining, err)
+	// Output: true 2 <nil>
+}
 
 // A Limiter over the in-process store: a burst of 3, then 1 per second.
 // The mock clock makes the output deterministic; real code passes nothing
@@ -23,7 +36,7 @@ func ExampleLimiter() {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerSecond(1).Burst(3), store.LimiterConfig{Prefix: "api:", Clock: clk})
+	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(1).Burst(3), ratebucket.Config{Prefix: "api:", Clock: clk})
 	if err != nil {
 		panic(err)
 	}
@@ -48,14 +61,14 @@ func ExampleLimiter() {
 
 // Wait blocks until the request is admitted. Here the bucket has a token,
 // so it returns at once; with a deadline too close, it would return
-// store.ErrWouldExceedDeadline at once instead of sleeping in vain.
+// ratebucket.ErrWouldExceedDeadline at once instead of sleeping in vain.
 func ExampleLimiter_Wait() {
 	s, err := memstore.New(memstore.Config{})
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerMinute(10).Burst(1), store.LimiterConfig{})
+	lim, err := ratebucket.NewLimiter(s, algo.PerMinute(10).Burst(1), ratebucket.Config{})
 	if err != nil {
 		panic(err)
 	}
@@ -64,7 +77,7 @@ func ExampleLimiter_Wait() {
 	res, err := lim.Wait(ctx, "job", 1)
 	fmt.Println(res.Allowed, err)
 	res, err = lim.Wait(ctx, "job", 1) // the next token is 6s away
-	fmt.Println(res.Allowed, errors.Is(err, store.ErrWouldExceedDeadline), errors.Is(err, context.DeadlineExceeded))
+	fmt.Println(res.Allowed, errors.Is(err, ratebucket.ErrWouldExceedDeadline), errors.Is(err, context.DeadlineExceeded))
 	// Output:
 	// true <nil>
 	// false true true

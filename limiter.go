@@ -1,4 +1,4 @@
-package store
+package ratebucket
 
 import (
 	"context"
@@ -9,23 +9,24 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // Errors returned by [NewLimiter] and [Limiter.Wait].
 var (
 	// ErrNilStore reports a Limiter without a Store: NewLimiter(nil, ...)
 	// or a method called on the zero Limiter.
-	ErrNilStore = errors.New("store: nil Store")
+	ErrNilStore = errors.New("ratebucket: nil Store")
 	// ErrWouldExceedDeadline reports a Wait that returned at once, without
 	// charging, because the request could not be admitted before the
 	// context's deadline. It matches context.DeadlineExceeded too, so
 	// callers that only check the context's error still see a timeout.
-	ErrWouldExceedDeadline = fmt.Errorf("store: wait would exceed the context deadline: %w", context.DeadlineExceeded)
+	ErrWouldExceedDeadline = fmt.Errorf("ratebucket: wait would exceed the context deadline: %w", context.DeadlineExceeded)
 )
 
-// LimiterConfig configures a [Limiter]. The zero value is ready to use: no
+// Config configures a [Limiter]. The zero value is ready to use: no
 // prefix, the real clock.
-type LimiterConfig struct {
+type Config struct {
 	// Prefix is prepended to every key, so that limiters with different
 	// policies can share one Store without sharing buckets:
 	// Prefix "login:" and key "alice" use the bucket "login:alice". The
@@ -48,18 +49,18 @@ type LimiterConfig struct {
 	// Shadow makes a shadow limiter, to roll out a limit safely: its
 	// Take and Allow charge the bucket exactly as an enforced limiter
 	// would (only when it admits), and report each decision, refusals as
-	// store.OutcomeShadowDenied to the observers (see [Labels].Shadow),
+	// store.OutcomeShadowDenied to the observers (see [store.Labels].Shadow),
 	// but always return Allowed true to the caller; a refusal keeps its
 	// exact RetryAfter, so a positive RetryAfter on an allowed Result
 	// says the limit would have refused. Wait takes once and returns at
-	// once; Reserve and TakeAtMost return [ErrUnsupported], since they
+	// once; Reserve and TakeAtMost return [store.ErrUnsupported], since they
 	// would hold or cut a request. Use a shadow limiter apart from the
 	// enforced ones (its own prefix and call): its decision never blocks
 	// theirs, and theirs never skips its count. Default: false.
 	Shadow bool
 	// Refundable marks every take and reservation of the limiter as one
 	// whose tokens may be given back later, perhaps by another instance
-	// (see [Request].Refundable): a store that answers from what it learnt
+	// (see [store.Request].Refundable): a store that answers from what it learnt
 	// (hybrid.DenyCache) then never answers them from a bound that a
 	// refund it cannot see would make stale. Set it on a limiter whose
 	// charges any process refunds or cancels. Default: false.
@@ -67,10 +68,10 @@ type LimiterConfig struct {
 }
 
 // Limiter is what users hold: one [algo.Policy] and a key prefix bound to a
-// [Store]. Each key names its own bucket of the policy's capacity, refilled
+// [store.Store]. Each key names its own bucket of the policy's capacity, refilled
 // at its rate:
 //
-//	lim, err := store.NewLimiter(s, algo.PerSecond(2).Burst(100), store.LimiterConfig{Prefix: "api:"})
+//	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(2).Burst(100), ratebucket.Config{Prefix: "api:"})
 //	...
 //	res, err := lim.Allow(ctx, userID)
 //	if err == nil && !res.Allowed {
@@ -91,9 +92,9 @@ type LimiterConfig struct {
 // error wrapping algo.ErrQuotaUnsupported, on every Store, without a
 // store call.
 //
-// With LimiterConfig.Resolver, each key's policy is chosen at runtime (a
+// With Config.Resolver, each key's policy is chosen at runtime (a
 // tenant's plan), and a failure to resolve it is an error wrapping
-// [ErrResolve], never a default; with LimiterConfig.Shadow, the limiter
+// [ErrResolve], never a default; with Config.Shadow, the limiter
 // counts and reports what it would refuse but lets every call through.
 //
 // A Limiter holds no state of its own, so it is safe for concurrent use by
@@ -101,7 +102,7 @@ type LimiterConfig struct {
 // zero value is not usable: its methods return [ErrNilStore]. Make one with
 // [NewLimiter].
 type Limiter struct {
-	s          Store
+	s          store.Store
 	p          algo.Policy
 	prefix     string
 	clk        clock.Clock
@@ -114,13 +115,13 @@ type Limiter struct {
 // cfg.Resolver, the policy it resolves for each key, when p may be the
 // zero Policy). It returns an error wrapping algo.ErrInvalidPolicy when p
 // is invalid, and [ErrNilStore] when s is nil.
-func NewLimiter(s Store, p algo.Policy, cfg LimiterConfig) (*Limiter, error) {
+func NewLimiter(s store.Store, p algo.Policy, cfg Config) (*Limiter, error) {
 	if s == nil {
 		return nil, ErrNilStore
 	}
 	if cfg.Resolver == nil || p != (algo.Policy{}) {
 		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("store: NewLimiter: %w", err)
+			return nil, fmt.Errorf("ratebucket: NewLimiter: %w", err)
 		}
 	}
 	clk := cfg.Clock
@@ -135,7 +136,7 @@ func NewLimiter(s Store, p algo.Policy, cfg LimiterConfig) (*Limiter, error) {
 func (l *Limiter) Policy() algo.Policy { return l.p }
 
 // Shadow reports whether the limiter is a shadow limiter (see
-// LimiterConfig.Shadow).
+// Config.Shadow).
 func (l *Limiter) Shadow() bool { return l.shadow }
 
 // policy returns the policy of key's call and its context: with a
@@ -143,31 +144,31 @@ func (l *Limiter) Shadow() bool { return l.shadow }
 // resolved name and the shadow mark when some store is observed.
 //
 // A failure to resolve is reported through the store's observer (see
-// ReportFailure) as a failed call of op asking for n: no store call is
+// store.ReportFailure) as a failed call of op asking for n: no store call is
 // made, and dashboards that count failed decisions see it.
-func (l *Limiter) policy(ctx context.Context, key string, op Op, n int64) (context.Context, algo.Policy, int64, error) {
+func (l *Limiter) policy(ctx context.Context, key string, op store.Op, n int64) (context.Context, algo.Policy, int64, error) {
 	p, cost, name := l.p, int64(0), ""
 	if l.resolver != nil {
 		res, err := resolve(ctx, l.resolver, key)
 		if err != nil {
-			ReportFailure(ctx, l.s, op, n, err)
+			store.ReportFailure(ctx, l.s, op, n, err)
 			return ctx, algo.Policy{}, 0, err
 		}
 		p, cost, name = res.Policy, res.Cost, res.Name
 	}
-	if Observing() && (l.shadow || name != "") {
-		lb, _ := LabelsFrom(ctx)
+	if store.Observing() && (l.shadow || name != "") {
+		lb, _ := store.LabelsFrom(ctx)
 		if lb.Policy == "" {
 			lb.Policy = name
 		}
 		lb.Shadow = lb.Shadow || l.shadow
-		ctx = WithLabels(ctx, lb)
+		ctx = store.WithLabels(ctx, lb)
 	}
 	return ctx, p, cost, nil
 }
 
 // Store returns the store the limiter takes from.
-func (l *Limiter) Store() Store { return l.s }
+func (l *Limiter) Store() store.Store { return l.s }
 
 // Allow takes one token from key's bucket: Take(ctx, key, 1), or, with a
 // Resolver whose answer has a Cost, that cost.
@@ -178,11 +179,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Result, error) {
 // Take takes cost tokens from key's bucket, or reports how long until it
 // could; cost 0 peeks. It does not wait: a denial is a Result with Allowed
 // false and an exact RetryAfter. An empty key is refused with
-// [ErrEmptyKey], prefix or not, since it would put every caller without an
+// [store.ErrEmptyKey], prefix or not, since it would put every caller without an
 // identity in one bucket. With a Resolver, an error wrapping [ErrResolve]
 // reports a policy that could not be resolved (nothing was charged). Other
-// errors are the Store's (see [Store.Take]). A shadow limiter's Result is
-// always Allowed (see LimiterConfig.Shadow).
+// errors are the Store's (see [store.Store.Take]). A shadow limiter's Result is
+// always Allowed (see Config.Shadow).
 func (l *Limiter) Take(ctx context.Context, key string, cost int64) (algo.Result, error) {
 	return l.take(ctx, key, cost, false)
 }
@@ -194,16 +195,16 @@ func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) 
 		return algo.Result{}, ErrNilStore
 	}
 	if key == "" {
-		return algo.Result{}, ErrEmptyKey
+		return algo.Result{}, store.ErrEmptyKey
 	}
-	ctx, p, rc, err := l.policy(ctx, key, OpTake, cost)
+	ctx, p, rc, err := l.policy(ctx, key, store.OpTake, cost)
 	if err != nil {
 		return algo.Result{}, err
 	}
 	if allow && rc > 0 {
 		cost = rc
 	}
-	res, err := l.s.Take(ctx, Request{Key: l.prefix + key, Policy: p, Cost: cost, Refundable: l.refundable})
+	res, err := l.s.Take(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: cost, Refundable: l.refundable})
 	if l.shadow && err == nil {
 		res.Allowed = true // the caller proceeds; RetryAfter tells the truth
 	}
@@ -212,37 +213,38 @@ func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) 
 
 // Refund gives n tokens back to key's bucket, never raising it above
 // capacity: for a request that should not count after all (see
-// [Store].Refund). A Store under a window algorithm returns [ErrUnsupported].
+// [store.Store].Refund). A Store under a window algorithm returns
+// [store.ErrUnsupported].
 func (l *Limiter) Refund(ctx context.Context, key string, n int64) (algo.Result, error) {
 	if err := l.check(key); err != nil {
 		return algo.Result{}, err
 	}
-	ctx, p, _, err := l.policy(ctx, key, OpRefund, n)
+	ctx, p, _, err := l.policy(ctx, key, store.OpRefund, n)
 	if err != nil {
 		return algo.Result{}, err
 	}
-	return l.s.Refund(ctx, Request{Key: l.prefix + key, Policy: p, Cost: n})
+	return l.s.Refund(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: n})
 }
 
 // TakeAtMost takes as many whole tokens as key's bucket holds, up to n, and
 // returns how many it granted; none granted is a denial with the exact wait
-// for one token (see [Store].TakeAtMost). A Store under a window algorithm
-// returns [ErrUnsupported].
+// for one token (see [store.Store].TakeAtMost). A Store under a window algorithm
+// returns [store.ErrUnsupported].
 func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, algo.Result, error) {
 	if err := l.check(key); err != nil {
 		return 0, algo.Result{}, err
 	}
 	if l.shadow {
-		return 0, algo.Result{}, fmt.Errorf("%w: a shadow Limiter has no TakeAtMost", ErrUnsupported)
+		return 0, algo.Result{}, fmt.Errorf("%w: a shadow Limiter has no TakeAtMost", store.ErrUnsupported)
 	}
-	ctx, p, _, err := l.policy(ctx, key, OpTakeAtMost, n)
+	ctx, p, _, err := l.policy(ctx, key, store.OpTakeAtMost, n)
 	if err != nil {
 		return 0, algo.Result{}, err
 	}
 	if p.IsQuota() {
-		return 0, algo.Result{}, fmt.Errorf("store: TakeAtMost under %v: %w", p, algo.ErrQuotaUnsupported)
+		return 0, algo.Result{}, fmt.Errorf("ratebucket: TakeAtMost under %v: %w", p, algo.ErrQuotaUnsupported)
 	}
-	return l.s.TakeAtMost(ctx, Request{Key: l.prefix + key, Policy: p, Cost: n, Refundable: l.refundable})
+	return l.s.TakeAtMost(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: n, Refundable: l.refundable})
 }
 
 // Reservation is a reservation made by [Limiter.Reserve]: the store's
@@ -258,7 +260,7 @@ type Reservation struct {
 }
 
 // Wait holds the caller until the reservation's time, Delay after the
-// store answered Reserve, on the limiter's clock (LimiterConfig.Clock: a
+// store answered Reserve, on the limiter's clock (Config.Clock: a
 // clock.Mock's timers in tests), and returns the reservation's Result
 // with a nil error: the request may proceed.
 //
@@ -289,7 +291,7 @@ func (r Reservation) Wait(ctx context.Context) (algo.Result, error) {
 
 // Cancel gives the reservation's tokens back, before its time, when the
 // request will not proceed: exactly when no reservation on the key was
-// made after it, and not at all otherwise (see [Store].Reserve). It reports
+// made after it, and not at all otherwise (see [store.Store].Reserve). It reports
 // whether it gave them back. A reservation that was refused, or admitted
 // with no delay, has nothing to cancel: Cancel reports false and calls
 // nothing.
@@ -309,13 +311,13 @@ func (r Reservation) Cancel(ctx context.Context) (bool, algo.Result, error) {
 // tokens). The bucket is in debt meanwhile, so later requests on the key
 // wait behind this one. A reservation that needs more than maxWait (or
 // than the policy's MaxDelay, one bucket's refill) is refused, charges
-// nothing, and has an exact RetryAfter: see [Store].Reserve.
+// nothing, and has an exact RetryAfter: see [store.Store].Reserve.
 //
 // Reserve honours ctx's deadline: it reserves only what may proceed before
 // it. When the deadline, and not maxWait, is what the reservation would
 // exceed, it returns the refused Reservation with an error wrapping
 // [ErrWouldExceedDeadline], at once and charging nothing. A Store
-// under a window algorithm returns [ErrUnsupported]; other errors are the
+// under a window algorithm returns [store.ErrUnsupported]; other errors are the
 // Store's.
 //
 // Reserve does not wait: the caller sleeps for Delay and then proceeds,
@@ -326,14 +328,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait t
 		return Reservation{}, err
 	}
 	if l.shadow {
-		return Reservation{}, fmt.Errorf("%w: a shadow Limiter has no Reserve", ErrUnsupported)
+		return Reservation{}, fmt.Errorf("%w: a shadow Limiter has no Reserve", store.ErrUnsupported)
 	}
-	ctx, p, _, err := l.policy(ctx, key, OpReserve, cost)
+	ctx, p, _, err := l.policy(ctx, key, store.OpReserve, cost)
 	if err != nil {
 		return Reservation{}, err
 	}
 	if p.IsQuota() {
-		return Reservation{}, fmt.Errorf("store: Reserve under %v: %w", p, algo.ErrQuotaUnsupported)
+		return Reservation{}, fmt.Errorf("ratebucket: Reserve under %v: %w", p, algo.ErrQuotaUnsupported)
 	}
 	return l.reserve(ctx, key, p, cost, maxWait)
 }
@@ -347,7 +349,7 @@ func (l *Limiter) reserve(ctx context.Context, key string, p algo.Policy, cost i
 			wait, deadline = max(0, left-time.Microsecond), true
 		}
 	}
-	r, err := l.s.Reserve(ctx, Request{Key: l.prefix + key, Policy: p, Cost: cost, Refundable: l.refundable}, wait)
+	r, err := l.s.Reserve(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: cost, Refundable: l.refundable}, wait)
 	res := Reservation{Reservation: r, lim: l, key: key, p: p, at: l.clk.Now()}
 	if err == nil && deadline && !r.Allowed {
 		err = fmt.Errorf("%w: proceeds in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, r.RetryAfter+wait, left)
@@ -361,7 +363,7 @@ func (l *Limiter) check(key string) error {
 	case l == nil || l.s == nil:
 		return ErrNilStore
 	case key == "":
-		return ErrEmptyKey
+		return store.ErrEmptyKey
 	}
 	return nil
 }
@@ -384,10 +386,11 @@ func (l *Limiter) check(key string) error {
 // behind were given their times counting on them) and refill as usual.
 //
 // Under a calendar quota, which is not reserved, and with a Store that
-// cannot reserve (one under a window algorithm), Wait retries Take after each denial's RetryAfter (for a
-// quota, the start of its next period): the wait is exact when no one else takes from the bucket,
-// but another caller may get there first, and Wait simply waits again (so
-// a large cost can be starved by a stream of small ones). A denied attempt
+// cannot reserve (one under a window algorithm), Wait retries Take after
+// each denial's RetryAfter (for a quota, the start of its next period):
+// the wait is exact when no one else takes from the bucket, but another
+// caller may get there first, and Wait simply waits again (so a large
+// cost can be starved by a stream of small ones). A denied attempt
 // charges nothing, so such a Wait that gives up has cost nothing.
 //
 // Wait returns the admitting Result with a nil error (after a reservation,
@@ -409,7 +412,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 	if l.shadow {
 		return l.waitTake(ctx, key, cost)
 	}
-	ctx, p, _, err := l.policy(ctx, key, OpReserve, cost)
+	ctx, p, _, err := l.policy(ctx, key, store.OpReserve, cost)
 	if err != nil {
 		return algo.Result{}, err
 	}
@@ -419,7 +422,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 	for {
 		r, err := l.reserve(ctx, key, p, cost, p.MaxDelay())
 		switch {
-		case errors.Is(err, ErrUnsupported): // a store under a window algorithm
+		case errors.Is(err, store.ErrUnsupported): // a store under a window algorithm
 			return l.waitTake(ctx, key, cost)
 		case err != nil:
 			return r.Result, err

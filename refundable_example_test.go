@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // A limiter whose takes may be given back later, perhaps by another
@@ -16,13 +16,13 @@ import (
 // (hybrid.DenyCache) then never answers them from a bound that a refund it
 // cannot see would make stale. httplimit marks the takes of its ChargeIf
 // routes itself.
-func ExampleLimiterConfig_refundable() {
+func ExampleConfig_refundable() {
 	s, err := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerHour(5).Burst(5), store.LimiterConfig{Prefix: "login:", Refundable: true})
+	lim, err := ratebucket.NewLimiter(s, algo.PerHour(5).Burst(5), ratebucket.Config{Prefix: "login:", Refundable: true})
 	if err != nil {
 		panic(err)
 	}

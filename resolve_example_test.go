@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -26,19 +27,19 @@ func ExampleResolverCache() {
 	plan := map[string]string{"acme": "free", "globex": "pro"} // the tenants' database
 	policies := map[string]algo.Policy{"free": algo.PerMinute(60).Burst(2), "pro": algo.PerMinute(600).Burst(5)}
 	queries := 0
-	tenantPlan := func(_ context.Context, tenant string) (store.Resolved, error) {
+	tenantPlan := func(_ context.Context, tenant string) (ratebucket.Resolved, error) {
 		queries++
 		name, ok := plan[tenant]
 		if !ok {
-			return store.Resolved{}, errors.New("unknown tenant")
+			return ratebucket.Resolved{}, errors.New("unknown tenant")
 		}
-		return store.Resolved{Policy: policies[name], Name: name}, nil
+		return ratebucket.Resolved{Policy: policies[name], Name: name}, nil
 	}
-	plans, err := store.NewResolverCache(tenantPlan, store.CacheConfig{TTL: 30 * time.Second, Clock: clk})
+	plans, err := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: 30 * time.Second, Clock: clk})
 	if err != nil {
 		panic(err)
 	}
-	lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Prefix: "api:", Resolver: plans.Resolve})
+	lim, err := ratebucket.NewLimiter(s, algo.Policy{}, ratebucket.Config{Prefix: "api:", Resolver: plans.Resolve})
 	if err != nil {
 		panic(err)
 	}
@@ -48,14 +49,14 @@ func ExampleResolverCache() {
 		fmt.Printf("%s: allowed=%v remaining=%d of %d\n", tenant, res.Allowed, res.Remaining, policies[plan[tenant]].Capacity())
 	}
 	_, err = lim.Allow(ctx, "initech")
-	fmt.Println("initech:", errors.Is(err, store.ErrResolve), err)
+	fmt.Println("initech:", errors.Is(err, ratebucket.ErrResolve), err)
 	fmt.Println("plan queries:", queries)
 	// Output:
 	// acme: allowed=true remaining=1 of 2
 	// acme: allowed=true remaining=0 of 2
 	// acme: allowed=false remaining=0 of 2
 	// globex: allowed=true remaining=4 of 5
-	// initech: true store: cannot resolve the policy: key "initech": unknown tenant
+	// initech: true ratebucket: cannot resolve the policy: key "initech": unknown tenant
 	// plan queries: 3
 }
 
@@ -73,7 +74,7 @@ func ExampleLimiter_shadow() {
 		fmt.Printf("  observer: %s policy=%s\n", d.Outcome, d.Policy)
 	}}
 	s := store.Observe(ms, "memory", printer)
-	lim, err := store.NewLimiter(s, algo.PerMinute(1).Burst(2), store.LimiterConfig{Prefix: "exports:", Shadow: true})
+	lim, err := ratebucket.NewLimiter(s, algo.PerMinute(1).Burst(2), ratebucket.Config{Prefix: "exports:", Shadow: true})
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package ratebucket
 
 import (
 	"container/list"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // Policies resolved per key, at runtime: a [Resolver] answers, for each
@@ -55,7 +56,7 @@ type Resolver func(ctx context.Context, key string) (Resolved, error)
 // Resolver failed (the error wraps the resolver's, reachable with
 // errors.Is and errors.As) or answered a policy or cost that is not
 // valid. No store call was made and nothing was charged.
-var ErrResolve = errors.New("store: cannot resolve the policy")
+var ErrResolve = errors.New("ratebucket: cannot resolve the policy")
 
 // resolve calls r for key and checks its answer: every error it returns
 // wraps ErrResolve.
@@ -75,7 +76,7 @@ func resolve(ctx context.Context, r Resolver, key string) (Resolved, error) {
 
 // ErrInvalidCacheConfig reports a [CacheConfig] outside its documented
 // bounds.
-var ErrInvalidCacheConfig = errors.New("store: invalid ResolverCache configuration")
+var ErrInvalidCacheConfig = errors.New("ratebucket: invalid ResolverCache configuration")
 
 // CacheConfig configures a [ResolverCache]. The zero value is ready to
 // use: 10,000 keys, answers kept one minute, errors not kept, the real
@@ -95,14 +96,14 @@ type CacheConfig struct {
 	ErrorTTL time.Duration
 	// Clock reads the time that entries expire by. Default the real
 	// clock; tests pass a manual one and need no sleep.
-	Clock Clock
+	Clock store.Clock
 }
 
 // ResolverCache is a bounded, optional cache in front of a slow
 // [Resolver]. Its Resolve method is a Resolver:
 //
-//	plans, err := store.NewResolverCache(tenantPlan, store.CacheConfig{TTL: 30 * time.Second})
-//	lim, err := store.NewLimiter(s, algo.Policy{}, store.LimiterConfig{Resolver: plans.Resolve})
+//	plans, err := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: 30 * time.Second})
+//	lim, err := ratebucket.NewLimiter(s, algo.Policy{}, ratebucket.Config{Resolver: plans.Resolve})
 //
 // An answer is reused for TTL after the resolver gave it, so a plan change
 // is seen within TTL; errors are not reused unless ErrorTTL says so. The
@@ -119,7 +120,7 @@ type ResolverCache struct {
 	r                 Resolver
 	size              int
 	ttl, errTTL       time.Duration
-	clk               Clock
+	clk               store.Clock
 	mu                sync.Mutex
 	lru               list.List // of *entry, most recently used first
 	keys              map[string]*list.Element
@@ -207,7 +208,7 @@ func (c *ResolverCache) Resolve(ctx context.Context, key string) (Resolved, erro
 
 // errResolverPanicked is what callers waiting on a resolver call that
 // panicked get (the panic goes on in the caller that made the call).
-var errResolverPanicked = errors.New("store: the resolver panicked")
+var errResolverPanicked = errors.New("ratebucket: the resolver panicked")
 
 // land ends the resolver call f for key: it keeps its answer for TTL
 // (an error for ErrorTTL, and not when the caller's context ended) and

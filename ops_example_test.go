@@ -1,4 +1,4 @@
-package store_test
+package ratebucket_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // Reserve admits a request that must wait a short, exact delay instead of
@@ -21,7 +21,7 @@ func ExampleLimiter_Reserve() {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerSecond(2).Burst(2), store.LimiterConfig{Clock: clk})
+	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(2).Burst(2), ratebucket.Config{Clock: clk})
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +53,7 @@ func ExampleLimiter_Refund() {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerMinute(10).Burst(10), store.LimiterConfig{Prefix: "login:", Clock: clk})
+	lim, err := ratebucket.NewLimiter(s, algo.PerMinute(10).Burst(10), ratebucket.Config{Prefix: "login:", Clock: clk})
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +79,7 @@ func ExampleLimiter_TakeAtMost() {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerSecond(10).Burst(100), store.LimiterConfig{Clock: clk})
+	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(10).Burst(100), ratebucket.Config{Clock: clk})
 	if err != nil {
 		panic(err)
 	}
@@ -103,7 +103,7 @@ func ExampleReservation_Wait() {
 		panic(err)
 	}
 	defer s.Close()
-	lim, err := store.NewLimiter(s, algo.PerSecond(1).Burst(1), store.LimiterConfig{Clock: clk})
+	lim, err := ratebucket.NewLimiter(s, algo.PerSecond(1).Burst(1), ratebucket.Config{Clock: clk})
 	if err != nil {
 		panic(err)
 	}
