@@ -9,6 +9,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -49,7 +50,7 @@ type Config struct {
 	// Shadow makes a shadow limiter, to roll out a limit safely: its
 	// Take and Allow charge the bucket exactly as an enforced limiter
 	// would (only when it admits), and report each decision, refusals as
-	// store.OutcomeShadowDenied to the observers (see [store.Labels].Shadow),
+	// observe.OutcomeShadowDenied to the observers (see [observe.Labels].Shadow),
 	// but always return Allowed true to the caller; a refusal keeps its
 	// exact RetryAfter, so a positive RetryAfter on an allowed Result
 	// says the limit would have refused. Wait takes once and returns at
@@ -144,25 +145,25 @@ func (l *Limiter) Shadow() bool { return l.shadow }
 // resolved name and the shadow mark when some store is observed.
 //
 // A failure to resolve is reported through the store's observer (see
-// store.ReportFailure) as a failed call of op asking for n: no store call is
+// observe.ReportFailure) as a failed call of op asking for n: no store call is
 // made, and dashboards that count failed decisions see it.
-func (l *Limiter) policy(ctx context.Context, key string, op store.Op, n int64) (context.Context, algo.Policy, int64, error) {
+func (l *Limiter) policy(ctx context.Context, key string, op observe.Op, n int64) (context.Context, algo.Policy, int64, error) {
 	p, cost, name := l.p, int64(0), ""
 	if l.resolver != nil {
 		res, err := resolve(ctx, l.resolver, key)
 		if err != nil {
-			store.ReportFailure(ctx, l.s, op, n, err)
+			observe.ReportFailure(ctx, l.s, op, n, err)
 			return ctx, algo.Policy{}, 0, err
 		}
 		p, cost, name = res.Policy, res.Cost, res.Name
 	}
-	if store.Observing() && (l.shadow || name != "") {
-		lb, _ := store.LabelsFrom(ctx)
+	if observe.Active() && (l.shadow || name != "") {
+		lb, _ := observe.LabelsFrom(ctx)
 		if lb.Policy == "" {
 			lb.Policy = name
 		}
 		lb.Shadow = lb.Shadow || l.shadow
-		ctx = store.WithLabels(ctx, lb)
+		ctx = observe.WithLabels(ctx, lb)
 	}
 	return ctx, p, cost, nil
 }
@@ -197,7 +198,7 @@ func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) 
 	if key == "" {
 		return algo.Result{}, store.ErrEmptyKey
 	}
-	ctx, p, rc, err := l.policy(ctx, key, store.OpTake, cost)
+	ctx, p, rc, err := l.policy(ctx, key, observe.OpTake, cost)
 	if err != nil {
 		return algo.Result{}, err
 	}
@@ -219,7 +220,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64) (algo.Result,
 	if err := l.check(key); err != nil {
 		return algo.Result{}, err
 	}
-	ctx, p, _, err := l.policy(ctx, key, store.OpRefund, n)
+	ctx, p, _, err := l.policy(ctx, key, observe.OpRefund, n)
 	if err != nil {
 		return algo.Result{}, err
 	}
@@ -237,7 +238,7 @@ func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, a
 	if l.shadow {
 		return 0, algo.Result{}, fmt.Errorf("%w: a shadow Limiter has no TakeAtMost", store.ErrUnsupported)
 	}
-	ctx, p, _, err := l.policy(ctx, key, store.OpTakeAtMost, n)
+	ctx, p, _, err := l.policy(ctx, key, observe.OpTakeAtMost, n)
 	if err != nil {
 		return 0, algo.Result{}, err
 	}
@@ -330,7 +331,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, cost int64, maxWait t
 	if l.shadow {
 		return Reservation{}, fmt.Errorf("%w: a shadow Limiter has no Reserve", store.ErrUnsupported)
 	}
-	ctx, p, _, err := l.policy(ctx, key, store.OpReserve, cost)
+	ctx, p, _, err := l.policy(ctx, key, observe.OpReserve, cost)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -412,7 +413,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 	if l.shadow {
 		return l.waitTake(ctx, key, cost)
 	}
-	ctx, p, _, err := l.policy(ctx, key, store.OpReserve, cost)
+	ctx, p, _, err := l.policy(ctx, key, observe.OpReserve, cost)
 	if err != nil {
 		return algo.Result{}, err
 	}

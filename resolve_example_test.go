@@ -9,7 +9,7 @@ import (
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
@@ -70,15 +70,15 @@ func ExampleLimiter_shadow() {
 		panic(err)
 	}
 	defer ms.Close()
-	printer := store.ObserverFuncs{Decision: func(_ context.Context, d store.Decision) {
+	printer := observe.Funcs{Decision: func(_ context.Context, d observe.Decision) {
 		fmt.Printf("  observer: %s policy=%s\n", d.Outcome, d.Policy)
 	}}
-	s := store.Observe(ms, "memory", printer)
+	s := observe.Wrap(ms, "memory", printer)
 	lim, err := ratebucket.NewLimiter(s, algo.PerMinute(1).Burst(2), ratebucket.Config{Prefix: "exports:", Shadow: true})
 	if err != nil {
 		panic(err)
 	}
-	ctx := store.WithLabels(context.Background(), store.Labels{Policy: "exports"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Policy: "exports"})
 	for range 3 {
 		res, _ := lim.Allow(ctx, "alice")
 		fmt.Printf("allowed=%v would-refuse=%v remaining=%d\n", res.Allowed, res.RetryAfter > 0, res.Remaining)

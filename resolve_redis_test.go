@@ -9,10 +9,10 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
-	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/observetest"
 	"github.com/ratebucket/ratebucket/redisstore"
-	"github.com/ratebucket/ratebucket/store"
 )
 
 // TestLimiterResolveAndShadowOnRedis runs a resolving Limiter and a
@@ -31,8 +31,8 @@ func TestLimiterResolveAndShadowOnRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rec obstest.Recorder
-			s := store.Observe(rs, "redis", &rec)
+			var rec observetest.Recorder
+			s := observe.Wrap(rs, "redis", &rec)
 			db := newPlans()
 			cache, err := ratebucket.NewResolverCache(db.resolve, ratebucket.CacheConfig{})
 			if err != nil {

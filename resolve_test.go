@@ -13,7 +13,8 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
-	"github.com/ratebucket/ratebucket/internal/obstest"
+	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/observetest"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -74,8 +75,8 @@ func admitted(t *testing.T, lim *ratebucket.Limiter, key string, n int) int {
 
 func TestLimiterResolvesPolicyPerKey(t *testing.T) {
 	clk := storetest.NewClock()
-	var rec obstest.Recorder
-	s := store.Observe(newMemstore(t, clk), "memory", &rec)
+	var rec observetest.Recorder
+	s := observe.Wrap(newMemstore(t, clk), "memory", &rec)
 	db := newPlans()
 	lim, err := ratebucket.NewLimiter(s, algo.Policy{}, ratebucket.Config{Prefix: "api:", Resolver: db.resolve})
 	if err != nil {
@@ -394,8 +395,8 @@ func TestResolverCacheLeaderLeaves(t *testing.T) {
 // through.
 func TestShadowLimiterChargesItsOwnBucket(t *testing.T) {
 	clk := storetest.NewClock()
-	var rec obstest.Recorder
-	s := store.Observe(newMemstore(t, clk), "memory", &rec)
+	var rec observetest.Recorder
+	s := observe.Wrap(newMemstore(t, clk), "memory", &rec)
 	p := algo.PerSecond(1).Burst(3)
 	shadow, err := ratebucket.NewLimiter(s, p, ratebucket.Config{Prefix: "new:", Shadow: true})
 	if err != nil {
@@ -405,7 +406,7 @@ func TestShadowLimiterChargesItsOwnBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "jobs", Policy: "new-limit"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "jobs", Policy: "new-limit"})
 	var sh, en []bool
 	var retry []time.Duration
 	for range 5 {
@@ -515,14 +516,14 @@ func TestResolverCachePanic(t *testing.T) {
 // the store's observer (and its counts), under the call's labels and with
 // the resolver's error; and that a store not observed is not asked.
 func TestLimiterReportsResolveFailures(t *testing.T) {
-	c := &obstest.Counter{}
+	c := &observetest.Counter{}
 	db := newPlans()
-	s := store.Observe(newMemstore(t, storetest.NewClock()), "memory", c)
+	s := observe.Wrap(newMemstore(t, storetest.NewClock()), "memory", c)
 	lim, err := ratebucket.NewLimiter(s, algo.Policy{}, ratebucket.Config{Resolver: db.resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /api", Policy: "plan"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /api", Policy: "plan"})
 	calls := []func() error{
 		func() error { _, err := lim.Allow(ctx, "unknown"); return err },
 		func() error { _, err := lim.Take(ctx, "unknown", 3); return err },
@@ -536,21 +537,21 @@ func TestLimiterReportsResolveFailures(t *testing.T) {
 		}
 	}
 	want := []struct {
-		op   store.Op
+		op   observe.Op
 		cost int64
-	}{{store.OpTake, 1}, {store.OpTake, 3}, {store.OpRefund, 2}, {store.OpTakeAtMost, 4}, {store.OpReserve, 5}}
+	}{{observe.OpTake, 1}, {observe.OpTake, 3}, {observe.OpRefund, 2}, {observe.OpTakeAtMost, 4}, {observe.OpReserve, 5}}
 	got := c.Take()
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d: %+v", len(got), len(want), got)
 	}
 	for i, d := range got {
-		if d.Op != want[i].op || d.Cost != want[i].cost || d.Outcome != store.OutcomeError || !errors.Is(d.Err, errNoTenant) ||
+		if d.Op != want[i].op || d.Cost != want[i].cost || d.Outcome != observe.OutcomeError || !errors.Is(d.Err, errNoTenant) ||
 			d.Route != "GET /api" || d.Policy != "plan" || d.Store != "memory" {
 			t.Errorf("event %d = %+v; want a failed %v of cost %d with the labels and the resolver's error", i, d, want[i].op, want[i].cost)
 		}
 	}
-	if n := c.Tallies()[[3]string{"memory", "plan", "GET /api"}]; n[store.OutcomeError] != uint64(len(calls)) {
+	if n := c.Tallies()[[3]string{"memory", "plan", "GET /api"}]; n[observe.OutcomeError] != uint64(len(calls)) {
 		t.Errorf("counts %v, want %d failures", n, len(calls))
 	}
-	store.ReportFailure(ctx, newMemstore(t, storetest.NewClock()), store.OpTake, 1, errNoTenant) // not observed: nothing to do
+	observe.ReportFailure(ctx, newMemstore(t, storetest.NewClock()), observe.OpTake, 1, errNoTenant) // not observed: nothing to do
 }

@@ -114,7 +114,7 @@
 //
 // # Metrics
 //
-// When some store of the process is observed (store.Observe, with
+// When some store of the process is observed (observe.Wrap, with
 // contrib/prometheus or contrib/otel), each call's decision carries the
 // gRPC full method as its route and the rule's Name as its policy, so
 // ratebucket_decisions_total counts by method and rule. The methods are

@@ -19,6 +19,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/limitheader"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -337,10 +338,10 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 		return status.Error(codes.Internal, "rate limiter: no key for this call")
 	}
 	key := l.prefix + r.name + ":" + k.Class + "{" + bucketID(k.ID) + "}"
-	if store.Observing() {
-		// For the store's observers (store.Observe): the method as the
+	if observe.Active() {
+		// For the store's observers (observe.Wrap): the method as the
 		// route, the rule as the policy.
-		ctx = store.WithLabels(ctx, store.Labels{Route: method, Policy: r.name})
+		ctx = observe.WithLabels(ctx, observe.Labels{Route: method, Policy: r.name})
 	}
 	res, err := l.store.Take(ctx, store.Request{Key: key, Policy: r.policy, Cost: r.cost})
 	if err != nil {

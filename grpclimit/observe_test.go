@@ -8,9 +8,9 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/grpclimit"
-	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/observetest"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
@@ -24,9 +24,9 @@ func TestObserverLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	rec := &obstest.Recorder{}
+	rec := &observetest.Recorder{}
 	e := start(t, grpclimit.Config{
-		Store:  store.Observe(ms, "memory", rec),
+		Store:  observe.Wrap(ms, "memory", rec),
 		Policy: algo.PerMinute(1).Burst(1),
 		Key:    grpclimit.Identity,
 		Methods: map[string]grpclimit.Rule{
@@ -47,12 +47,12 @@ func TestObserverLabels(t *testing.T) {
 	}
 	type want struct {
 		route, policy string
-		out           store.Outcome
+		out           observe.Outcome
 	}
 	wants := []want{
-		{checkMethod, "default", store.OutcomeAllowed},
-		{checkMethod, "default", store.OutcomeDenied},
-		{"/grpc.health.v1.Health/Watch", "watch", store.OutcomeAllowed},
+		{checkMethod, "default", observe.OutcomeAllowed},
+		{checkMethod, "default", observe.OutcomeDenied},
+		{"/grpc.health.v1.Health/Watch", "watch", observe.OutcomeAllowed},
 	}
 	ds := rec.Take()
 	if len(ds) != len(wants) {

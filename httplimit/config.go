@@ -71,7 +71,7 @@ type Limit struct {
 	// Shadow makes this a shadow limit, to roll out a new limit safely
 	// (envoy's shadow_mode, NGINX's limit_req_dry_run): its bucket is
 	// charged and its decisions reported (to the store's Observer as
-	// store.OutcomeShadowDenied, in Event.ShadowDenied, and in the draft
+	// observe.OutcomeShadowDenied, in Event.ShadowDenied, and in the draft
 	// headers with [ShadowHeaders]), but it never refuses a request.
 	// See "Shadow limits" in the package doc for what it charges.
 	// Default: false, the limit is enforced.

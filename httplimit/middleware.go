@@ -13,6 +13,7 @@ import (
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -39,7 +40,7 @@ type Middleware struct {
 	cfg       Config // as configured, defaults not filled in: With starts from it
 	store     store.Store
 	limits    []limit
-	labels    store.Labels                   // of every store call, but the route
+	labels    observe.Labels                 // of every store call, but the route
 	conc      *limit                         // the Concurrency limit, or nil
 	inflight  *ratebucket.ConcurrencyLimiter // its leases, when conc is set
 	key       KeyFunc

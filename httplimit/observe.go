@@ -4,20 +4,20 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // The middleware reports its store calls through the observer contract of
-// package store: observe the Store (store.Observe(s, "redis", obs)) and
+// package store: observe the Store (observe.Wrap(s, "redis", obs)) and
 // every decision comes with the request's route pattern and the deciding
-// limit's name, as store.Labels. Config.Observer still receives an Event
+// limit's name, as observe.Labels. Config.Observer still receives an Event
 // per request, with the outcomes that are the middleware's own (skipped,
 // invalid, failed open or closed).
 
 // limitLabels returns the labels of the enforced limits' store call over
 // ls: each enforced limit's name, in order (a shadow limit's take is a
 // call of its own); the route is the request's.
-func limitLabels(ls []limit) store.Labels {
+func limitLabels(ls []limit) observe.Labels {
 	names := make([]string, 0, len(ls))
 	for _, l := range ls {
 		if !l.shadow {
@@ -25,30 +25,30 @@ func limitLabels(ls []limit) store.Labels {
 		}
 	}
 	if len(names) == 0 {
-		return store.Labels{}
+		return observe.Labels{}
 	}
-	return store.Labels{Policy: names[0], Policies: names}
+	return observe.Labels{Policy: names[0], Policies: names}
 }
 
 // labelled returns the context of r's store call: r's, carrying m's labels
 // and r's route pattern when some store of the process is observed (one
 // small allocation), and r's as it is otherwise.
 func (m *Middleware) labelled(r *http.Request) context.Context {
-	if !store.Observing() {
+	if !observe.Active() {
 		return r.Context()
 	}
 	l := m.labels
 	l.Route = r.Pattern
-	return store.WithLabels(r.Context(), l)
+	return observe.WithLabels(r.Context(), l)
 }
 
 // limitContext returns the context of a Take of limit i alone (the
 // in-order path), labelled with that limit's name when ctx has labels.
 func limitContext(ctx context.Context, i int) context.Context {
-	l, ok := store.LabelsFrom(ctx)
+	l, ok := observe.LabelsFrom(ctx)
 	if !ok || i == 0 || i >= len(l.Policies) {
 		return ctx
 	}
 	l.Policy = l.Policies[i]
-	return store.WithLabels(ctx, l)
+	return observe.WithLabels(ctx, l)
 }

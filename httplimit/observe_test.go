@@ -4,36 +4,24 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/observetest"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // decisions records what an observed store reports.
-type decisions struct {
-	store.ObserverFuncs
-	mu sync.Mutex
-	ds []store.Decision
-}
-
-func (d *decisions) ObserveDecision(_ context.Context, e store.Decision) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.ds = append(d.ds, e)
-}
+type decisions struct{ observetest.Recorder }
 
 // summary lists the decisions since the last call as
 // "op outcome policy route" lines.
 func (d *decisions) summary() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var b strings.Builder
-	for _, e := range d.ds {
+	for _, e := range d.Take() {
 		b.WriteString(e.Op.String() + " " + e.Outcome.String() + " " + e.Policy + " " + e.Route + "\n")
 	}
-	d.ds = nil
 	return b.String()
 }
 
@@ -63,7 +51,7 @@ func TestObservedStore(t *testing.T) {
 			}
 			obs := &decisions{}
 			mux := http.NewServeMux()
-			mux.Handle("GET /api/{item}", newMW(t, Config{Store: store.Observe(s, "memory", obs), Clock: clk, Limits: limits}).Handler(ok))
+			mux.Handle("GET /api/{item}", newMW(t, Config{Store: observe.Wrap(s, "memory", obs), Clock: clk, Limits: limits}).Handler(ok))
 			if w := do(mux, "198.51.100.7:1"); w.Code != http.StatusOK {
 				t.Fatalf("first request: %d", w.Code)
 			}
@@ -86,8 +74,8 @@ func TestObservedStore(t *testing.T) {
 func BenchmarkObservedMiddleware(b *testing.B) {
 	big := algo.PerSecond(algo.MaxPerSecond).Burst(algo.MaxCapacity / 1000)
 	var n int
-	counting := store.ObserverFuncs{Decision: func(context.Context, store.Decision) { n++ }}
-	m, err := New(Config{Store: store.Observe(newStore(b, newClock()), "memory", counting), Limits: []Limit{{Name: "burst", Policy: big}}})
+	counting := observe.Funcs{Decision: func(context.Context, observe.Decision) { n++ }}
+	m, err := New(Config{Store: observe.Wrap(newStore(b, newClock()), "memory", counting), Limits: []Limit{{Name: "burst", Policy: big}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -230,9 +230,9 @@ type Event struct {
 //
 // Metrics of the store calls come through the observer contract of package
 // store, as they do from every entry point: give the middleware a Store
-// wrapped with store.Observe, and each decision reaches that store.Observer
+// wrapped with observe.Wrap, and each decision reaches that observe.Observer
 // labelled with the request's route pattern and the deciding limit's name
-// (store.Labels). The Observer here adds what only the middleware knows:
+// (observe.Labels). The Observer here adds what only the middleware knows:
 // requests skipped, invalid, or served or refused while the store failed.
 type Observer interface {
 	Observe(ctx context.Context, e Event)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -109,7 +110,7 @@ func (l *limit) resolved(r *http.Request, k Key) (ratebucket.Resolved, error) {
 // unresolved answers a request whose policy could not be resolved, as the
 // route's FailMode says: served unlimited, or 503.
 func (m *Middleware) unresolved(w http.ResponseWriter, r *http.Request, next http.Handler, ev Event, err error) {
-	store.ReportFailure(m.labelled(r), m.store, store.OpTake, ev.Cost, err) // the metrics' failed decisions
+	observe.ReportFailure(m.labelled(r), m.store, observe.OpTake, ev.Cost, err) // the metrics' failed decisions
 	v := m.fail.OnFailure(Failure{Request: r, Err: err})
 	ev.Err = err
 	if r.Context().Err() == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -161,16 +162,16 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	}
 	// Through an observed store, each unresolved request is a failed
 	// decision for the store's observer too, under the route's labels.
-	var failed []store.Decision
-	obs := store.ObserverFuncs{Decision: func(_ context.Context, d store.Decision) { failed = append(failed, d) }}
-	observed := newMW(t, Config{Store: store.Observe(cs, "memory", obs), Clock: clk, Key: User, Logger: quiet,
+	var failed []observe.Decision
+	obs := observe.Funcs{Decision: func(_ context.Context, d observe.Decision) { failed = append(failed, d) }}
+	observed := newMW(t, Config{Store: observe.Wrap(cs, "memory", obs), Clock: clk, Key: User, Logger: quiet,
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/feed", observed.Handler(ok))
 	if w := do(mux, "192.0.2.1:1", asUser("nobody", "")); w.Code != 200 {
 		t.Fatalf("observed, FailOpen: %d, want served", w.Code)
 	}
-	if len(failed) != 1 || failed[0].Outcome != store.OutcomeError || !errors.Is(failed[0].Err, errUnknownTenant) ||
+	if len(failed) != 1 || failed[0].Outcome != observe.OutcomeError || !errors.Is(failed[0].Err, errUnknownTenant) ||
 		failed[0].Route != "GET /api/feed" || failed[0].Policy != "api" {
 		t.Errorf("store observer saw %+v; want one failed decision of route GET /api/feed, policy api", failed)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -30,7 +31,7 @@ import (
 // tokens back.
 //
 // What is reported: each shadow take reaches the store's Observer with
-// store.Labels.Shadow set, so a refusal is store.OutcomeShadowDenied under
+// observe.Labels.Shadow set, so a refusal is observe.OutcomeShadowDenied under
 // the limit's name; the request's Event names the first shadow limit
 // that would have refused it in ShadowDenied; Decision.Shadow holds their
 // results; and the RateLimit-Policy and RateLimit fields list them only
@@ -75,10 +76,10 @@ func (m *Middleware) shadowTakes(r *http.Request, d *Decision, takes []store.Req
 // labelled with the route, the limit's name and the shadow mark when some
 // store is observed.
 func shadowContext(r *http.Request, name string) context.Context {
-	if !store.Observing() {
+	if !observe.Active() {
 		return r.Context()
 	}
-	return store.WithLabels(r.Context(), store.Labels{Route: r.Pattern, Policy: name, Shadow: true})
+	return observe.WithLabels(r.Context(), observe.Labels{Route: r.Pattern, Policy: name, Shadow: true})
 }
 
 // shadowOnly serves a request of a route whose limits are all shadow

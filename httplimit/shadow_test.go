@@ -11,18 +11,16 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // outcomes returns "policy:outcome" of each decision since the last call.
 func (d *decisions) outcomes() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []string
-	for _, e := range d.ds {
+	for _, e := range d.Take() {
 		out = append(out, e.Policy+":"+e.Outcome.String())
 	}
-	d.ds = nil
 	return out
 }
 
@@ -76,7 +74,7 @@ func TestShadowChargesItsOwnBucket(t *testing.T) {
 func TestShadowReported(t *testing.T) {
 	clk := newClock()
 	var log decisions
-	s := store.Observe(newStore(t, clk), "memory", &log)
+	s := observe.Wrap(newStore(t, clk), "memory", &log)
 	limits := []Limit{
 		{Name: "burst", Policy: algo.PerMinute(1).Burst(5)},
 		{Name: "new", Policy: algo.PerMinute(1).Burst(1), Shadow: true},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -52,11 +53,11 @@ type DenyCacheConfig struct {
 	// reads Clock itself (memstore, or redisstore with the same client
 	// clock).
 	ClockMargin time.Duration
-	// Observer, when set, receives a store.DenyCacheHit for each request
+	// Observer, when set, receives an observe.DenyCacheHit for each request
 	// denied without a call to the primary, labelled with Name (default
-	// DefaultDenyCacheName) and the call's store.Labels. Observe the
-	// decisions themselves with store.Observe around the outermost store.
-	Observer store.Observer
+	// DefaultDenyCacheName) and the call's observe.Labels. Observe the
+	// decisions themselves with observe.Wrap around the outermost store.
+	Observer observe.Observer
 	Name     string
 	// Refunded, when set, reports the keys whose buckets may be given
 	// tokens back by other instances (refunds, cancelled reservations)

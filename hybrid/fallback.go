@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -104,10 +105,10 @@ type FallbackConfig struct {
 	// order, from the goroutine whose call caused it. It may call
 	// Fallback.State but not Take or TakeMulti.
 	OnStateChange func(from, to State)
-	// Observer, when set, receives a store.BreakerChange after each state
+	// Observer, when set, receives an observe.BreakerChange after each state
 	// change, labelled with Name (default DefaultFallbackName), before
 	// OnStateChange is called.
-	Observer store.Observer
+	Observer observe.Observer
 	Name     string
 }
 

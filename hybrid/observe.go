@@ -3,7 +3,7 @@ package hybrid
 import (
 	"context"
 
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // Default names of the components in their events, for a Config without
@@ -13,14 +13,14 @@ const (
 	DefaultFallbackName  = "fallback"
 )
 
-// observer reports a component's events to a store.Observer under its
+// observer reports a component's events to an observe.Observer under its
 // name; the zero value reports nothing.
 type observer struct {
-	o    store.Observer
+	o    observe.Observer
 	name string
 }
 
-func newObserver(o store.Observer, name, def string) observer {
+func newObserver(o observe.Observer, name, def string) observer {
 	if name == "" {
 		name = def
 	}
@@ -33,8 +33,8 @@ func (o observer) hit(ctx context.Context, i int) {
 	if o.o == nil {
 		return
 	}
-	h := store.DenyCacheHit{Store: o.name}
-	if l, ok := store.LabelsFrom(ctx); ok {
+	h := observe.DenyCacheHit{Store: o.name}
+	if l, ok := observe.LabelsFrom(ctx); ok {
 		h.Route, h.Policy = l.Route, l.Policy
 		if i >= 0 && i < len(l.Policies) {
 			h.Policy = l.Policies[i]
@@ -46,19 +46,19 @@ func (o observer) hit(ctx context.Context, i int) {
 // breaker reports a Fallback's state change.
 func (o observer) breaker(t transition) {
 	if o.o != nil {
-		o.o.ObserveBreaker(store.BreakerChange{Store: o.name, From: breakerState(t.from), To: breakerState(t.to), Err: t.err})
+		o.o.ObserveBreaker(observe.BreakerChange{Store: o.name, From: breakerState(t.from), To: breakerState(t.to), Err: t.err})
 	}
 }
 
 // breakerState is s in the observer contract's terms.
-func breakerState(s State) store.BreakerState {
+func breakerState(s State) observe.BreakerState {
 	switch s {
 	case Open:
-		return store.BreakerOpen
+		return observe.BreakerOpen
 	case HalfOpen:
-		return store.BreakerHalfOpen
+		return observe.BreakerHalfOpen
 	}
-	return store.BreakerClosed
+	return observe.BreakerClosed
 }
 
 // hit reports a local denial of the DenyCache d (see observer.hit).

@@ -8,25 +8,26 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
 // events records the component events of the observer contract.
 type events struct {
-	store.ObserverFuncs
+	observe.Funcs
 	mu      sync.Mutex
-	changes []store.BreakerChange
-	hits    []store.DenyCacheHit
+	changes []observe.BreakerChange
+	hits    []observe.DenyCacheHit
 }
 
-func (e *events) ObserveBreaker(c store.BreakerChange) {
+func (e *events) ObserveBreaker(c observe.BreakerChange) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.changes = append(e.changes, c)
 }
 
-func (e *events) ObserveDenyCacheHit(_ context.Context, h store.DenyCacheHit) {
+func (e *events) ObserveDenyCacheHit(_ context.Context, h observe.DenyCacheHit) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.hits = append(e.hits, h)
@@ -45,8 +46,8 @@ func TestObserveBreaker(t *testing.T) {
 	r.clk.Add(time.Second)
 	r.primary.set(false, false)
 	r.take(t, "k") // the probe: half-open, then closed
-	want := []struct{ from, to store.BreakerState }{
-		{store.BreakerClosed, store.BreakerOpen}, {store.BreakerOpen, store.BreakerHalfOpen}, {store.BreakerHalfOpen, store.BreakerClosed},
+	want := []struct{ from, to observe.BreakerState }{
+		{observe.BreakerClosed, observe.BreakerOpen}, {observe.BreakerOpen, observe.BreakerHalfOpen}, {observe.BreakerHalfOpen, observe.BreakerClosed},
 	}
 	if len(ev.changes) != len(want) {
 		t.Fatalf("%d changes observed %+v, want %d", len(ev.changes), ev.changes, len(want))
@@ -75,7 +76,7 @@ func TestObserveDenyCacheHits(t *testing.T) {
 	primary := &flaky{Store: newMem(t, clk)}
 	c := newCache(t, primary, hybrid.DenyCacheConfig{Clock: clk, ClockMargin: -1, Observer: ev})
 	p := algo.PerMinute(1).Burst(1)
-	login := store.WithLabels(ctx, store.Labels{Route: "POST /login", Policy: "login"})
+	login := observe.WithLabels(ctx, observe.Labels{Route: "POST /login", Policy: "login"})
 	if res, err := c.Take(login, store.Request{Key: "alice", Policy: p, Cost: 1}); err != nil || !res.Allowed {
 		t.Fatalf("first take: %+v %v", res, err)
 	}
@@ -86,7 +87,7 @@ func TestObserveDenyCacheHits(t *testing.T) {
 	if res, err := c.Take(login, store.Request{Key: "alice", Policy: p, Cost: 1}); err != nil || res.Allowed || primary.count() != 1 {
 		t.Fatalf("second take: %+v %v after %d primary calls, want a local denial", res, err, primary.count())
 	}
-	multi := store.WithLabels(ctx, store.Labels{Route: "GET /feed", Policies: []string{"burst", "login"}})
+	multi := observe.WithLabels(ctx, observe.Labels{Route: "GET /feed", Policies: []string{"burst", "login"}})
 	burst := algo.PerMinute(2).Burst(1) // refills sooner: "login" denies longest
 	c.Take(ctx, store.Request{Key: "alice-burst", Policy: burst, Cost: 1})
 	if mr, err := c.TakeMulti(multi, []store.Request{{Key: "alice-burst", Policy: burst, Cost: 1}, {Key: "alice", Policy: p, Cost: 1}}); err != nil ||
@@ -102,7 +103,7 @@ func TestObserveDenyCacheHits(t *testing.T) {
 	if res, err := f.Take(login, store.Request{Key: "alice", Policy: p, Cost: 1}); err != nil || res.Allowed {
 		t.Fatalf("down: %+v %v, want the cache's denial", res, err)
 	}
-	want := []store.DenyCacheHit{
+	want := []observe.DenyCacheHit{
 		{Store: hybrid.DefaultDenyCacheName, Policy: "login", Route: "POST /login"},
 		{Store: hybrid.DefaultDenyCacheName, Policy: "login", Route: "GET /feed"},
 		{Store: hybrid.DefaultDenyCacheName, Policy: "login", Route: "POST /login"},

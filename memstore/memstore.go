@@ -23,16 +23,16 @@
 //
 // # Observing
 //
-// A Store is a [store.SelfCounter]: under [store.Observe] with a counting
+// A Store is an [observe.SelfCounter]: under [observe.Wrap] with a counting
 // Observer (contrib/prometheus, contrib/otel), a Take counts its decision
 // with a plain addition under the shard lock it holds anyway, and the
 // exporter reads the counts under the same locks when scraped. One Take
 // in 256 per shard, label set and outcome, and every other operation, go
-// through Observe's wrapper, which times them. The counts take 2.5 KB per
+// through observe.Wrap's wrapper, which times them. The counts take 2.5 KB per
 // shard (64 label sets × 5 outcomes × 8 bytes), read under each shard's
 // lock at every scrape: 160 KB for the 64 shards a Store has by default
 // on 2 cores, 2.5 MB for 1024 on 32 or more. Without an Observer,
-// Observe returns the Store itself and nothing is counted.
+// observe.Wrap returns the Store itself and nothing is counted.
 //
 // # Bounded memory
 //
@@ -119,6 +119,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -196,8 +197,8 @@ type Store struct {
 	// on a Store New returns; counts[i] is guarded by shard i's lock. The
 	// view is a copy of the Store, so every field above that changes after
 	// New must be a pointer or a slice it shares (shards, fast, over, pols).
-	tap    *store.TakeTap
-	counts []store.SlotCounts
+	tap    *observe.TakeTap
+	counts []observe.SlotCounts
 }
 
 var (

@@ -6,34 +6,35 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
-var _ store.SelfCounter = (*Store)(nil)
+var _ observe.SelfCounter = (*Store)(nil)
 
-// CountTakes implements store.SelfCounter: store.Observe calls it when a
-// Store is observed by a store.DecisionCounter (the Prometheus and
+// CountTakes implements observe.SelfCounter: observe.Wrap calls it when a
+// Store is observed by an observe.DecisionCounter (the Prometheus and
 // OpenTelemetry adapters), and returns what it returns. A Take through
 // the result counts its decision under the shard lock it holds anyway,
 // with a plain addition into counts of its own that the exporter reads
 // under the same locks; every other operation, and the one Take in 256
-// that is timed (see timeEvery), goes through rest, Observe's wrapper.
+// that is timed (see timeEvery), goes through rest, observe.Wrap's wrapper.
 //
 // Measured (contrib/prometheus BenchmarkTake, CPU time of the
 // benchmark's thread, 8 runs; BENCHMARKS.md, "Observing"): with the
 // Prometheus adapter a hot-key Take costs 4.8% more than a Store never
-// observed, and 2.0% over 100k keys, where counting in Observe's wrapper
+// observed, and 2.0% over 100k keys, where counting in observe.Wrap's wrapper
 // cost 25% and 15%. CountTakes turns s's lock-free Take off
 // (lockedOnly): an observed Take counts under the shard's lock anyway.
-func (s *Store) CountTakes(rest store.Store, tap *store.TakeTap) store.Store {
+func (s *Store) CountTakes(rest store.Store, tap *observe.TakeTap) store.Store {
 	r, ok := rest.(fullStore)
-	if !ok || s.tap != nil { // not Observe's wrapper of a Store, or s is a view already
+	if !ok || s.tap != nil { // not observe.Wrap's wrapper of a Store, or s is a view already
 		return rest
 	}
 	s.lockedOnly()
 	v := *s // shares the shards, the overflow buckets and the policies
-	v.tap, v.counts = tap, make([]store.SlotCounts, len(s.shards))
-	tap.Collect(func(add func(*store.SlotCounts)) {
+	v.tap, v.counts = tap, make([]observe.SlotCounts, len(s.shards))
+	tap.Collect(func(add func(*observe.SlotCounts)) {
 		for i := range v.shards {
 			sh := &v.shards[i]
 			sh.mu.Lock()
@@ -44,7 +45,7 @@ func (s *Store) CountTakes(rest store.Store, tap *store.TakeTap) store.Store {
 	return &observedStore{v: &v, rest: r, tap: tap}
 }
 
-// fullStore is every interface Observe's wrapper of a Store shows.
+// fullStore is every interface observe.Wrap's wrapper of a Store shows.
 type fullStore interface {
 	store.Store
 	store.Store
@@ -52,7 +53,7 @@ type fullStore interface {
 	store.Store
 	store.Store
 	store.Store
-	store.FailureReporter
+	observe.FailureReporter
 	io.Closer
 }
 
@@ -61,7 +62,7 @@ type fullStore interface {
 type observedStore struct {
 	v    *Store
 	rest fullStore
-	tap  *store.TakeTap
+	tap  *observe.TakeTap
 }
 
 func (o *observedStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
@@ -107,7 +108,7 @@ func (o *observedStore) RenewLease(ctx context.Context, key string, p algo.Lease
 	return o.rest.RenewLease(ctx, key, p, id)
 }
 
-func (o *observedStore) ReportFailure(ctx context.Context, op store.Op, cost int64, err error) {
+func (o *observedStore) ReportFailure(ctx context.Context, op observe.Op, cost int64, err error) {
 	o.rest.ReportFailure(ctx, op, cost, err)
 }
 
@@ -123,7 +124,7 @@ func (s *Store) count(ctx context.Context, i uint64, allowed bool) bool {
 		return true
 	}
 	if allowed {
-		out = store.OutcomeAllowed
+		out = observe.OutcomeAllowed
 	}
 	n := &s.counts[i][slot][out]
 	if *n++; *n%timeEvery == 0 {

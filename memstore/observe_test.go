@@ -10,21 +10,22 @@ import (
 	"testing"
 
 	"github.com/ratebucket/ratebucket/algo"
-	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/observetest"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
-// counter is a store.DecisionCounter that keeps the counts it is given
+// counter is an observe.DecisionCounter that keeps the counts it is given
 // and the events it receives.
 type counter struct {
-	obstest.Recorder
+	observetest.Recorder
 	mu     sync.Mutex
-	counts []*store.DecisionCounts
+	counts []*observe.DecisionCounts
 }
 
-func (c *counter) CountDecisions(dc *store.DecisionCounts) {
+func (c *counter) CountDecisions(dc *observe.DecisionCounts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counts = append(c.counts, dc)
@@ -35,7 +36,7 @@ func (c *counter) tallies() map[[3]string][5]uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[[3]string][5]uint64{}
-	for _, t := range store.SumTallies(c.counts...) {
+	for _, t := range observe.SumTallies(c.counts...) {
 		out[[3]string{t.Store, t.Policy, t.Route}] = t.N
 	}
 	return out
@@ -51,7 +52,7 @@ func TestCountTakesConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		return store.Observe(s, "memory", &counter{})
+		return observe.Wrap(s, "memory", &counter{})
 	})
 }
 
@@ -68,8 +69,8 @@ func TestCountTakesExact(t *testing.T) {
 	}
 	defer ms.Close()
 	inner, outer := &counter{}, &counter{}
-	once := store.Observe(ms, "memory", inner)
-	s := store.Observe(once, "outer", outer)
+	once := observe.Wrap(ms, "memory", inner)
+	s := observe.Wrap(once, "outer", outer)
 	for _, o := range []store.Store{once, s} {
 		if _, ok := o.(interface {
 			store.Store
@@ -82,10 +83,10 @@ func TestCountTakesExact(t *testing.T) {
 			t.Fatalf("%T does not show every interface a memstore.Store has", o)
 		}
 	}
-	const sets = store.TapSlots + 36 // some label sets find no slot
+	const sets = observe.TapSlots + 36 // some label sets find no slot
 	ctxs := make([]context.Context, sets)
 	for i := range ctxs {
-		ctxs[i] = store.WithLabels(context.Background(), store.Labels{
+		ctxs[i] = observe.WithLabels(context.Background(), observe.Labels{
 			Route: fmt.Sprint("GET /r", i%7), Policy: fmt.Sprint("p", i), Shadow: i%5 == 0,
 		})
 	}
@@ -134,17 +135,17 @@ func TestCountTakesExact(t *testing.T) {
 		}
 		for i := range ctxs {
 			var want [5]uint64
-			want[store.OutcomeAllowed] = goroutines * 3
+			want[observe.OutcomeAllowed] = goroutines * 3
 			if i%5 == 0 {
-				want[store.OutcomeShadowDenied] = goroutines * 3
+				want[observe.OutcomeShadowDenied] = goroutines * 3
 			} else {
-				want[store.OutcomeDenied] = goroutines * 3
+				want[observe.OutcomeDenied] = goroutines * 3
 			}
 			if i%9 == 0 {
-				want[store.OutcomeError] = goroutines
+				want[observe.OutcomeError] = goroutines
 			}
 			if i == 1 { // the failed refund: a failure of any call counts
-				want[store.OutcomeError]++
+				want[observe.OutcomeError]++
 			}
 			k := [3]string{name, fmt.Sprint("p", i), fmt.Sprint("GET /r", i%7)}
 			if got[k] != want {
@@ -154,11 +155,11 @@ func TestCountTakesExact(t *testing.T) {
 		var takeErrs, refundErrs, timed int
 		for _, d := range c.Take() {
 			switch {
-			case d.Op == store.OpRefund && errors.Is(d.Err, store.ErrEmptyKey):
+			case d.Op == observe.OpRefund && errors.Is(d.Err, store.ErrEmptyKey):
 				refundErrs++
-			case d.Op == store.OpTake && d.Outcome == store.OutcomeError && errors.Is(d.Err, store.ErrEmptyKey):
+			case d.Op == observe.OpTake && d.Outcome == observe.OutcomeError && errors.Is(d.Err, store.ErrEmptyKey):
 				takeErrs++
-			case d.Op == store.OpTake && d.Timed && d.Outcome != store.OutcomeError:
+			case d.Op == observe.OpTake && d.Timed && d.Outcome != observe.OutcomeError:
 				timed++
 			default:
 				t.Errorf("%s: unexpected event %+v", name, d)

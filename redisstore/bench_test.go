@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -87,7 +88,7 @@ func BenchmarkTakeCluster(b *testing.B) {
 	rdb := cl.Client()
 	p := algo.PerSecond(1000).Burst(100)
 	var pipes atomic.Int64
-	obs := store.ObserverFuncs{PipelineBatch: func(store.PipelineBatch) { pipes.Add(1) }}
+	obs := observe.Funcs{PipelineBatch: func(observe.PipelineBatch) { pipes.Add(1) }}
 	s, err := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(b), Observer: obs})
 	if err != nil {
 		b.Fatal(err)

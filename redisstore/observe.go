@@ -1,6 +1,6 @@
 package redisstore
 
-import "github.com/ratebucket/ratebucket/store"
+import "github.com/ratebucket/ratebucket/observe"
 
 // DefaultName is the store's name in its events, for a Config without
 // Name.
@@ -9,7 +9,7 @@ const DefaultName = "redis"
 // batchObserver reports the size of each pipeline sent; the zero value
 // reports nothing.
 type batchObserver struct {
-	o    store.Observer
+	o    observe.Observer
 	name string
 }
 
@@ -24,6 +24,6 @@ func newBatchObserver(cfg Config) batchObserver {
 // batch reports a pipeline of n calls: n commands in one round trip.
 func (b batchObserver) batch(n int) {
 	if b.o != nil {
-		b.o.ObservePipelineBatch(store.PipelineBatch{Store: b.name, Size: n})
+		b.o.ObservePipelineBatch(observe.PipelineBatch{Store: b.name, Size: n})
 	}
 }

@@ -8,19 +8,20 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // batches records pipeline sizes and decisions.
 type batches struct {
-	store.ObserverFuncs
+	observe.Funcs
 	mu    sync.Mutex
 	sizes []int
-	ds    []store.Decision
+	ds    []observe.Decision
 }
 
-func (b *batches) ObservePipelineBatch(e store.PipelineBatch) {
+func (b *batches) ObservePipelineBatch(e observe.PipelineBatch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e.Store != "limits" {
@@ -29,7 +30,7 @@ func (b *batches) ObservePipelineBatch(e store.PipelineBatch) {
 	b.sizes = append(b.sizes, e.Size)
 }
 
-func (b *batches) ObserveDecision(_ context.Context, d store.Decision) {
+func (b *batches) ObserveDecision(_ context.Context, d observe.Decision) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ds = append(b.ds, d)
@@ -37,16 +38,16 @@ func (b *batches) ObserveDecision(_ context.Context, d store.Decision) {
 
 // TestObservePipelineBatches holds a pipeline in flight on a paused server
 // while ten more calls queue behind it, and checks the sizes observed: the
-// one in flight, then the ten together. Through store.Observe every
+// one in flight, then the ten together. Through observe.Wrap every
 // decision is timed, since a Redis call takes far more than 10µs.
 func TestObservePipelineBatches(t *testing.T) {
 	rdb := heldClient(t, redistest.Start(t))
 	obs := &batches{}
 	rs := newStore(t, rdb, redisstore.Config{Timeout: patience, Observer: obs, Name: "limits",
 		Pipeline: redisstore.PipelineConfig{Writers: 1, MaxBatch: 64}})
-	s := store.Observe(rs, "limits", obs)
+	s := observe.Wrap(rs, "limits", obs)
 	p := algo.PerHour(1).Burst(10)
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /", Policy: "hourly"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /", Policy: "hourly"})
 	unpause := pause(t, rdb)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Take(ctx, store.Request{Key: "first", Policy: p, Cost: 1}) })
@@ -65,7 +66,7 @@ func TestObservePipelineBatches(t *testing.T) {
 		if !d.Timed || d.Latency <= 0 || d.Store != "limits" || d.Policy != "hourly" || d.Route != "GET /" {
 			t.Errorf("decision %+v: want timed, labelled", d)
 		}
-		if d.Outcome == store.OutcomeAllowed {
+		if d.Outcome == observe.OutcomeAllowed {
 			allowed++
 		}
 	}

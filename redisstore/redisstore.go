@@ -275,6 +275,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -366,11 +367,11 @@ type Config struct {
 	// store.ErrKeyTooLong. The default (0) is store.DefaultMaxKeyLen (256);
 	// a negative value means no bound.
 	MaxKeyLen int
-	// Observer, when set, receives a store.PipelineBatch for each pipeline
+	// Observer, when set, receives an observe.PipelineBatch for each pipeline
 	// the auto-pipelining sends (a call sent alone is a batch of 1; none
 	// with Pipeline.Disabled), labelled with Name (default DefaultName,
-	// "redis"). Observe the decisions with store.Observe around the store.
-	Observer store.Observer
+	// "redis"). Observe the decisions with observe.Wrap around the store.
+	Observer observe.Observer
 	Name     string
 	// OnPolicyChange is what a bucket keeps when a call names another
 	// policy than the one it was written under (see "Changing a

@@ -3,10 +3,10 @@ package rls_test
 import (
 	"testing"
 
-	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/observetest"
 	"github.com/ratebucket/ratebucket/rls"
-	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
@@ -37,22 +37,22 @@ descriptors:
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	rec := &obstest.Recorder{}
-	r := serve(t, cfg, rls.Options{Store: store.Observe(ms, "memory", rec)}, nil)
+	rec := &observetest.Recorder{}
+	r := serve(t, cfg, rls.Options{Store: observe.Wrap(ms, "memory", rec)}, nil)
 	for range 3 {
 		r.ask(t, "shop", 0, desc("client=a"), desc("path=/cart"))
 	}
 	type want struct {
 		policy string
-		out    store.Outcome
+		out    observe.Outcome
 		cost   int64
 	}
 	wants := []want{
-		{"per-client", store.OutcomeAllowed, 1}, {"per-path", store.OutcomeAllowed, 1},
-		{"per-client", store.OutcomeAllowed, 1}, {"per-path", store.OutcomeShadowDenied, 1},
+		{"per-client", observe.OutcomeAllowed, 1}, {"per-path", observe.OutcomeAllowed, 1},
+		{"per-client", observe.OutcomeAllowed, 1}, {"per-path", observe.OutcomeShadowDenied, 1},
 		// Refused by its enforced limit, the request only peeks at the
 		// shadow one (cost 0).
-		{"per-client", store.OutcomeDenied, 1}, {"per-path", store.OutcomeAllowed, 0},
+		{"per-client", observe.OutcomeDenied, 1}, {"per-path", observe.OutcomeAllowed, 0},
 	}
 	ds := rec.Take()
 	if len(ds) != len(wants) {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -294,15 +295,15 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	return s.respond(items, domain), nil
 }
 
-// labelled returns ctx naming, for the store's observers (store.Observe),
+// labelled returns ctx naming, for the store's observers (observe.Wrap),
 // the domain as the route and each request's limit as its policy; shadow
 // for the group of shadow and quota limits, whose refusals are reported,
 // not enforced. ctx itself when nothing is observed.
 func labelled(ctx context.Context, domain string, names []string, shadow bool) context.Context {
-	if !store.Observing() || len(names) == 0 {
+	if !observe.Active() || len(names) == 0 {
 		return ctx
 	}
-	return store.WithLabels(ctx, store.Labels{Route: domain, Policy: names[0], Policies: names, Shadow: shadow})
+	return observe.WithLabels(ctx, observe.Labels{Route: domain, Policy: names[0], Policies: names, Shadow: shadow})
 }
 
 // policyName is the limit's name for observers: its configured name, or
@@ -448,7 +449,7 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 // sublabelled returns ctx with its labels' policies those of the
 // requests idx, for a group taken apart.
 func sublabelled(ctx context.Context, idx []int) context.Context {
-	l, ok := store.LabelsFrom(ctx)
+	l, ok := observe.LabelsFrom(ctx)
 	if !ok {
 		return ctx
 	}
@@ -459,7 +460,7 @@ func sublabelled(ctx context.Context, idx []int) context.Context {
 		}
 	}
 	l.Policy, l.Policies = names[0], names
-	return store.WithLabels(ctx, l)
+	return observe.WithLabels(ctx, l)
 }
 
 func oneSlot(reqs []store.Request) bool {

@@ -14,19 +14,8 @@
 // call's [Request], the sentinel errors and the one test of an input
 // error ([IsInputError]), the checks every store makes before it decides
 // ([CheckRequest], [CheckRequests], [CheckLease]), and [GroupKey], which
-// makes keys that a multi-limit take can always take together.
-//
-// # Observing
-//
-// [Observe] wraps any store to report its decisions (allowed, denied,
-// shadow-denied, error, with the store call's latency) to an [Observer],
-// keeping the store's optional interfaces; entry points name each call's
-// policy and route with [WithLabels], and components report what only they
-// see (hybrid's breaker and deny cache, redisstore's pipeline) to the same
-// Observer through their Config. contrib/prometheus and contrib/otel are
-// ready Observers:
-//
-//	s := store.Observe(rs, "redis", obs) // obs: any Observer
+// makes keys that a multi-limit take can always take together. It imports
+// package algo and nothing else of ratebucket's.
 package store
 
 import (

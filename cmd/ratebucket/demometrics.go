@@ -1,14 +1,15 @@
 package main
 
 import (
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // The demo's /metrics: every instance serves the process's metrics (the
-// instances share one process), written by internal/promtext in the
+// instances share one process), written by observe/promtext in the
 // Prometheus text format, since this module's go.mod must not require
 // client_golang. They are the metrics of contrib/prometheus, fed by the
-// same observer contract: the store wrapped with store.Observe, and
+// same observer contract: the store wrapped with observe.Wrap, and
 // redisstore's pipeline batches.
 
 // observedStore returns be's store reporting to the fleet's metrics, named
@@ -18,5 +19,5 @@ func (f *demoFleet) observedStore(be *backend) store.Store {
 	if be.onRedis() {
 		name = "redis"
 	}
-	return store.Observe(be.store, name, f.metrics)
+	return observe.Wrap(be.store, name, f.metrics)
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratebucket/ratebucket/internal/promtext"
 	"github.com/ratebucket/ratebucket/internal/redistest"
+	"github.com/ratebucket/ratebucket/observe/promtext"
 )
 
 // metrics GETs base/metrics and returns its lines.

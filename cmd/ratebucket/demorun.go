@@ -15,7 +15,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
-	"github.com/ratebucket/ratebucket/internal/promtext"
+	"github.com/ratebucket/ratebucket/observe/promtext"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 )

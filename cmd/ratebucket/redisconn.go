@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // connectTimeout bounds the first PING: an unreachable Redis is reported
@@ -40,7 +40,7 @@ type redisFlags struct {
 	timeout time.Duration
 	// observer, when set, receives redisstore's pipeline batch sizes
 	// (demo's /metrics).
-	observer store.Observer
+	observer observe.Observer
 }
 
 // addRedisFlags registers --redis and --cluster on fs. what says what the

@@ -12,6 +12,7 @@ import (
 	otelobserver "github.com/ratebucket/ratebucket/contrib/otel"
 	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -36,11 +37,11 @@ func BenchmarkTake(b *testing.B) {
 	filled := func() store.Store {
 		return obstest.Filled(b, func() (*memstore.Store, error) { return memstore.New(memstore.Config{}) }, keys, p)
 	}
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /api/feed", Policy: "burst"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /api/feed", Policy: "burst"})
 	observers := []struct {
 		name string
 		s    store.Store
-	}{{"none", filled()}, {"otel", store.Observe(filled(), "memory", obs)}}
+	}{{"none", filled()}, {"otel", observe.Wrap(filled(), "memory", obs)}}
 	for _, n := range []int{1, len(keys)} {
 		for _, o := range observers {
 			b.Run("keys="+strconv.Itoa(n)+"/observer="+o.name, func(b *testing.B) {

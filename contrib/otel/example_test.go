@@ -10,12 +10,13 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	otelobserver "github.com/ratebucket/ratebucket/contrib/otel"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // One Observer on the caller's MeterProvider (here an SDK one read by
 // hand; in production, otel.GetMeterProvider() with an exporter), and the
-// store wrapped with store.Observe.
+// store wrapped with observe.Wrap.
 func ExampleNew() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -29,8 +30,8 @@ func ExampleNew() {
 		panic(err)
 	}
 	defer ms.Close()
-	s := store.Observe(ms, "memory", obs)
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "POST /login", Policy: "login"})
+	s := observe.Wrap(ms, "memory", obs)
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "POST /login", Policy: "login"})
 	for range 3 {
 		s.Take(ctx, store.Request{Key: "alice", Policy: algo.PerMinute(1).Burst(2), Cost: 1})
 	}

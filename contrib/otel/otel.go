@@ -24,12 +24,12 @@
 //
 //	obs, err := otelobserver.New(otel.GetMeterProvider(), otelobserver.Options{})
 //	rs, _ := redisstore.New(rdb, redisstore.Config{Observer: obs})
-//	s := store.Observe(rs, "redis", obs)
+//	s := observe.Wrap(rs, "redis", obs)
 //
-// Latency is recorded for the calls store.Observe times: all of them on
-// Redis, a sample of 1 in 64 on memstore (see store.Decision.Latency).
+// Latency is recorded for the calls observe.Wrap times: all of them on
+// Redis, a sample of 1 in 64 on memstore (see observe.Decision.Latency).
 //
-// The Observer is a store.DecisionCounter: the stores store.Observe wraps
+// The Observer is an observe.DecisionCounter: the stores observe.Wrap wraps
 // for it count their decisions themselves, and ratebucket.decisions is an
 // observable counter that reads those counts at each collection, so a
 // decision costs an atomic addition, not an SDK Add.
@@ -44,7 +44,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/ratebucket/ratebucket/internal/obscache"
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // ScopeName is the instrumentation scope of the Meter the Observer uses.
@@ -70,7 +70,7 @@ type Options struct {
 	BatchBuckets []float64
 }
 
-// Observer is a store.Observer that records OpenTelemetry metrics. It is
+// Observer is an observe.Observer that records OpenTelemetry metrics. It is
 // safe for simultaneous use by multiple goroutines. Each label set's
 // attribute sets are built once and kept, so an event allocates nothing
 // here (what the SDK does is the SDK's). It counts the decisions it
@@ -84,18 +84,18 @@ type Observer struct {
 	batches     metric.Int64Histogram
 
 	mu     sync.Mutex
-	counts []*store.DecisionCounts // the observed stores', then own
-	own    store.DecisionCounts
+	counts []*observe.DecisionCounts // the observed stores', then own
+	own    observe.DecisionCounts
 
-	attrs     obscache.Cache[[len(store.Tally{}.N)]metric.ObserveOption] // by store.Outcome
+	attrs     obscache.Cache[[len(observe.Tally{}.N)]metric.ObserveOption] // by observe.Outcome
 	latencyBy obscache.Cache[[]metric.RecordOption]
 	hitsBy    obscache.Cache[[]metric.AddOption]
 	batchBy   obscache.Cache[[]metric.RecordOption]
 }
 
 var (
-	_ store.Observer        = (*Observer)(nil)
-	_ store.DecisionCounter = (*Observer)(nil)
+	_ observe.Observer        = (*Observer)(nil)
+	_ observe.DecisionCounter = (*Observer)(nil)
 )
 
 // New returns an Observer recording with a Meter of mp named [ScopeName].
@@ -112,7 +112,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 	o := &Observer{}
-	o.counts = []*store.DecisionCounts{&o.own}
+	o.counts = []*observe.DecisionCounts{&o.own}
 	var errs [6]error
 	o.decisions, errs[0] = m.Int64ObservableCounter("ratebucket.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store."),
@@ -134,9 +134,9 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 			return nil, fmt.Errorf("otelobserver: %w", err)
 		}
 	}
-	o.attrs.New = func(k obscache.Key) *[len(store.Tally{}.N)]metric.ObserveOption {
-		var a [len(store.Tally{}.N)]metric.ObserveOption
-		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
+	o.attrs.New = func(k obscache.Key) *[len(observe.Tally{}.N)]metric.ObserveOption {
+		var a [len(observe.Tally{}.N)]metric.ObserveOption
+		for out := observe.OutcomeAllowed; out <= observe.OutcomeError; out++ {
 			a[out] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", out.String()),
 				attribute.String("policy", k.Policy), attribute.String("route", k.Route), attribute.String("store", k.Store)))
 		}
@@ -161,18 +161,18 @@ func (o *Observer) observeDecisions(_ context.Context, obs metric.Int64Observer)
 	o.mu.Lock()
 	counts := o.counts
 	o.mu.Unlock()
-	for _, t := range store.SumTallies(counts...) {
+	for _, t := range observe.SumTallies(counts...) {
 		a := o.attrs.Get(obscache.Key{Policy: t.Policy, Route: t.Route, Store: t.Store})
-		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
+		for out := observe.OutcomeAllowed; out <= observe.OutcomeError; out++ {
 			obs.Observe(int64(t.N[out]), a[out])
 		}
 	}
 	return nil
 }
 
-// CountDecisions keeps c, the counts of a store store.Observe wraps, to
+// CountDecisions keeps c, the counts of a store observe.Wrap wraps, to
 // read them at each collection.
-func (o *Observer) CountDecisions(c *store.DecisionCounts) {
+func (o *Observer) CountDecisions(c *observe.DecisionCounts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.counts = append(o.counts[:len(o.counts):len(o.counts)], c)
@@ -180,7 +180,7 @@ func (o *Observer) CountDecisions(c *store.DecisionCounts) {
 
 // ObserveDecision records d's latency when it was timed, and counts d
 // unless it was counted already (d.Counted).
-func (o *Observer) ObserveDecision(ctx context.Context, d store.Decision) {
+func (o *Observer) ObserveDecision(ctx context.Context, d observe.Decision) {
 	if !d.Counted {
 		o.own.Add(d)
 	}
@@ -190,9 +190,9 @@ func (o *Observer) ObserveDecision(ctx context.Context, d store.Decision) {
 }
 
 // ObserveBreaker records the breaker's state and counts the transition.
-func (o *Observer) ObserveBreaker(c store.BreakerChange) {
+func (o *Observer) ObserveBreaker(c observe.BreakerChange) {
 	ctx := context.Background()
-	for _, s := range store.BreakerStates {
+	for _, s := range observe.BreakerStates {
 		v := int64(0)
 		if s == c.To {
 			v = 1
@@ -204,11 +204,11 @@ func (o *Observer) ObserveBreaker(c store.BreakerChange) {
 }
 
 // ObserveDenyCacheHit counts h.
-func (o *Observer) ObserveDenyCacheHit(ctx context.Context, h store.DenyCacheHit) {
+func (o *Observer) ObserveDenyCacheHit(ctx context.Context, h observe.DenyCacheHit) {
 	o.hits.Add(ctx, 1, *o.hitsBy.Get(obscache.Key{Policy: h.Policy, Route: h.Route, Store: h.Store})...)
 }
 
 // ObservePipelineBatch records b's size.
-func (o *Observer) ObservePipelineBatch(b store.PipelineBatch) {
+func (o *Observer) ObservePipelineBatch(b observe.PipelineBatch) {
 	o.batches.Record(context.Background(), int64(b.Size), *o.batchBy.Get(obscache.Key{Store: b.Store})...)
 }

@@ -18,6 +18,7 @@ import (
 	otelobserver "github.com/ratebucket/ratebucket/contrib/otel"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -73,22 +74,22 @@ func counter(points ...metricdata.DataPoint[int64]) metricdata.Sum[int64] {
 func TestMetrics(t *testing.T) {
 	reader, obs := newObserver(t, otelobserver.Options{LatencyBuckets: []float64{0.3, 1}, BatchBuckets: []float64{1, 8}})
 	ctx := context.Background()
-	login := store.Decision{Op: store.OpTake, Store: "redis", Policy: "login", Route: "POST /login", Cost: 1}
+	login := observe.Decision{Op: observe.OpTake, Store: "redis", Policy: "login", Route: "POST /login", Cost: 1}
 	for _, e := range []struct {
-		out     store.Outcome
+		out     observe.Outcome
 		latency time.Duration
-	}{{store.OutcomeAllowed, 250 * time.Millisecond}, {store.OutcomeAllowed, 0}, {store.OutcomeDenied, 500 * time.Millisecond},
-		{store.OutcomeShadowDenied, 0}, {store.OutcomeError, 2 * time.Second}} {
+	}{{observe.OutcomeAllowed, 250 * time.Millisecond}, {observe.OutcomeAllowed, 0}, {observe.OutcomeDenied, 500 * time.Millisecond},
+		{observe.OutcomeShadowDenied, 0}, {observe.OutcomeError, 2 * time.Second}} {
 		d := login
 		d.Outcome, d.Latency, d.Timed = e.out, e.latency, e.latency > 0
 		obs.ObserveDecision(ctx, d)
 	}
-	obs.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerClosed, To: store.BreakerOpen, Err: errors.New("down")})
-	obs.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerOpen, To: store.BreakerHalfOpen})
-	obs.ObserveDenyCacheHit(ctx, store.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
-	obs.ObserveDenyCacheHit(ctx, store.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
-	obs.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 1})
-	obs.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 12})
+	obs.ObserveBreaker(observe.BreakerChange{Store: "redis", From: observe.BreakerClosed, To: observe.BreakerOpen, Err: errors.New("down")})
+	obs.ObserveBreaker(observe.BreakerChange{Store: "redis", From: observe.BreakerOpen, To: observe.BreakerHalfOpen})
+	obs.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
+	obs.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
+	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 1})
+	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 12})
 
 	decision := func(result string, n int64) metricdata.DataPoint[int64] {
 		return metricdata.DataPoint[int64]{Attributes: set("policy", "login", "result", result, "route", "POST /login", "store", "redis"), Value: n}
@@ -159,10 +160,10 @@ func TestStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /feed", Policy: "burst"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /feed", Policy: "burst"})
 	p := algo.PerHour(1).Burst(3)
 	const callers, each = 8, 5
-	for _, s := range []store.Store{store.Observe(ms, "memory", obs), store.Observe(rs, "redis", obs)} {
+	for _, s := range []store.Store{observe.Wrap(ms, "memory", obs), observe.Wrap(rs, "redis", obs)} {
 		var wg sync.WaitGroup
 		for range callers {
 			wg.Go(func() {

@@ -12,6 +12,7 @@ import (
 	promobserver "github.com/ratebucket/ratebucket/contrib/prometheus"
 	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -20,7 +21,7 @@ import (
 // key (the cheapest store call there is, so the worst ratio) and over
 // 100,000 keys in turn, each holding a bucket (the map and cache misses of
 // a store with many clients). observer=none is memstore itself (what
-// store.Observe returns without an Observer), nop the store observed by
+// observe.Wrap returns without an Observer), nop the store observed by
 // an Observer that does nothing with each decision it receives, prometheus
 // this package's Observer. Compare with benchstat -col /observer. On a
 // loaded machine compare cpu-ns/op, the CPU time of the benchmark's thread
@@ -39,14 +40,14 @@ func BenchmarkTake(b *testing.B) {
 	filled := func() store.Store {
 		return obstest.Filled(b, func() (*memstore.Store, error) { return memstore.New(memstore.Config{}) }, keys, p)
 	}
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /api/feed", Policy: "burst"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /api/feed", Policy: "burst"})
 	observers := []struct {
 		name string
 		s    store.Store
 	}{
-		{"none", store.Observe(filled(), "memory", nil)},
-		{"nop", store.Observe(filled(), "memory", store.ObserverFuncs{})},
-		{"prometheus", store.Observe(filled(), "memory", obs)},
+		{"none", observe.Wrap(filled(), "memory", nil)},
+		{"nop", observe.Wrap(filled(), "memory", observe.Funcs{})},
+		{"prometheus", observe.Wrap(filled(), "memory", obs)},
 	}
 	for _, n := range []int{1, len(keys)} {
 		for _, o := range observers {

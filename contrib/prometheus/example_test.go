@@ -12,11 +12,11 @@ import (
 	promobserver "github.com/ratebucket/ratebucket/contrib/prometheus"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/memstore"
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // One Observer on the caller's registry; the store wrapped with
-// store.Observe; httplimit names each decision with the route pattern and
+// observe.Wrap; httplimit names each decision with the route pattern and
 // the limit. Serve the registry with promhttp for Prometheus to scrape.
 func ExampleNew() {
 	reg := prometheus.NewRegistry()
@@ -30,7 +30,7 @@ func ExampleNew() {
 	}
 	defer ms.Close()
 	mw, err := httplimit.New(httplimit.Config{
-		Store:  store.Observe(ms, "memory", obs),
+		Store:  observe.Wrap(ms, "memory", obs),
 		Limits: []httplimit.Limit{{Name: "burst", Policy: algo.PerHour(1).Burst(2)}},
 	})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	promobserver "github.com/ratebucket/ratebucket/contrib/prometheus"
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // TestMetricsPageQueries checks the operator's queries on the repository's
@@ -27,10 +27,10 @@ func TestMetricsPageQueries(t *testing.T) {
 	}
 	reg, obs := newObserver(t, promobserver.Options{})
 	ctx := context.Background()
-	for _, out := range []store.Outcome{store.OutcomeAllowed, store.OutcomeDenied, store.OutcomeShadowDenied, store.OutcomeError} {
-		obs.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: out, Store: "redis", Policy: "p", Route: "r", Timed: true})
+	for _, out := range []observe.Outcome{observe.OutcomeAllowed, observe.OutcomeDenied, observe.OutcomeShadowDenied, observe.OutcomeError} {
+		obs.ObserveDecision(ctx, observe.Decision{Op: observe.OpTake, Outcome: out, Store: "redis", Policy: "p", Route: "r", Timed: true})
 	}
-	obs.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerClosed, To: store.BreakerOpen})
+	obs.ObserveBreaker(observe.BreakerChange{Store: "redis", From: observe.BreakerClosed, To: observe.BreakerOpen})
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -22,12 +22,12 @@
 //
 //	obs, err := promobserver.New(reg, promobserver.Options{})
 //	rs, _ := redisstore.New(rdb, redisstore.Config{Observer: obs})
-//	s := store.Observe(rs, "redis", obs)
+//	s := observe.Wrap(rs, "redis", obs)
 //	mw, _ := httplimit.New(httplimit.Config{Store: s})
 //
-// Latency is recorded for the calls store.Observe times: all of them on
+// Latency is recorded for the calls observe.Wrap times: all of them on
 // Redis, a sample of 1 in 64, unbiased, on memstore (see
-// store.Decision.Latency). Count decisions with ratebucket_decisions_total,
+// observe.Decision.Latency). Count decisions with ratebucket_decisions_total,
 // not with the histogram's _count.
 //
 // The queries an operator needs:
@@ -49,7 +49,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratebucket/ratebucket/internal/obscache"
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // DefaultLatencyBuckets spans 1µs (memstore) to 2.5s (a Redis timeout),
@@ -72,10 +72,10 @@ type Options struct {
 	BatchBuckets []float64
 }
 
-// Observer is a store.Observer that updates Prometheus metrics. It is safe
+// Observer is an observe.Observer that updates Prometheus metrics. It is safe
 // for simultaneous use by multiple goroutines.
 //
-// It is a store.DecisionCounter: the stores store.Observe wraps for it
+// It is an observe.DecisionCounter: the stores observe.Wrap wraps for it
 // count their decisions themselves, an atomic addition per call, and the
 // Observer reads the counts when the registry is gathered, so that
 // ratebucket_decisions_total costs a memstore Take a few percent. It
@@ -95,8 +95,8 @@ type Observer struct {
 	batches     *prometheus.HistogramVec
 
 	mu     sync.Mutex
-	counts []*store.DecisionCounts // the observed stores', then own
-	own    store.DecisionCounts    // the decisions received uncounted
+	counts []*observe.DecisionCounts // the observed stores', then own
+	own    observe.DecisionCounts    // the decisions received uncounted
 
 	latencyBy obscache.Cache[prometheus.Observer]
 	hitsBy    obscache.Cache[prometheus.Counter]
@@ -104,8 +104,8 @@ type Observer struct {
 }
 
 var (
-	_ store.Observer        = (*Observer)(nil)
-	_ store.DecisionCounter = (*Observer)(nil)
+	_ observe.Observer        = (*Observer)(nil)
+	_ observe.DecisionCounter = (*Observer)(nil)
 )
 
 // New returns an Observer whose metrics are registered with reg, which may
@@ -146,7 +146,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 			Buckets: opts.BatchBuckets,
 		}, []string{"store"}),
 	}
-	o.counts = []*store.DecisionCounts{&o.own}
+	o.counts = []*observe.DecisionCounts{&o.own}
 	o.latencyBy.New = func(k obscache.Key) *prometheus.Observer {
 		h := o.latency.WithLabelValues(k.Store)
 		return &h
@@ -185,17 +185,17 @@ func (c decisions) Collect(ch chan<- prometheus.Metric) {
 	c.o.mu.Lock()
 	counts := c.o.counts
 	c.o.mu.Unlock()
-	for _, t := range store.SumTallies(counts...) {
-		for out := store.OutcomeAllowed; out <= store.OutcomeError; out++ {
+	for _, t := range observe.SumTallies(counts...) {
+		for out := observe.OutcomeAllowed; out <= observe.OutcomeError; out++ {
 			ch <- prometheus.MustNewConstMetric(c.o.decisions, prometheus.CounterValue, float64(t.N[out]),
 				out.String(), t.Policy, t.Route, t.Store)
 		}
 	}
 }
 
-// CountDecisions keeps c, the counts of a store store.Observe wraps, to
+// CountDecisions keeps c, the counts of a store observe.Wrap wraps, to
 // read them when the registry is gathered.
-func (o *Observer) CountDecisions(c *store.DecisionCounts) {
+func (o *Observer) CountDecisions(c *observe.DecisionCounts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.counts = append(o.counts[:len(o.counts):len(o.counts)], c)
@@ -203,7 +203,7 @@ func (o *Observer) CountDecisions(c *store.DecisionCounts) {
 
 // ObserveDecision records d's latency when it was timed, and counts d
 // unless it was counted already (d.Counted).
-func (o *Observer) ObserveDecision(_ context.Context, d store.Decision) {
+func (o *Observer) ObserveDecision(_ context.Context, d observe.Decision) {
 	if !d.Counted {
 		o.own.Add(d)
 	}
@@ -214,8 +214,8 @@ func (o *Observer) ObserveDecision(_ context.Context, d store.Decision) {
 }
 
 // ObserveBreaker sets the breaker's state and counts the transition.
-func (o *Observer) ObserveBreaker(c store.BreakerChange) {
-	for _, s := range store.BreakerStates {
+func (o *Observer) ObserveBreaker(c observe.BreakerChange) {
+	for _, s := range observe.BreakerStates {
 		v := 0.0
 		if s == c.To {
 			v = 1
@@ -226,11 +226,11 @@ func (o *Observer) ObserveBreaker(c store.BreakerChange) {
 }
 
 // ObserveDenyCacheHit counts h.
-func (o *Observer) ObserveDenyCacheHit(_ context.Context, h store.DenyCacheHit) {
+func (o *Observer) ObserveDenyCacheHit(_ context.Context, h observe.DenyCacheHit) {
 	(*o.hitsBy.Get(obscache.Key{Policy: h.Policy, Route: h.Route, Store: h.Store})).Inc()
 }
 
 // ObservePipelineBatch records b's size.
-func (o *Observer) ObservePipelineBatch(b store.PipelineBatch) {
+func (o *Observer) ObservePipelineBatch(b observe.PipelineBatch) {
 	(*o.batchBy.Get(obscache.Key{Store: b.Store})).Observe(float64(b.Size))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -41,22 +42,22 @@ func newObserver(t *testing.T, opts promobserver.Options) (*prometheus.Registry,
 func TestMetrics(t *testing.T) {
 	reg, obs := newObserver(t, promobserver.Options{LatencyBuckets: []float64{0.3, 1}, BatchBuckets: []float64{1, 8}})
 	ctx := context.Background()
-	login := store.Decision{Op: store.OpTake, Store: "redis", Policy: "login", Route: "POST /login", Cost: 1}
+	login := observe.Decision{Op: observe.OpTake, Store: "redis", Policy: "login", Route: "POST /login", Cost: 1}
 	for _, e := range []struct {
-		out     store.Outcome
+		out     observe.Outcome
 		latency time.Duration
-	}{{store.OutcomeAllowed, 250 * time.Millisecond}, {store.OutcomeAllowed, 0}, {store.OutcomeDenied, 500 * time.Millisecond},
-		{store.OutcomeShadowDenied, 0}, {store.OutcomeError, 2 * time.Second}} {
+	}{{observe.OutcomeAllowed, 250 * time.Millisecond}, {observe.OutcomeAllowed, 0}, {observe.OutcomeDenied, 500 * time.Millisecond},
+		{observe.OutcomeShadowDenied, 0}, {observe.OutcomeError, 2 * time.Second}} {
 		d := login
 		d.Outcome, d.Latency, d.Timed = e.out, e.latency, e.latency > 0
 		obs.ObserveDecision(ctx, d)
 	}
-	obs.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerClosed, To: store.BreakerOpen, Err: errors.New("down")})
-	obs.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerOpen, To: store.BreakerHalfOpen})
-	obs.ObserveDenyCacheHit(ctx, store.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
-	obs.ObserveDenyCacheHit(ctx, store.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
-	obs.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 1})
-	obs.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 12})
+	obs.ObserveBreaker(observe.BreakerChange{Store: "redis", From: observe.BreakerClosed, To: observe.BreakerOpen, Err: errors.New("down")})
+	obs.ObserveBreaker(observe.BreakerChange{Store: "redis", From: observe.BreakerOpen, To: observe.BreakerHalfOpen})
+	obs.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
+	obs.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
+	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 1})
+	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 12})
 	want := `
 # HELP ratebucket_breaker_state 1 for the current state (closed, open, half-open) of the circuit breaker in front of a store, 0 for the others.
 # TYPE ratebucket_breaker_state gauge
@@ -119,8 +120,8 @@ func TestMemstore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ms.Close()
-	s := store.Observe(ms, "memory", obs)
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /feed", Policy: "burst"})
+	s := observe.Wrap(ms, "memory", obs)
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /feed", Policy: "burst"})
 	p := algo.PerHour(1).Burst(3)
 	for range 5 {
 		s.Take(ctx, store.Request{Key: "alice", Policy: p, Cost: 1})
@@ -173,8 +174,8 @@ func TestRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := store.Observe(fb, "redis", obs)
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /feed", Policy: "burst"})
+	s := observe.Wrap(fb, "redis", obs)
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /feed", Policy: "burst"})
 	p := algo.PerHour(1).Burst(50)
 	const callers, each = 8, 10 // 80 calls on 8 keys: all admitted, each from Redis
 	var wg sync.WaitGroup
@@ -229,20 +230,20 @@ ratebucket_breaker_state{state="open",store="redis"} 1
 func TestCountsAddUp(t *testing.T) {
 	reg, obs := newObserver(t, promobserver.Options{})
 	p := algo.PerHour(1).Burst(2)
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /feed", Policy: "burst"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /feed", Policy: "burst"})
 	for range 2 {
 		ms, err := memstore.New(memstore.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ms.Close()
-		s := store.Observe(ms, "memory", obs)
+		s := observe.Wrap(ms, "memory", obs)
 		for range 3 {
 			s.Take(ctx, store.Request{Key: "alice", Policy: p, Cost: 1}) // 2 admitted, 1 denied
 		}
 	}
-	obs.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: store.OutcomeError, Store: "memory", Policy: "burst", Route: "GET /feed"})
-	obs.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: store.OutcomeDenied, Store: "memory", Policy: "burst", Route: "GET /feed", Counted: true})
+	obs.ObserveDecision(ctx, observe.Decision{Op: observe.OpTake, Outcome: observe.OutcomeError, Store: "memory", Policy: "burst", Route: "GET /feed"})
+	obs.ObserveDecision(ctx, observe.Decision{Op: observe.OpTake, Outcome: observe.OutcomeDenied, Store: "memory", Policy: "burst", Route: "GET /feed", Counted: true})
 	want := `
 # HELP ratebucket_decisions_total Rate-limit decisions by result (allowed, denied, shadow_denied, error), policy, route and store.
 # TYPE ratebucket_decisions_total counter

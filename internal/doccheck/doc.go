@@ -14,8 +14,9 @@
 // the packages holding the matched Examples are vetted, so a fragment that
 // stops compiling fails this test too.
 //
-// The package docs of the library packages (algo, store, memstore,
-// redisstore, hybrid, httplimit, sim) are held to the same rule: each
+// The package docs of the library packages (the root package, algo,
+// store, observe, memstore, redisstore, hybrid, httplimit, sim) are held
+// to the same rule: each
 // indented code block appears in an Example of that package, unless the
 // test's table of non-Go blocks lists it as a diagram, a formula or a key
 // layout. The test also checks that README.md stays within 200 lines,

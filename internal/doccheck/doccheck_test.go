@@ -24,7 +24,7 @@ import (
 )
 
 // libraries are the packages whose package docs are checked.
-var libraries = []string{"", "algo", "store", "memstore", "redisstore", "hybrid", "httplimit", "sim"}
+var libraries = []string{"", "algo", "store", "observe", "memstore", "redisstore", "hybrid", "httplimit", "sim"}
 
 // nonGo lists, per package, the first line of each code block of its
 // package doc that is not Go: diagrams, formulas and key layouts. Every

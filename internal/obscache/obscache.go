@@ -1,5 +1,5 @@
 // Package obscache keeps a value for each label set of the observer
-// contract: the decision tallies of store.DecisionCounts, and the
+// contract: the decision tallies of observe.DecisionCounts, and the
 // instruments of the observer adapters (contrib/prometheus, contrib/otel)
 // for their other events, so that an event costs a map read and no
 // allocation: resolving labels in the metrics library at every event

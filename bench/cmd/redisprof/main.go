@@ -30,6 +30,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/bench"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/redis/go-redis/v9"
@@ -117,7 +118,7 @@ func main() {
 	switch *impl {
 	case "ratebucket", "ratebucket-direct":
 		ap, _ := pol.Algo()
-		obs := store.ObserverFuncs{PipelineBatch: func(b store.PipelineBatch) {
+		obs := observe.Funcs{PipelineBatch: func(b observe.PipelineBatch) {
 			v, _ := sizes.LoadOrStore(b.Size, new(atomic.Int64))
 			v.(*atomic.Int64).Add(1)
 		}}

@@ -1,4 +1,4 @@
-// Package promtext is a store.Observer that keeps the metrics of
+// Package promtext is an observe.Observer that keeps the metrics of
 // contrib/prometheus in memory and writes them in the Prometheus text
 // exposition format (version 0.0.4), with no dependency: for programs of
 // the library's own module, such as `ratebucket demo --serve`, whose go.mod
@@ -25,7 +25,7 @@ import (
 	"sync"
 
 	"github.com/ratebucket/ratebucket/internal/obscache"
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // LatencyBuckets and BatchBuckets are contrib/prometheus's defaults.
@@ -45,19 +45,19 @@ const (
 	HelpBatches     = "Commands per pipeline sent to the store."
 )
 
-// Registry is a store.Observer whose metrics [Registry.WriteTo] writes. The
+// Registry is an observe.Observer whose metrics [Registry.WriteTo] writes. The
 // zero value is ready to use; a Registry is safe for simultaneous use.
 type Registry struct {
 	mu          sync.Mutex
-	decisions   map[obscache.Key]*[5]uint64 // by store.Outcome
+	decisions   map[obscache.Key]*[5]uint64 // by observe.Outcome
 	latency     map[string]*histogram       // by store
-	state       map[string]store.BreakerState
+	state       map[string]observe.BreakerState
 	transitions map[[3]string]uint64 // store, from, to
 	hits        map[obscache.Key]uint64
 	batches     map[string]*histogram
 }
 
-var _ store.Observer = (*Registry)(nil)
+var _ observe.Observer = (*Registry)(nil)
 
 type histogram struct {
 	counts []uint64 // per bucket, not cumulative; the last is +Inf
@@ -76,7 +76,7 @@ func (h *histogram) observe(bounds []float64, v float64) {
 }
 
 // ObserveDecision counts d and records its latency when timed.
-func (r *Registry) ObserveDecision(_ context.Context, d store.Decision) {
+func (r *Registry) ObserveDecision(_ context.Context, d observe.Decision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := obscache.Key{Policy: d.Policy, Route: d.Route, Store: d.Store}
@@ -91,18 +91,18 @@ func (r *Registry) ObserveDecision(_ context.Context, d store.Decision) {
 }
 
 // ObserveBreaker records the breaker's state and counts the transition.
-func (r *Registry) ObserveBreaker(c store.BreakerChange) {
+func (r *Registry) ObserveBreaker(c observe.BreakerChange) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state == nil {
-		r.state, r.transitions = map[string]store.BreakerState{}, map[[3]string]uint64{}
+		r.state, r.transitions = map[string]observe.BreakerState{}, map[[3]string]uint64{}
 	}
 	r.state[c.Store] = c.To
 	r.transitions[[3]string{c.Store, c.From.String(), c.To.String()}]++
 }
 
 // ObserveDenyCacheHit counts h.
-func (r *Registry) ObserveDenyCacheHit(_ context.Context, h store.DenyCacheHit) {
+func (r *Registry) ObserveDenyCacheHit(_ context.Context, h observe.DenyCacheHit) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.hits == nil {
@@ -112,7 +112,7 @@ func (r *Registry) ObserveDenyCacheHit(_ context.Context, h store.DenyCacheHit) 
 }
 
 // ObservePipelineBatch records b's size.
-func (r *Registry) ObservePipelineBatch(b store.PipelineBatch) {
+func (r *Registry) ObservePipelineBatch(b observe.PipelineBatch) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	lazy(&r.batches, b.Store).observe(BatchBuckets, float64(b.Size))
@@ -150,7 +150,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	if len(r.state) > 0 {
 		family(b, "ratebucket_breaker_state", "gauge", HelpState)
 		for _, s := range sorted(r.state) {
-			for _, st := range store.BreakerStates {
+			for _, st := range observe.BreakerStates {
 				sample(b, "ratebucket_breaker_state", labels("state", st.String(), "store", s), boolValue(r.state[s] == st))
 			}
 		}
@@ -162,7 +162,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	if len(r.decisions) > 0 {
 		family(b, "ratebucket_decisions_total", "counter", HelpDecisions)
 		for _, k := range sortedKeys(r.decisions) {
-			for _, o := range []store.Outcome{store.OutcomeAllowed, store.OutcomeDenied, store.OutcomeError, store.OutcomeShadowDenied} {
+			for _, o := range []observe.Outcome{observe.OutcomeAllowed, observe.OutcomeDenied, observe.OutcomeError, observe.OutcomeShadowDenied} {
 				sample(b, "ratebucket_decisions_total", labels("policy", k.Policy, "result", o.String(), "route", k.Route, "store", k.Store), u(r.decisions[k][o]))
 			}
 		}

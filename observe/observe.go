@@ -1,4 +1,4 @@
-package store
+package observe
 
 import (
 	"context"
@@ -26,10 +26,10 @@ import (
 //	rs, _ := redisstore.New(rdb, redisstore.Config{Observer: obs})          // pipeline batch sizes
 //	dc, _ := hybrid.NewDenyCache(rs, hybrid.DenyCacheConfig{Observer: obs}) // deny-cache hits
 //	fb, _ := hybrid.NewFallback(dc, local, hybrid.FallbackConfig{Observer: obs}) // breaker changes
-//	s := store.Observe(fb, "redis", obs)                                   // decisions, latency
-//	mw, _ := httplimit.New(httplimit.Config{Store: s})                     // labels: route, limit
+//	s := observe.Wrap(fb, "redis", obs)                                     // decisions, latency
+//	mw, _ := httplimit.New(httplimit.Config{Store: s})                      // labels: route, limit
 //
-// Observe the outermost store: its decisions are the ones the caller acts
+// Wrap the outermost store: its decisions are the ones the caller acts
 // on, fallback answers included.
 
 // Outcome is what a store call decided.
@@ -94,14 +94,14 @@ func (op Op) String() string {
 // releasing what an earlier call took.
 func (op Op) Decides() bool { return op >= OpTake && op <= OpAcquireLease }
 
-// Decision is one store call as [Observe] reports it: every call of an
+// Decision is one store call as [Wrap] reports it: every call of an
 // operation that decides, and every failed call of the others.
 type Decision struct {
 	// Op is the method called.
 	Op Op
 	// Outcome is what it decided.
 	Outcome Outcome
-	// Store is the name given to Observe.
+	// Store is the name given to Wrap.
 	Store string
 	// Policy names the policy that decided, from the call's [Labels]: for
 	// a multi-limit call, the request that denied (MultiResult.Denied),
@@ -115,7 +115,7 @@ type Decision struct {
 	// Cost is the tokens asked of the policy that decided (1 for a
 	// lease).
 	Cost int64
-	// Latency is the time the store call took, when Timed. Observe times
+	// Latency is the time the store call took, when Timed. Wrap times
 	// every call of a store whose calls take 10µs or more (a network
 	// store: two clock readings are then below 0.5% of the call) and about
 	// one call in 64 of a faster one (an in-process store, where timing
@@ -134,9 +134,9 @@ type Decision struct {
 	// It may name a key: log it, never use it as a label.
 	Err error
 	// Counted reports that the decision is counted already, in the
-	// [DecisionCounts] Observe gave the [DecisionCounter] receiving it:
+	// [DecisionCounts] Wrap gave the [DecisionCounter] receiving it:
 	// count it only when Counted is false. A DecisionCounter receives
-	// only the decisions Observe timed and the errors.
+	// only the decisions Wrap timed and the errors.
 	Counted bool
 }
 
@@ -201,10 +201,10 @@ type PipelineBatch struct {
 // Observer receives the events of the observer contract. Every method is
 // called on the goroutine of the call that caused the event, so keep it
 // fast (count, do not block) and safe for simultaneous use. Methods may be
-// added to Observer as the contract grows: embed [ObserverFuncs] in your own
+// added to Observer as the contract grows: embed [Funcs] in your own
 // type to keep compiling, as it ignores the events you do not handle.
 type Observer interface {
-	// ObserveDecision receives each store call [Observe] reports.
+	// ObserveDecision receives each store call [Wrap] reports.
 	ObserveDecision(ctx context.Context, d Decision)
 	// ObserveBreaker receives each circuit-breaker transition.
 	ObserveBreaker(c BreakerChange)
@@ -214,9 +214,9 @@ type Observer interface {
 	ObservePipelineBatch(b PipelineBatch)
 }
 
-// ObserverFuncs is an [Observer] made of functions; a nil one ignores its
+// Funcs is an [Observer] made of functions; a nil one ignores its
 // events. The zero value ignores everything.
-type ObserverFuncs struct {
+type Funcs struct {
 	Decision      func(ctx context.Context, d Decision)
 	Breaker       func(c BreakerChange)
 	DenyCacheHit  func(ctx context.Context, h DenyCacheHit)
@@ -224,28 +224,28 @@ type ObserverFuncs struct {
 }
 
 // ObserveDecision calls f.Decision, if set.
-func (f ObserverFuncs) ObserveDecision(ctx context.Context, d Decision) {
+func (f Funcs) ObserveDecision(ctx context.Context, d Decision) {
 	if f.Decision != nil {
 		f.Decision(ctx, d)
 	}
 }
 
 // ObserveBreaker calls f.Breaker, if set.
-func (f ObserverFuncs) ObserveBreaker(c BreakerChange) {
+func (f Funcs) ObserveBreaker(c BreakerChange) {
 	if f.Breaker != nil {
 		f.Breaker(c)
 	}
 }
 
 // ObserveDenyCacheHit calls f.DenyCacheHit, if set.
-func (f ObserverFuncs) ObserveDenyCacheHit(ctx context.Context, h DenyCacheHit) {
+func (f Funcs) ObserveDenyCacheHit(ctx context.Context, h DenyCacheHit) {
 	if f.DenyCacheHit != nil {
 		f.DenyCacheHit(ctx, h)
 	}
 }
 
 // ObservePipelineBatch calls f.PipelineBatch, if set.
-func (f ObserverFuncs) ObservePipelineBatch(b PipelineBatch) {
+func (f Funcs) ObservePipelineBatch(b PipelineBatch) {
 	if f.PipelineBatch != nil {
 		f.PipelineBatch(b)
 	}
@@ -254,14 +254,14 @@ func (f ObserverFuncs) ObservePipelineBatch(b PipelineBatch) {
 // DecisionCounter is an [Observer] that reads how many decisions each
 // observed store made, when it exports them (a Prometheus scrape, an
 // OpenTelemetry collection), instead of counting each one as it comes:
-// Observe then counts in the store's wrapper, one atomic addition per
+// Wrap then counts in the store's wrapper, one atomic addition per
 // call, and calls ObserveDecision only for the calls it timed and for
 // errors, with Decision.Counted set. That keeps the cost of an observed
 // memstore Take within a few percent, where an interface call and a
 // metrics library's counter per decision would cost a third of the call.
 type DecisionCounter interface {
 	Observer
-	// CountDecisions is called by Observe, once for each store it
+	// CountDecisions is called by Wrap, once for each store it
 	// wraps for this Observer, with the counts it keeps for that
 	// store. Keep c and read it whenever the counts are exported: they
 	// only grow.
@@ -269,7 +269,7 @@ type DecisionCounter interface {
 }
 
 // DecisionCounts counts decisions by store, policy, route and outcome.
-// Observe keeps one for each store it wraps for a [DecisionCounter]; an
+// Wrap keeps one for each store it wraps for a [DecisionCounter]; an
 // adapter may keep its own for the decisions it receives uncounted. The
 // zero value is ready to use. It is safe for simultaneous use, and Add
 // allocates nothing once a label set has been counted.
@@ -341,7 +341,7 @@ func SumTallies(c ...*DecisionCounts) []Tally {
 
 // Labels name a store call for observers: what only the entry point knows.
 // An entry point puts them in the call's context with [WithLabels]; the
-// store below never sees them, [Observe] and the components copy them into
+// store below never sees them, [Wrap] and the components copy them into
 // their events. Every field must come from configuration (a route pattern,
 // a limit's name), never from the request: that is what keeps the labels
 // of bounded cardinality.
@@ -385,11 +385,13 @@ func (c *labelsCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-func (c *labelsCtx) String() string { return "store.WithLabels(" + c.l.Route + ", " + c.l.Policy + ")" }
+func (c *labelsCtx) String() string {
+	return "observe.WithLabels(" + c.l.Route + ", " + c.l.Policy + ")"
+}
 
 // WithLabels returns ctx carrying l, for the observers of the calls made
 // with it. It costs one small allocation: entry points skip it when
-// [Observing] is false.
+// [Active] is false.
 func WithLabels(ctx context.Context, l Labels) context.Context {
 	return &labelsCtx{Context: ctx, l: l}
 }

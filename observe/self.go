@@ -1,29 +1,31 @@
-package store
+package observe
 
 import (
 	"context"
 	"sync"
+
+	"github.com/ratebucket/ratebucket/store"
 )
 
-// A SelfCounter is a Store that counts its own Take decisions for a
-// [DecisionCounter], at less cost than Observe's wrapper can: memstore,
+// A SelfCounter is a store.Store that counts its own Take decisions for a
+// [DecisionCounter], at less cost than the wrapper of [Wrap] can: memstore,
 // whose Take is so cheap that a layer of calls around it, with the copies
 // of the Result they make and an atomic addition per call, would cost a
 // quarter of it. A SelfCounter counts under the locks its Take holds
 // anyway, with plain additions.
 //
-// When [Observe] wraps a SelfCounter for a DecisionCounter, it builds its
+// When [Wrap] wraps a SelfCounter for a DecisionCounter, it builds its
 // wrapper as for any store, then returns what CountTakes returns, given
-// that wrapper (rest) and a [TakeTap] of it. The returned Store must
+// that wrapper (rest) and a [TakeTap] of it. The returned store.Store must
 // implement exactly the optional interfaces rest does, each by calling
-// rest (so every other operation is reported as Observe documents), and
+// rest (so every other operation is reported as Wrap documents), and
 // Take as follows: when tap.Counting() is false, rest's Take (that call
 // is timed, and reported); otherwise the store's own Take, counted once,
 // either in one of the tap's slots (see TakeTap.Slot) or by tap.Count.
 // Its answers, errors and charges are the store's.
 type SelfCounter interface {
-	Store
-	CountTakes(rest Store, tap *TakeTap) Store
+	store.Store
+	CountTakes(rest store.Store, tap *TakeTap) store.Store
 }
 
 // TapSlots is the number of label sets a [SelfCounter] can count in slots
@@ -35,7 +37,7 @@ const TapSlots = fastSlots
 type SlotCounts [TapSlots][outcomes]uint64
 
 // TakeTap counts the Take decisions of a [SelfCounter] into the counts of
-// the Observe wrapper it was made by. Its methods are safe for
+// the wrapper of [Wrap] it was made by. Its methods are safe for
 // simultaneous use.
 type TakeTap struct {
 	w *observed
@@ -139,7 +141,7 @@ func (c *localCounts) sums() map[*tally][outcomes]uint64 {
 }
 
 // A FailureReporter reports a call that failed before it reached the
-// store. Observe's result implements it (whatever the store observed),
+// store. Wrap's result implements it (whatever the store observed),
 // so that an entry point whose resolver failed (ErrResolve) can report
 // the request no store call decided; see [ReportFailure].
 type FailureReporter interface {
@@ -152,10 +154,10 @@ type FailureReporter interface {
 
 // ReportFailure reports through s a call of op asking for cost that failed
 // with err before reaching s, when s is a [FailureReporter] (a store made
-// by [Observe]); otherwise it does nothing. ratebucket.Limiter and httplimit
+// by [Wrap]); otherwise it does nothing. ratebucket.Limiter and httplimit
 // call it when a resolver fails, so that the metrics of failed decisions
 // include the requests no policy could be found for.
-func ReportFailure(ctx context.Context, s Store, op Op, cost int64, err error) {
+func ReportFailure(ctx context.Context, s store.Store, op Op, cost int64, err error) {
 	if r, ok := s.(FailureReporter); ok && err != nil {
 		r.ReportFailure(ctx, op, cost, err)
 	}

@@ -1,34 +1,34 @@
-// Package obstest holds what the tests and benchmarks of the observer
-// contract share across modules: a Recorder of events, and the CPU time
-// of the calling thread.
-package obstest
+// Package observetest holds what the tests of code that reports to the
+// observer contract share: a [Recorder] of the decisions it receives, and
+// a [Counter] that keeps the counts observe.Wrap gives a DecisionCounter.
+package observetest
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
-// Recorder is a store.Observer that keeps the decisions it receives and
+// Recorder is an observe.Observer that keeps the decisions it receives and
 // ignores the other events. It is safe for simultaneous use; the zero
 // value is ready.
 type Recorder struct {
-	store.ObserverFuncs
+	observe.Funcs
 	mu sync.Mutex
-	ds []store.Decision
+	ds []observe.Decision
 }
 
 // ObserveDecision keeps d.
-func (r *Recorder) ObserveDecision(_ context.Context, d store.Decision) {
+func (r *Recorder) ObserveDecision(_ context.Context, d observe.Decision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ds = append(r.ds, d)
 }
 
 // Take returns the decisions received since the last Take, in order.
-func (r *Recorder) Take() []store.Decision {
+func (r *Recorder) Take() []observe.Decision {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ds := r.ds
@@ -36,17 +36,17 @@ func (r *Recorder) Take() []store.Decision {
 	return ds
 }
 
-// Counter is a store.DecisionCounter that keeps the counts Observe gives
+// Counter is an observe.DecisionCounter that keeps the counts Wrap gives
 // it and, as a Recorder, the decisions it receives. It is safe for
 // simultaneous use; the zero value is ready.
 type Counter struct {
 	Recorder
 	cmu    sync.Mutex
-	counts []*store.DecisionCounts
+	counts []*observe.DecisionCounts
 }
 
 // CountDecisions keeps dc.
-func (c *Counter) CountDecisions(dc *store.DecisionCounts) {
+func (c *Counter) CountDecisions(dc *observe.DecisionCounts) {
 	c.cmu.Lock()
 	defer c.cmu.Unlock()
 	c.counts = append(c.counts, dc)
@@ -61,13 +61,13 @@ func (c *Counter) Stores() int {
 }
 
 // Tallies returns the counts summed by store, policy and route; it panics
-// if store.SumTallies answers a label set twice.
-func (c *Counter) Tallies() map[[3]string][len(store.Tally{}.N)]uint64 {
+// if observe.SumTallies answers a label set twice.
+func (c *Counter) Tallies() map[[3]string][len(observe.Tally{}.N)]uint64 {
 	c.cmu.Lock()
 	counts := c.counts
 	c.cmu.Unlock()
-	out := map[[3]string][len(store.Tally{}.N)]uint64{}
-	for _, t := range store.SumTallies(counts...) {
+	out := map[[3]string][len(observe.Tally{}.N)]uint64{}
+	for _, t := range observe.SumTallies(counts...) {
 		k := [3]string{t.Store, t.Policy, t.Route}
 		if _, dup := out[k]; dup {
 			panic(fmt.Sprintf("SumTallies: %+v twice", t))

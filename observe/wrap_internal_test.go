@@ -1,4 +1,4 @@
-package store
+package observe
 
 import (
 	"context"
@@ -7,38 +7,39 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
 )
 
-// full implements Store, counting calls; spin
+// full implements store.Store, counting calls; spin
 // makes each Take take at least that long on the monotonic clock.
 type full struct {
 	calls atomic.Int64
 	spin  time.Duration
 }
 
-func (f *full) Take(context.Context, Request) (algo.Result, error) {
+func (f *full) Take(context.Context, store.Request) (algo.Result, error) {
 	f.calls.Add(1)
 	for t := time.Now(); time.Since(t) < f.spin; {
 	}
 	return algo.Result{Allowed: true}, nil
 }
-func (f *full) TakeMulti(context.Context, []Request) (MultiResult, error) {
+func (f *full) TakeMulti(context.Context, []store.Request) (store.MultiResult, error) {
 	f.calls.Add(1)
-	return MultiResult{Allowed: true}, nil
+	return store.MultiResult{Allowed: true}, nil
 }
-func (f *full) Refund(context.Context, Request) (algo.Result, error) {
+func (f *full) Refund(context.Context, store.Request) (algo.Result, error) {
 	f.calls.Add(1)
 	return algo.Result{}, nil
 }
-func (f *full) RefundMulti(context.Context, []Request) ([]algo.Result, error) {
+func (f *full) RefundMulti(context.Context, []store.Request) ([]algo.Result, error) {
 	f.calls.Add(1)
 	return nil, nil
 }
-func (f *full) TakeAtMost(context.Context, Request) (int64, algo.Result, error) {
+func (f *full) TakeAtMost(context.Context, store.Request) (int64, algo.Result, error) {
 	f.calls.Add(1)
 	return 0, algo.Result{}, nil
 }
-func (f *full) Reserve(context.Context, Request, time.Duration) (algo.Reservation, error) {
+func (f *full) Reserve(context.Context, store.Request, time.Duration) (algo.Reservation, error) {
 	f.calls.Add(1)
 	return algo.Reservation{}, nil
 }
@@ -61,9 +62,9 @@ func (f *full) RenewLease(context.Context, string, algo.LeasePolicy, string) (bo
 func (f *full) Close() error { f.calls.Add(1); return nil }
 
 // callAll calls every method of s once.
-func callAll(s Store) {
+func callAll(s store.Store) {
 	ctx := context.Background()
-	r := Request{Key: "k"}
+	r := store.Request{Key: "k"}
 	s.Take(ctx, r)
 	s.TakeMulti(ctx, nil)
 	s.TakeAtMost(ctx, r)
@@ -77,12 +78,12 @@ func callAll(s Store) {
 	s.Close()
 }
 
-// TestObserveForwardsEveryMethod: Observe's wrapper passes every call to
+// TestObserveForwardsEveryMethod: the wrapper of Wrap passes every call to
 // the store it wraps, once.
 func TestObserveForwardsEveryMethod(t *testing.T) {
 	f := &full{}
 	var events atomic.Int64
-	s := Observe(f, "x", ObserverFuncs{Decision: func(context.Context, Decision) { events.Add(1) }})
+	s := Wrap(f, "x", Funcs{Decision: func(context.Context, Decision) { events.Add(1) }})
 	callAll(s)
 	if n := f.calls.Load(); n != 11 {
 		t.Errorf("%d calls reached the store, want 11 (every method once)", n)
@@ -99,7 +100,7 @@ func TestObserveTiming(t *testing.T) {
 	var timed, calls int
 	w := &observed{s: f, name: "x", every: sampleOneIn}
 	w.flags.Store(pushBit)
-	w.o = ObserverFuncs{Decision: func(_ context.Context, d Decision) {
+	w.o = Funcs{Decision: func(_ context.Context, d Decision) {
 		calls++
 		if d.Timed {
 			timed++
@@ -110,18 +111,18 @@ func TestObserveTiming(t *testing.T) {
 			t.Errorf("Latency %v on a call not timed", d.Latency)
 		}
 	}}
-	s := Store(w)
+	s := store.Store(w)
 	ctx := context.Background()
 	w.flags.Or(slowBit) // as after a slow call
 	for range 10 {
-		s.Take(ctx, Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
+		s.Take(ctx, store.Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
 	}
 	if timed != 10 {
 		t.Fatalf("a slow store: %d of 10 calls timed, want every one", timed)
 	}
 	f.spin, timed, calls = 0, 0, 0
 	for range 64 * 100 {
-		s.Take(ctx, Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
+		s.Take(ctx, store.Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
 	}
 	// The first fast call, timed, makes the store fast; then 1 in 64 at
 	// random: 100 expected, 10 the standard deviation.
@@ -138,16 +139,16 @@ func TestObserveTiming(t *testing.T) {
 // report.
 func BenchmarkObserveLayers(b *testing.B) {
 	f := nopStore{}
-	w := &observed{s: f, name: "x", o: ObserverFuncs{}, every: sampleOneIn}
+	w := &observed{s: f, name: "x", o: Funcs{}, every: sampleOneIn}
 	w.flags.Store(pushBit)
 	ctx := context.Background()
 	for _, bc := range []struct {
 		name string
-		s    Store
+		s    store.Store
 	}{{"bare", f}, {"observed", w}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				bc.s.Take(ctx, Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
+				bc.s.Take(ctx, store.Request{Key: "k", Policy: algo.Policy{}, Cost: 1})
 			}
 		})
 	}
@@ -155,8 +156,8 @@ func BenchmarkObserveLayers(b *testing.B) {
 
 // nopStore admits every Take and does nothing else (its other methods are
 // not for use).
-type nopStore struct{ Store }
+type nopStore struct{ store.Store }
 
-func (nopStore) Take(context.Context, Request) (algo.Result, error) {
+func (nopStore) Take(context.Context, store.Request) (algo.Result, error) {
 	return algo.Result{Allowed: true}, nil
 }

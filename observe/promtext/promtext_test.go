@@ -8,27 +8,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/observe"
 )
 
 // feed sends one event of every kind, and label values that need
 // escaping.
-func feed(o store.Observer) {
+func feed(o observe.Observer) {
 	ctx := context.Background()
-	d := store.Decision{Op: store.OpTake, Store: "redis", Policy: "login", Route: "POST /login", Cost: 1}
+	d := observe.Decision{Op: observe.OpTake, Store: "redis", Policy: "login", Route: "POST /login", Cost: 1}
 	for _, e := range []struct {
-		out     store.Outcome
+		out     observe.Outcome
 		latency time.Duration
-	}{{store.OutcomeAllowed, 3 * time.Microsecond}, {store.OutcomeAllowed, 0}, {store.OutcomeDenied, 700 * time.Microsecond},
-		{store.OutcomeShadowDenied, 0}, {store.OutcomeError, 3 * time.Second}} {
+	}{{observe.OutcomeAllowed, 3 * time.Microsecond}, {observe.OutcomeAllowed, 0}, {observe.OutcomeDenied, 700 * time.Microsecond},
+		{observe.OutcomeShadowDenied, 0}, {observe.OutcomeError, 3 * time.Second}} {
 		d.Outcome, d.Latency, d.Timed = e.out, e.latency, e.latency > 0
 		o.ObserveDecision(ctx, d)
 	}
-	o.ObserveDecision(ctx, store.Decision{Op: store.OpTake, Outcome: store.OutcomeAllowed, Store: "memory", Route: "GET /q\"uote\\d\n"})
-	o.ObserveBreaker(store.BreakerChange{Store: "redis", From: store.BreakerClosed, To: store.BreakerOpen, Err: errors.New("down")})
-	o.ObserveDenyCacheHit(ctx, store.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
-	o.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 1})
-	o.ObservePipelineBatch(store.PipelineBatch{Store: "redis", Size: 70})
+	o.ObserveDecision(ctx, observe.Decision{Op: observe.OpTake, Outcome: observe.OutcomeAllowed, Store: "memory", Route: "GET /q\"uote\\d\n"})
+	o.ObserveBreaker(observe.BreakerChange{Store: "redis", From: observe.BreakerClosed, To: observe.BreakerOpen, Err: errors.New("down")})
+	o.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
+	o.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 1})
+	o.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 70})
 }
 
 // TestWriteTo checks the exposition of a few families line by line; the

@@ -1,4 +1,4 @@
-package store_test
+package observe_test
 
 import (
 	"context"
@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
-	"github.com/ratebucket/ratebucket/internal/obstest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/observetest"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
 // recorder keeps the decisions it observes.
-type recorder struct{ obstest.Recorder }
+type recorder struct{ observetest.Recorder }
 
 // take returns the decisions observed since the last take.
-func (r *recorder) take() []store.Decision { return r.Take() }
+func (r *recorder) take() []observe.Decision { return r.Take() }
 
 func newMemstore(t testing.TB, clk store.Clock) *memstore.Store {
 	t.Helper()
@@ -33,10 +34,10 @@ func newMemstore(t testing.TB, clk store.Clock) *memstore.Store {
 }
 
 // TestObserveConformance runs the conformance suite on an observed
-// memstore: observing changes no answer, no error and no charge.
+// memstore: active changes no answer, no error and no charge.
 func TestObserveConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-		return store.Observe(newMemstore(t, clk), "memory", &recorder{})
+		return observe.Wrap(newMemstore(t, clk), "memory", &recorder{})
 	})
 }
 
@@ -45,16 +46,16 @@ func TestObserveConformance(t *testing.T) {
 func TestObserveDecisions(t *testing.T) {
 	clk := storetest.NewClock()
 	rec := &recorder{}
-	s := store.Observe(newMemstore(t, clk), "memory", rec)
+	s := observe.Wrap(newMemstore(t, clk), "memory", rec)
 	p := algo.PerSecond(1).Burst(2)
 	bg := context.Background()
-	login := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "login"})
-	shadow := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "new-login", Shadow: true})
-	multi := store.WithLabels(bg, store.Labels{Route: "GET /feed", Policy: "first", Policies: []string{"burst", "daily"}})
+	login := observe.WithLabels(bg, observe.Labels{Route: "POST /login", Policy: "login"})
+	shadow := observe.WithLabels(bg, observe.Labels{Route: "POST /login", Policy: "new-login", Shadow: true})
+	multi := observe.WithLabels(bg, observe.Labels{Route: "GET /feed", Policy: "first", Policies: []string{"burst", "daily"}})
 	const key = "user-7f3a-secret"
 	type want struct {
-		op            store.Op
-		outcome       store.Outcome
+		op            observe.Op
+		outcome       observe.Outcome
 		policy, route string
 		cost          int64
 		err           error
@@ -65,23 +66,23 @@ func TestObserveDecisions(t *testing.T) {
 		want []want // nil: no event
 	}{
 		{"admitted, no labels", func() error { _, err := s.Take(bg, store.Request{Key: key, Policy: p, Cost: 1}); return err },
-			[]want{{store.OpTake, store.OutcomeAllowed, "", "", 1, nil}}},
+			[]want{{observe.OpTake, observe.OutcomeAllowed, "", "", 1, nil}}},
 		{"admitted, labelled", func() error { _, err := s.Take(login, store.Request{Key: key, Policy: p, Cost: 1}); return err },
-			[]want{{store.OpTake, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
+			[]want{{observe.OpTake, observe.OutcomeAllowed, "login", "POST /login", 1, nil}}},
 		{"denied", func() error { _, err := s.Take(login, store.Request{Key: key, Policy: p, Cost: 1}); return err },
-			[]want{{store.OpTake, store.OutcomeDenied, "login", "POST /login", 1, nil}}},
+			[]want{{observe.OpTake, observe.OutcomeDenied, "login", "POST /login", 1, nil}}},
 		{"shadow denied", func() error { _, err := s.Take(shadow, store.Request{Key: key, Policy: p, Cost: 2}); return err },
-			[]want{{store.OpTake, store.OutcomeShadowDenied, "new-login", "POST /login", 2, nil}}},
+			[]want{{observe.OpTake, observe.OutcomeShadowDenied, "new-login", "POST /login", 2, nil}}},
 		{"bad input is an error", func() error { _, err := s.Take(login, store.Request{Key: key, Policy: p, Cost: 3}); return err },
-			[]want{{store.OpTake, store.OutcomeError, "login", "POST /login", 3, algo.ErrCostExceedsCapacity}}},
+			[]want{{observe.OpTake, observe.OutcomeError, "login", "POST /login", 3, algo.ErrCostExceedsCapacity}}},
 		{"multi: the denying request names the policy", func() error {
 			_, err := s.TakeMulti(multi, []store.Request{{Key: key + "-b", Policy: p, Cost: 1}, {Key: key, Policy: p, Cost: 1}})
 			return err
-		}, []want{{store.OpTakeMulti, store.OutcomeDenied, "daily", "GET /feed", 1, nil}}},
+		}, []want{{observe.OpTakeMulti, observe.OutcomeDenied, "daily", "GET /feed", 1, nil}}},
 		{"multi: admitted, the closest to denying names it", func() error {
 			_, err := s.TakeMulti(multi, []store.Request{{Key: key + "-c", Policy: p, Cost: 1}, {Key: key + "-d", Policy: p, Cost: 2}})
 			return err
-		}, []want{{store.OpTakeMulti, store.OutcomeAllowed, "daily", "GET /feed", 2, nil}}},
+		}, []want{{observe.OpTakeMulti, observe.OutcomeAllowed, "daily", "GET /feed", 2, nil}}},
 		{"refund: not a decision", func() error {
 			_, err := s.Refund(login, store.Request{Key: key, Policy: p, Cost: 1})
 			return err
@@ -90,25 +91,25 @@ func TestObserveDecisions(t *testing.T) {
 			_, err := s.Refund(login, store.Request{Key: key, Policy: p, Cost: -1})
 			return err
 		},
-			[]want{{store.OpRefund, store.OutcomeError, "login", "POST /login", -1, algo.ErrInvalidCost}}},
+			[]want{{observe.OpRefund, observe.OutcomeError, "login", "POST /login", -1, algo.ErrInvalidCost}}},
 		{"take at most", func() error {
 			_, _, err := s.TakeAtMost(login, store.Request{Key: key + "-e", Policy: p, Cost: 5})
 			return err
 		},
-			[]want{{store.OpTakeAtMost, store.OutcomeAllowed, "login", "POST /login", 5, nil}}},
+			[]want{{observe.OpTakeAtMost, observe.OutcomeAllowed, "login", "POST /login", 5, nil}}},
 		{"reserve", func() error {
 			_, err := s.Reserve(login, store.Request{Key: key, Policy: p, Cost: 1}, time.Second)
 			return err
 		},
-			[]want{{store.OpReserve, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
+			[]want{{observe.OpReserve, observe.OutcomeAllowed, "login", "POST /login", 1, nil}}},
 		{"lease", func() error {
 			_, err := s.AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id1")
 			return err
-		}, []want{{store.OpAcquireLease, store.OutcomeAllowed, "login", "POST /login", 1, nil}}},
+		}, []want{{observe.OpAcquireLease, observe.OutcomeAllowed, "login", "POST /login", 1, nil}}},
 		{"lease denied", func() error {
 			_, err := s.AcquireLease(login, key, algo.LeasePolicy{Limit: 1, TTL: time.Minute}, "id2")
 			return err
-		}, []want{{store.OpAcquireLease, store.OutcomeDenied, "login", "POST /login", 1, nil}}},
+		}, []want{{observe.OpAcquireLease, observe.OutcomeDenied, "login", "POST /login", 1, nil}}},
 		{"release: not a decision", func() error { _, err := s.ReleaseLease(login, key, "id1"); return err }, nil},
 	}
 	for i, st := range steps {
@@ -137,26 +138,26 @@ func TestObserveDecisions(t *testing.T) {
 // TestObserveNil checks that no Observer means no wrapper at all.
 func TestObserveNil(t *testing.T) {
 	ms := newMemstore(t, storetest.NewClock())
-	if s := store.Observe(ms, "memory", nil); s != store.Store(ms) {
-		t.Fatalf("Observe(s, name, nil) = %T, want s itself", s)
+	if s := observe.Wrap(ms, "memory", nil); s != store.Store(ms) {
+		t.Fatalf("Wrap(s, name, nil) = %T, want s itself", s)
 	}
-	if s := store.Observe(nil, "memory", &recorder{}); s != nil {
-		t.Fatalf("Observe(nil, ...) = %T, want nil", s)
+	if s := observe.Wrap(nil, "memory", &recorder{}); s != nil {
+		t.Fatalf("Wrap(nil, ...) = %T, want nil", s)
 	}
 }
 
-// TestObserveAllocs checks that observing allocates nothing per call: with
+// TestObserveAllocs checks that active allocates nothing per call: with
 // no Observer (the store itself), and with one that counts.
 func TestObserveAllocs(t *testing.T) {
 	ms := newMemstore(t, storetest.NewClock())
 	var n int
-	counting := store.ObserverFuncs{Decision: func(context.Context, store.Decision) { n++ }}
+	counting := observe.Funcs{Decision: func(context.Context, observe.Decision) { n++ }}
 	p := algo.PerSecond(1).Burst(1_000_000_000)
-	ctx := store.WithLabels(context.Background(), store.Labels{Route: "GET /", Policy: "api"})
+	ctx := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /", Policy: "api"})
 	for _, tc := range []struct {
 		name string
 		s    store.Store
-	}{{"no observer", store.Observe(ms, "memory", nil)}, {"counting observer", store.Observe(ms, "memory", counting)}} {
+	}{{"no observer", observe.Wrap(ms, "memory", nil)}, {"counting observer", observe.Wrap(ms, "memory", counting)}} {
 		if a := testing.AllocsPerRun(1000, func() { tc.s.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}) }); a != 0 {
 			t.Errorf("%s: Take allocates %v times per call, want 0", tc.name, a)
 		}
@@ -170,42 +171,42 @@ func TestObserveAllocs(t *testing.T) {
 // context values, and that a context without them has none.
 func TestLabels(t *testing.T) {
 	type k struct{}
-	l := store.Labels{Route: "GET /", Policy: "api", Policies: []string{"a", "b"}, Shadow: true}
-	ctx := context.WithValue(store.WithLabels(context.WithValue(context.Background(), k{}, 1), l), k{}, 2)
-	got, ok := store.LabelsFrom(ctx)
+	l := observe.Labels{Route: "GET /", Policy: "api", Policies: []string{"a", "b"}, Shadow: true}
+	ctx := context.WithValue(observe.WithLabels(context.WithValue(context.Background(), k{}, 1), l), k{}, 2)
+	got, ok := observe.LabelsFrom(ctx)
 	if !ok || got.Route != l.Route || got.Policy != l.Policy || len(got.Policies) != 2 || !got.Shadow {
 		t.Fatalf("LabelsFrom = %+v, %v, want %+v", got, ok, l)
 	}
 	if ctx.Value(k{}) != 2 {
 		t.Fatal("WithLabels hid another value")
 	}
-	if _, ok := store.LabelsFrom(context.Background()); ok {
+	if _, ok := observe.LabelsFrom(context.Background()); ok {
 		t.Fatal("LabelsFrom(Background) reports labels")
 	}
-	if !store.Observing() {
-		t.Fatal("Observing is false after Observe with an observer")
+	if !observe.Active() {
+		t.Fatal("Active is false after Wrap with an observer")
 	}
 }
 
-// BenchmarkObserve measures what observing adds to a memstore Take on one
-// hot key: nothing without an Observer (Observe returns the store), an
+// BenchmarkObserve measures what active adds to a memstore Take on one
+// hot key: nothing without an Observer (Wrap returns the store), an
 // interface call and a sampled clock reading with one that only counts,
 // and the context lookup with labels.
 func BenchmarkObserve(b *testing.B) {
 	ms := newMemstore(b, nil)
 	p := algo.PerSecond(1).Burst(1_000_000_000)
 	var n int
-	counting := store.ObserverFuncs{Decision: func(context.Context, store.Decision) { n++ }}
-	labelled := store.WithLabels(context.Background(), store.Labels{Route: "GET /", Policy: "api"})
+	counting := observe.Funcs{Decision: func(context.Context, observe.Decision) { n++ }}
+	labelled := observe.WithLabels(context.Background(), observe.Labels{Route: "GET /", Policy: "api"})
 	for _, bc := range []struct {
 		name string
 		s    store.Store
 		ctx  context.Context
 	}{
 		{"memstore", ms, context.Background()},
-		{"no observer", store.Observe(ms, "memory", nil), context.Background()},
-		{"counting", store.Observe(ms, "memory", counting), context.Background()},
-		{"counting labelled", store.Observe(ms, "memory", counting), labelled},
+		{"no observer", observe.Wrap(ms, "memory", nil), context.Background()},
+		{"counting", observe.Wrap(ms, "memory", counting), context.Background()},
+		{"counting labelled", observe.Wrap(ms, "memory", counting), labelled},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -216,25 +217,25 @@ func BenchmarkObserve(b *testing.B) {
 	}
 }
 
-// TestObserveCounts checks the counts Observe keeps for a DecisionCounter:
+// TestObserveCounts checks the counts Wrap keeps for a DecisionCounter:
 // exact under concurrent calls, by label set and outcome (a shadow limit's
 // denials apart), with every outcome present from a label set's first
 // decision; and that the Observer then receives only the timed calls and
 // the errors, marked Counted.
 func TestObserveCounts(t *testing.T) {
-	c := &obstest.Counter{}
-	s := store.Observe(newMemstore(t, storetest.NewClock()), "memory", c)
+	c := &observetest.Counter{}
+	s := observe.Wrap(newMemstore(t, storetest.NewClock()), "memory", c)
 	if c.Stores() != 1 {
 		t.Fatalf("CountDecisions called %d times, want once", c.Stores())
 	}
 	p := algo.PerHour(1).Burst(100)
 	bg := context.Background()
-	login := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "login"})
-	shadow := store.WithLabels(bg, store.Labels{Route: "POST /login", Policy: "login-v2", Shadow: true})
+	login := observe.WithLabels(bg, observe.Labels{Route: "POST /login", Policy: "login"})
+	shadow := observe.WithLabels(bg, observe.Labels{Route: "POST /login", Policy: "login-v2", Shadow: true})
 	// Route and policy built anew for each call: found by value, not by
 	// address.
 	built := func(i int) context.Context {
-		return store.WithLabels(bg, store.Labels{Route: strings.Repeat("GET /feed", 1+i%2)[:9], Policy: string([]byte("feed"))})
+		return observe.WithLabels(bg, observe.Labels{Route: strings.Repeat("GET /feed", 1+i%2)[:9], Policy: string([]byte("feed"))})
 	}
 	const goroutines, each = 8, 150 // per key: 100 admitted, 50 denied
 	var wg sync.WaitGroup
@@ -255,10 +256,10 @@ func TestObserveCounts(t *testing.T) {
 	}
 	const allowed, denied = goroutines * 100, goroutines * (each - 100)
 	want := map[[3]string][5]uint64{
-		{"memory", "login", "POST /login"}:    {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied, store.OutcomeError: 1},
-		{"memory", "login-v2", "POST /login"}: {store.OutcomeAllowed: allowed, store.OutcomeShadowDenied: denied},
-		{"memory", "feed", "GET /feed"}:       {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied},
-		{"memory", "", ""}:                    {store.OutcomeAllowed: allowed, store.OutcomeDenied: denied},
+		{"memory", "login", "POST /login"}:    {observe.OutcomeAllowed: allowed, observe.OutcomeDenied: denied, observe.OutcomeError: 1},
+		{"memory", "login-v2", "POST /login"}: {observe.OutcomeAllowed: allowed, observe.OutcomeShadowDenied: denied},
+		{"memory", "feed", "GET /feed"}:       {observe.OutcomeAllowed: allowed, observe.OutcomeDenied: denied},
+		{"memory", "", ""}:                    {observe.OutcomeAllowed: allowed, observe.OutcomeDenied: denied},
 	}
 	got := c.Tallies()
 	if len(got) != len(want) {
@@ -275,7 +276,7 @@ func TestObserveCounts(t *testing.T) {
 			t.Errorf("event %+v not marked Counted", d)
 		}
 		switch {
-		case d.Outcome == store.OutcomeError:
+		case d.Outcome == observe.OutcomeError:
 			errs++
 			if d.Policy != "login" || !errors.Is(d.Err, algo.ErrCostExceedsCapacity) {
 				t.Errorf("error event %+v", d)
@@ -297,13 +298,13 @@ func TestObserveCounts(t *testing.T) {
 // TestDecisionCountsAdd checks the counts an adapter keeps for decisions
 // it receives uncounted.
 func TestDecisionCountsAdd(t *testing.T) {
-	var dc store.DecisionCounts
-	for _, out := range []store.Outcome{store.OutcomeAllowed, store.OutcomeAllowed, store.OutcomeShadowDenied, 0, 9} {
-		dc.Add(store.Decision{Outcome: out, Store: "redis", Policy: "p", Route: "r"})
+	var dc observe.DecisionCounts
+	for _, out := range []observe.Outcome{observe.OutcomeAllowed, observe.OutcomeAllowed, observe.OutcomeShadowDenied, 0, 9} {
+		dc.Add(observe.Decision{Outcome: out, Store: "redis", Policy: "p", Route: "r"})
 	}
-	var got []store.Tally
-	dc.Each(func(t store.Tally) { got = append(got, t) })
-	want := store.Tally{Store: "redis", Policy: "p", Route: "r", N: [5]uint64{store.OutcomeAllowed: 2, store.OutcomeShadowDenied: 1}}
+	var got []observe.Tally
+	dc.Each(func(t observe.Tally) { got = append(got, t) })
+	want := observe.Tally{Store: "redis", Policy: "p", Route: "r", N: [5]uint64{observe.OutcomeAllowed: 2, observe.OutcomeShadowDenied: 1}}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("Each saw %+v, want %+v", got, want)
 	}

@@ -1,4 +1,4 @@
-package store
+package observe
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/internal/obscache"
+	"github.com/ratebucket/ratebucket/store"
 )
 
-// observing is set by the first Observe with an Observer.
-var observing atomic.Bool
+// active is set by the first Wrap with an Observer.
+var active atomic.Bool
 
-// Observing reports whether any store of this process has been given an
-// Observer with [Observe]. Entry points check it before they build
+// Active reports whether any store of this process has been given an
+// Observer with [Wrap]. Entry points check it before they build
 // [Labels], so that a process that observes nothing pays nothing.
-func Observing() bool { return observing.Load() }
+func Active() bool { return active.Load() }
 
 // Timing: see Decision.Latency.
 const (
@@ -30,10 +31,10 @@ const (
 // only the monotonic clock, half the cost of time.Now.
 var epoch = time.Now()
 
-// observed is the wrapper Observe returns, in a struct that shows exactly
+// observed is the wrapper Wrap returns, in a struct that shows exactly
 // the optional interfaces of the store it wraps (see wrap).
 type observed struct {
-	s     Store
+	s     store.Store
 	name  string
 	o     Observer
 	every uint32 // sampleOneIn; 1 in tests that time every call
@@ -56,13 +57,13 @@ const (
 	pushBit             // no counts: report every call
 )
 
-// Observe returns s reporting its calls to o: a [Decision] for every call
+// Wrap returns s reporting its calls to o: a [Decision] for every call
 // of an operation that decides (Take, TakeMulti, TakeAtMost, Reserve,
 // AcquireLease) and for every call of the others that fails, under the
 // store label name ("redis", "memory": a name from configuration). Labels
 // in the call's context ([WithLabels]) name the policy and route.
 //
-// The result is a Store and a [FailureReporter], for the calls that fail
+// The result is a store.Store and a [FailureReporter], for the calls that fail
 // above s; it changes no
 // answer, no error and no charge: Close closes s. Other methods of s's
 // concrete type (redisstore's Reset, say) are not reachable through it:
@@ -73,15 +74,15 @@ const (
 // and then, two readings of the monotonic clock (see Decision.Latency);
 // with a [DecisionCounter], an atomic addition instead of what o spends
 // and the interface call, but for the calls timed and the errors. Call
-// Observe once per store, when the program starts: a DecisionCounter
-// keeps every store's counts for as long as it lives. Observe the
+// Wrap once per store, when the program starts: a DecisionCounter
+// keeps every store's counts for as long as it lives. Wrap the
 // outermost store (a hybrid.Fallback rather than what it wraps): the
 // decisions it reports are the ones callers act on.
-func Observe(s Store, name string, o Observer) Store {
+func Wrap(s store.Store, name string, o Observer) store.Store {
 	if s == nil || o == nil {
 		return s
 	}
-	observing.Store(true)
+	active.Store(true)
 	w := &observed{s: s, name: name, o: o, every: sampleOneIn}
 	w.flags.Store(slowBit) // the first call is timed, and tells which kind s is
 	if dc, ok := o.(DecisionCounter); ok {
@@ -273,7 +274,7 @@ func (w *observed) counted(ctx context.Context, i int, allowed bool, err error) 
 	return err != nil
 }
 
-func (w *observed) Take(ctx context.Context, req Request) (algo.Result, error) {
+func (w *observed) Take(ctx context.Context, req store.Request) (algo.Result, error) {
 	cost := req.Cost
 	if !w.onlyCount() {
 		t0 := w.begin()
@@ -288,10 +289,10 @@ func (w *observed) Take(ctx context.Context, req Request) (algo.Result, error) {
 	return res, err
 }
 
-func (w *observed) TakeMulti(ctx context.Context, reqs []Request) (MultiResult, error) {
+func (w *observed) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
 	t0 := w.begin()
 	mr, err := w.s.TakeMulti(ctx, reqs)
-	if errors.Is(err, ErrNotTogether) {
+	if errors.Is(err, store.ErrNotTogether) {
 		// Not a decision: the caller takes the keys one by one, and
 		// those Takes are reported.
 		return mr, err
@@ -307,7 +308,7 @@ func (w *observed) TakeMulti(ctx context.Context, reqs []Request) (MultiResult, 
 
 // decider returns the index of the request that decided mr: the one that
 // denied, or the one closest to denying; 0 for an error.
-func decider(mr MultiResult) int {
+func decider(mr store.MultiResult) int {
 	if !mr.Allowed && mr.Denied >= 0 {
 		return mr.Denied
 	}
@@ -320,7 +321,7 @@ func decider(mr MultiResult) int {
 	return i
 }
 
-func (w *observed) TakeAtMost(ctx context.Context, req Request) (int64, algo.Result, error) {
+func (w *observed) TakeAtMost(ctx context.Context, req store.Request) (int64, algo.Result, error) {
 	n := req.Cost
 	if !w.onlyCount() {
 		t0 := w.begin()
@@ -335,7 +336,7 @@ func (w *observed) TakeAtMost(ctx context.Context, req Request) (int64, algo.Res
 	return g, res, err
 }
 
-func (w *observed) Reserve(ctx context.Context, req Request, maxWait time.Duration) (algo.Reservation, error) {
+func (w *observed) Reserve(ctx context.Context, req store.Request, maxWait time.Duration) (algo.Reservation, error) {
 	cost := req.Cost
 	if !w.onlyCount() {
 		t0 := w.begin()
@@ -364,7 +365,7 @@ func (w *observed) AcquireLease(ctx context.Context, key string, p algo.LeasePol
 	return res, err
 }
 
-func (w *observed) Refund(ctx context.Context, req Request) (algo.Result, error) {
+func (w *observed) Refund(ctx context.Context, req store.Request) (algo.Result, error) {
 	n := req.Cost
 	t0 := w.begin()
 	res, err := w.s.Refund(ctx, req)
@@ -372,7 +373,7 @@ func (w *observed) Refund(ctx context.Context, req Request) (algo.Result, error)
 	return res, err
 }
 
-func (w *observed) RefundMulti(ctx context.Context, reqs []Request) ([]algo.Result, error) {
+func (w *observed) RefundMulti(ctx context.Context, reqs []store.Request) ([]algo.Result, error) {
 	t0 := w.begin()
 	res, err := w.s.RefundMulti(ctx, reqs)
 	w.failed(ctx, OpRefundMulti, t0, 0, err)

@@ -1,0 +1,10 @@
+package observe_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the run if any goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
