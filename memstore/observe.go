@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
@@ -45,16 +44,10 @@ func (s *Store) CountTakes(rest store.Store, tap *observe.TakeTap) store.Store {
 	return &observedStore{v: &v, rest: r, tap: tap}
 }
 
-// fullStore is every interface observe.Wrap's wrapper of a Store shows.
+// fullStore is what observe.Wrap's wrapper of a Store shows.
 type fullStore interface {
 	store.Store
-	store.Store
-	store.Store
-	store.Store
-	store.Store
-	store.Store
 	observe.FailureReporter
-	io.Closer
 }
 
 // observedStore is a Store observed by a DecisionCounter: Takes through

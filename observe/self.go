@@ -17,8 +17,8 @@ import (
 // When [Wrap] wraps a SelfCounter for a DecisionCounter, it builds its
 // wrapper as for any store, then returns what CountTakes returns, given
 // that wrapper (rest) and a [TakeTap] of it. The returned store.Store must
-// implement exactly the optional interfaces rest does, each by calling
-// rest (so every other operation is reported as Wrap documents), and
+// answer every operation but Take by calling rest (so that each is
+// reported as Wrap documents), be a [FailureReporter] as rest is, and
 // Take as follows: when tap.Counting() is false, rest's Take (that call
 // is timed, and reported); otherwise the store's own Take, counted once,
 // either in one of the tap's slots (see TakeTap.Slot) or by tap.Count.

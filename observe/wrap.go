@@ -31,8 +31,7 @@ const (
 // only the monotonic clock, half the cost of time.Now.
 var epoch = time.Now()
 
-// observed is the wrapper Wrap returns, in a struct that shows exactly
-// the optional interfaces of the store it wraps (see wrap).
+// observed is the wrapper Wrap returns.
 type observed struct {
 	s     store.Store
 	name  string
