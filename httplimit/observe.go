@@ -8,7 +8,7 @@ import (
 )
 
 // The middleware reports its store calls through the observer contract of
-// package store: observe the Store (observe.Wrap(s, "redis", obs)) and
+// package observe: observe the Store (observe.Wrap(s, "redis", obs)) and
 // every decision comes with the request's route pattern and the deciding
 // limit's name, as observe.Labels. Config.Observer still receives an Event
 // per request, with the outcomes that are the middleware's own (skipped,

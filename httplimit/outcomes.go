@@ -229,7 +229,7 @@ type Event struct {
 // on the request's goroutine: keep it fast, and safe for simultaneous use.
 //
 // Metrics of the store calls come through the observer contract of package
-// store, as they do from every entry point: give the middleware a Store
+// observe, as they do from every entry point: give the middleware a Store
 // wrapped with observe.Wrap, and each decision reaches that observe.Observer
 // labelled with the request's route pattern and the deciding limit's name
 // (observe.Labels). The Observer here adds what only the middleware knows:

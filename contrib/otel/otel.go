@@ -1,5 +1,5 @@
 // Package otelobserver records ratebucket's observer contract (package
-// store) with OpenTelemetry metric instruments, from the
+// observe) with OpenTelemetry metric instruments, from the
 // metric.MeterProvider the caller passes:
 //
 //	ratebucket.decisions           Int64ObservableCounter result, policy, route, store

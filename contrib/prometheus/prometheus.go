@@ -1,5 +1,5 @@
 // Package promobserver exports ratebucket's observer contract (package
-// store) as Prometheus metrics:
+// observe) as Prometheus metrics:
 //
 //	ratebucket_decisions_total{result,policy,route,store}   counter
 //	ratebucket_store_latency_seconds{store}                 histogram
