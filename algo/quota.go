@@ -60,7 +60,7 @@ var ErrQuotaUnsupported = fmt.Errorf("algo: not an operation of a calendar quota
 //	algo.Quota(10_000, algo.Month, 0) // 10,000 a month, from the 1st, 00:00 UTC
 //
 // A quota is a Policy like a bucket's, and goes wherever one does: a
-// store.Request, a store.Limiter, a multi-limit take beside a burst limit
+// store.Request, a ratebucket.Limiter, a multi-limit take beside a burst limit
 // ("bursts of 100 at 2/s AND 10,000 a month", all charged or none) and
 // every store's TokenBucket.Take, where it is decided by the quota's own
 // math ([Policy.QuotaPeriod]): a request of cost c is admitted when the
