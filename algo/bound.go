@@ -80,7 +80,7 @@ func (b *DenyBound) Charge(cost int64) {
 	b.lo, b.hi, b.dmin, b.dtop = b.lo+need, b.hi+need, b.dmin+need, b.dtop+need
 }
 
-// LearnDenyBound returns the bound implied by res, the primary's answer to
+// DenyBound returns the bound implied by res, the primary's answer to
 // a request of cost under p (t0 is when that request started). charged tells whether the
 // primary charged the bucket (a single Take that was allowed, or a
 // multi-limit take that was allowed as a whole). An allowed result that was
@@ -88,7 +88,7 @@ func (b *DenyBound) Charge(cost int64) {
 // another bucket denied) describes the state after a charge that did not
 // happen, which store.MultiResult defines: the bounds are learnt from it and
 // moved down by cost·Unit. ok is false for results that do not fit p.
-func LearnDenyBound(p Policy, cost int64, res Result, charged bool) (b DenyBound, ok bool) {
+func (p Policy) DenyBound(cost int64, res Result, charged bool) (b DenyBound, ok bool) {
 	full, u, r := p.Capacity()*p.Unit(), p.Unit(), p.Refill()
 	if u == 0 || (!res.Allowed && charged) || res.Remaining < 0 || res.Remaining > p.Capacity() {
 		return DenyBound{}, false

@@ -23,7 +23,7 @@ func TestPropDenyBoundSound(t *testing.T) {
 		s := algo.State{Level: rapid.Int64Range(0, full).Draw(t, "level"), Stamp: t0 - rapid.Int64Range(0, min(t0, 1<<40)).Draw(t, "age")}
 		cost := rapid.Int64Range(0, p.Capacity()).Draw(t, "cost")
 		s, res := take(t, algo.TokenBucket{}, p, s, t0, cost)
-		b, ok := algo.LearnDenyBound(p, cost, res, res.Allowed)
+		b, ok := p.DenyBound(cost, res, res.Allowed)
 		if !ok {
 			t.Fatalf("LearnDenyBound refused a token bucket's own answer %+v", res)
 		}

@@ -89,12 +89,12 @@
 // # Leases: at most N in flight
 //
 // A rate limits how often; a [LeasePolicy] limits how many at once. A
-// holder acquires a lease ([AcquireLease]) before its work and releases it
-// ([ReleaseLease]) after; at most Limit leases of a key are live at once,
+// holder acquires a lease ([LeasePolicy.Acquire]) before its work and releases it
+// ([Leases.Release]) after; at most Limit leases of a key are live at once,
 // and a denial says when the earliest one expires. Every lease also
 // expires TTL after it was acquired, so a holder that crashes without
 // releasing frees its slot after at most TTL; one that works longer renews
-// its lease ([RenewLease]). Releasing a lease twice, or one that expired,
+// its lease ([LeasePolicy.Renew]). Releasing a lease twice, or one that expired,
 // is a no-op reported as such. The state ([Leases]) is a set of
 // ⟨expiry, id⟩ pairs, which Redis keeps as a sorted set. It keeps no time
 // of its own: each call is evaluated at the now it is given, so stores

@@ -2,37 +2,9 @@ package algo
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
-)
-
-// Errors of the concurrency limiter. Like the others of this package they
-// are sentinels: wrap them with %w and match them with [errors.Is].
-var (
-	// ErrInvalidLeasePolicy reports a LeasePolicy outside the documented
-	// bounds (see [LeasePolicy.Validate]), or the zero LeasePolicy.
-	ErrInvalidLeasePolicy = errors.New("algo: invalid lease policy")
-	// ErrInvalidLeaseID reports an empty lease id, or one longer than
-	// [MaxLeaseIDLen] bytes.
-	ErrInvalidLeaseID = errors.New("algo: invalid lease id")
-)
-
-// Bounds enforced by [LeasePolicy.Validate] and the lease functions.
-const (
-	// MaxLeaseLimit is the largest Limit a LeasePolicy may have. A call
-	// costs time linear in the key's live leases (see [AcquireLease]),
-	// and a key holds at most Limit of them.
-	MaxLeaseLimit = 1 << 16
-	// MaxLeaseTTL is the longest TTL a LeasePolicy may have. The TTL is
-	// how long a crashed holder keeps its slot; a holder that runs longer
-	// renews its lease ([RenewLease]) instead.
-	MaxLeaseTTL = 24 * time.Hour
-	// MaxLeaseIDLen is the longest lease id, in bytes. It bounds a key's
-	// memory with Limit: a 128-bit id in base32 (store.NewLeaseID) is 26
-	// bytes, a UUID 36.
-	MaxLeaseIDLen = 64
 )
 
 // LeasePolicy is the shape of a concurrency limit: at most Limit leases of
@@ -113,7 +85,7 @@ func (s Leases) Live(now int64) int {
 	return len(s) - i
 }
 
-// LeaseResult is the answer to one [AcquireLease].
+// LeaseResult is the answer to one [LeasePolicy.Acquire].
 type LeaseResult struct {
 	// Allowed reports whether the lease is held: a new lease was admitted,
 	// or the id already held a live one and it was renewed.
@@ -144,7 +116,7 @@ func CheckLeaseID(id string) error {
 	return nil
 }
 
-// AcquireLease asks for a lease with the given id on the key in state s at
+// Acquire asks for a lease with the given id on the key in state s at
 // time now (µs), under policy p. It returns the new state, which the store
 // must keep whether or not the lease was admitted, and the decision.
 //
@@ -174,7 +146,7 @@ func CheckLeaseID(id string) error {
 // ([ErrInvalidLeasePolicy]), id ([ErrInvalidLeaseID]) or time
 // ([ErrInvalidTime]: now outside [0, MaxTime − TTL]), or a state these
 // functions did not produce ([ErrInvalidState]).
-func AcquireLease(p LeasePolicy, s Leases, now int64, id string) (Leases, LeaseResult, error) {
+func (p LeasePolicy) Acquire(s Leases, now int64, id string) (Leases, LeaseResult, error) {
 	if err := checkLease(p, now, id); err != nil {
 		return s, LeaseResult{}, err
 	}
@@ -200,15 +172,15 @@ func AcquireLease(p LeasePolicy, s Leases, now int64, id string) (Leases, LeaseR
 	return s, res, nil
 }
 
-// ReleaseLease gives back the lease with the given id on the key in state s
+// Release gives back the lease with the given id on the key in state s
 // at time now (µs). It drops the leases expired at now (step 1 of
-// [AcquireLease]), then removes id's lease if it is among the rest, and
+// [LeasePolicy.Acquire]), then removes id's lease if it is among the rest, and
 // reports whether it was. Releasing an id that holds no live lease (never
 // acquired, already released, or expired) changes nothing else and reports
 // false: it is not an error. The error, with s unchanged, is for an invalid
 // id ([ErrInvalidLeaseID]), a time outside [0, [MaxTime]]
 // ([ErrInvalidTime]) or an invalid state ([ErrInvalidState]).
-func ReleaseLease(s Leases, now int64, id string) (Leases, bool, error) {
+func (s Leases) Release(now int64, id string) (Leases, bool, error) {
 	if err := checkIDTime(id, now, MaxTime); err != nil {
 		return s, false, err
 	}
@@ -219,15 +191,15 @@ func ReleaseLease(s Leases, now int64, id string) (Leases, bool, error) {
 	return slices.Delete(s, at, at+1), true, nil
 }
 
-// RenewLease extends the lease with the given id on the key in state s at
+// Renew extends the lease with the given id on the key in state s at
 // time now (µs) under policy p: it drops the leases expired at now (step 1
-// of [AcquireLease]), then, if id holds one of the rest, sets its expiry
+// of [LeasePolicy.Acquire]), then, if id holds one of the rest, sets its expiry
 // to now + TTL and reports true. A lease that has expired is not renewed
 // (its slot may be someone else's by now): the call reports false and the
 // holder must acquire again. Renewing is what a long-running holder does,
 // every fraction of a TTL, to keep a short TTL (fast recovery from a
-// crash) without losing its slot. Errors are those of [AcquireLease].
-func RenewLease(p LeasePolicy, s Leases, now int64, id string) (Leases, bool, error) {
+// crash) without losing its slot. Errors are those of [LeasePolicy.Acquire].
+func (p LeasePolicy) Renew(s Leases, now int64, id string) (Leases, bool, error) {
 	if err := checkLease(p, now, id); err != nil {
 		return s, false, err
 	}
@@ -238,7 +210,7 @@ func RenewLease(p LeasePolicy, s Leases, now int64, id string) (Leases, bool, er
 	return renew(s, at, now+p.TTL.Microseconds()), true, nil
 }
 
-// checkLease validates the arguments of AcquireLease and RenewLease.
+// checkLease validates the arguments of Acquire and Renew.
 func checkLease(p LeasePolicy, now int64, id string) error {
 	if err := p.Validate(); err != nil {
 		return err

@@ -145,19 +145,19 @@ func TestPropLeaseReference(t *testing.T) {
 			case 0, 1:
 				var res algo.LeaseResult
 				want := ref.acquire(p, now, id)
-				if s, res, err = algo.AcquireLease(p, s, now, id); err != nil || res != want {
+				if s, res, err = p.Acquire(s, now, id); err != nil || res != want {
 					t.Fatalf("AcquireLease(%v, %q) at %d = %+v, %v; reference %+v", p, id, now, res, err, want)
 				}
 			case 2, 3:
 				var ok bool
 				want := ref.release(now, id)
-				if s, ok, err = algo.ReleaseLease(s, now, id); err != nil || ok != want {
+				if s, ok, err = s.Release(now, id); err != nil || ok != want {
 					t.Fatalf("ReleaseLease(%q) at %d = %v, %v; reference %v", id, now, ok, err, want)
 				}
 			default:
 				var ok bool
 				want := ref.renew(p, now, id)
-				if s, ok, err = algo.RenewLease(p, s, now, id); err != nil || ok != want {
+				if s, ok, err = p.Renew(s, now, id); err != nil || ok != want {
 					t.Fatalf("RenewLease(%v, %q) at %d = %v, %v; reference %v", p, id, now, ok, err, want)
 				}
 			}
@@ -182,13 +182,13 @@ func TestPropLeaseRetryAfter(t *testing.T) {
 		var err error
 		for i := range rapid.IntRange(0, 20).Draw(t, "ops") {
 			now = min(now+drawLeaseStep(t, p, s, now), algo.MaxTime-p.TTL.Microseconds())
-			if s, _, err = algo.AcquireLease(p, s, now, fmt.Sprint("h", i)); err != nil {
+			if s, _, err = p.Acquire(s, now, fmt.Sprint("h", i)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var res algo.LeaseResult
 		for i := 0; i == 0 || res.Allowed; i++ { // fill at a frozen clock
-			if s, res, err = algo.AcquireLease(p, s, now, fmt.Sprint("fill", i)); err != nil {
+			if s, res, err = p.Acquire(s, now, fmt.Sprint("fill", i)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -199,11 +199,11 @@ func TestPropLeaseRetryAfter(t *testing.T) {
 		if now+ra > algo.MaxTime-p.TTL.Microseconds() {
 			return // no acquire is valid that late (its lease would expire past MaxTime)
 		}
-		_, early, err := algo.AcquireLease(p, slices.Clone(s), now+ra-1, "late")
+		_, early, err := p.Acquire(slices.Clone(s), now+ra-1, "late")
 		if err != nil || early.Allowed || early.RetryAfter != time.Microsecond {
 			t.Fatalf("acquire 1µs before RetryAfter %v: %+v, %v; want denied with RetryAfter 1µs", res.RetryAfter, early, err)
 		}
-		_, onTime, err := algo.AcquireLease(p, s, now+ra, "late")
+		_, onTime, err := p.Acquire(s, now+ra, "late")
 		if err != nil || !onTime.Allowed {
 			t.Fatalf("acquire at RetryAfter %v: %+v, %v; want admitted", res.RetryAfter, onTime, err)
 		}
@@ -245,16 +245,16 @@ func TestLeaseSteps(t *testing.T) {
 		var err error
 		switch st.op {
 		case "acquire":
-			s, res, err = algo.AcquireLease(p, s, st.at, st.id)
+			s, res, err = p.Acquire(s, st.at, st.id)
 			ok = res.Allowed
 			want := algo.LeaseResult{Allowed: st.ok, Limit: 2, Remaining: st.left, RetryAfter: time.Duration(st.retryUS) * time.Microsecond}
 			if err == nil && res != want {
 				t.Fatalf("%s: AcquireLease(%q) = %+v, want %+v", st.name, st.id, res, want)
 			}
 		case "release":
-			s, ok, err = algo.ReleaseLease(s, st.at, st.id)
+			s, ok, err = s.Release(st.at, st.id)
 		case "renew":
-			s, ok, err = algo.RenewLease(p, s, st.at, st.id)
+			s, ok, err = p.Renew(s, st.at, st.id)
 		}
 		if err != nil || ok != st.ok {
 			t.Fatalf("%s: %s(%q) = %v, %v; want %v", st.name, st.op, st.id, ok, err, st.ok)
@@ -306,15 +306,15 @@ func TestLeaseErrors(t *testing.T) {
 				call func(s algo.Leases) (algo.Leases, error)
 			}{
 				{"AcquireLease", func(s algo.Leases) (algo.Leases, error) {
-					s, _, err := algo.AcquireLease(tc.p, s, tc.now, tc.id)
+					s, _, err := tc.p.Acquire(s, tc.now, tc.id)
 					return s, err
 				}},
 				{"RenewLease", func(s algo.Leases) (algo.Leases, error) {
-					s, _, err := algo.RenewLease(tc.p, s, tc.now, tc.id)
+					s, _, err := tc.p.Renew(s, tc.now, tc.id)
 					return s, err
 				}},
 				{"ReleaseLease", func(s algo.Leases) (algo.Leases, error) {
-					s, _, err := algo.ReleaseLease(s, tc.now, tc.id)
+					s, _, err := s.Release(tc.now, tc.id)
 					return s, err
 				}},
 			}
@@ -345,7 +345,7 @@ func TestLeasePolicyBounds(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%v: %v, want valid", p, err)
 		}
-		if _, res, err := algo.AcquireLease(p, nil, algo.MaxTime-p.TTL.Microseconds(), strings.Repeat("i", algo.MaxLeaseIDLen)); err != nil || !res.Allowed {
+		if _, res, err := p.Acquire(nil, algo.MaxTime-p.TTL.Microseconds(), strings.Repeat("i", algo.MaxLeaseIDLen)); err != nil || !res.Allowed {
 			t.Errorf("%v: AcquireLease at the latest time with the longest id = %+v, %v", p, res, err)
 		}
 	}
@@ -362,13 +362,13 @@ func TestLeaseAllocs(t *testing.T) {
 	s := make(algo.Leases, 0, p.Limit)
 	for i := range ids {
 		ids[i] = fmt.Sprint("lease-", i)
-		s, _, _ = algo.AcquireLease(p, s, t0, ids[i])
+		s, _, _ = p.Acquire(s, t0, ids[i])
 	}
 	now, i := t0, 0
 	allocs := testing.AllocsPerRun(1000, func() {
 		now++
-		s, _, _ = algo.ReleaseLease(s, now, ids[i])
-		s, _, _ = algo.AcquireLease(p, s, now, ids[i])
+		s, _, _ = s.Release(now, ids[i])
+		s, _, _ = p.Acquire(s, now, ids[i])
 		i = (i + 1) % len(ids)
 	})
 	if allocs != 0 {
@@ -386,14 +386,14 @@ func BenchmarkLease(b *testing.B) {
 			var s algo.Leases
 			for i := range ids {
 				ids[i] = fmt.Sprintf("%026d", i)
-				s, _, _ = algo.AcquireLease(p, s, t0, ids[i])
+				s, _, _ = p.Acquire(s, t0, ids[i])
 			}
 			now, i := t0, 0
 			b.ReportAllocs()
 			for b.Loop() {
 				now++
-				s, _, _ = algo.ReleaseLease(s, now, ids[i]) // the oldest
-				s, _, _ = algo.AcquireLease(p, s, now, ids[i])
+				s, _, _ = s.Release(now, ids[i]) // the oldest
+				s, _, _ = p.Acquire(s, now, ids[i])
 				if i++; i == n {
 					i = 0
 				}
@@ -405,13 +405,13 @@ func BenchmarkLease(b *testing.B) {
 // Two leases in flight at most: a third holder is told when the earliest
 // lease expires; a release frees a slot at once; a crashed holder's lease
 // frees its slot at its expiry.
-func ExampleAcquireLease() {
+func ExampleLeasePolicy_Acquire() {
 	p := algo.LeasePolicy{Limit: 2, TTL: 30 * time.Second}
 	var s algo.Leases // a key with no leases
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	show := func(id string) {
 		var res algo.LeaseResult
-		s, res, _ = algo.AcquireLease(p, s, now, id)
+		s, res, _ = p.Acquire(s, now, id)
 		fmt.Printf("acquire %s: allowed=%v remaining=%d retry after %v\n", id, res.Allowed, res.Remaining, res.RetryAfter)
 	}
 	show("a")
@@ -419,9 +419,9 @@ func ExampleAcquireLease() {
 	show("b")
 	show("c")
 	var ok bool
-	s, ok, _ = algo.ReleaseLease(s, now, "b")
+	s, ok, _ = s.Release(now, "b")
 	fmt.Println("release b:", ok)
-	s, ok, _ = algo.ReleaseLease(s, now, "b")
+	s, ok, _ = s.Release(now, "b")
 	fmt.Println("release b again:", ok)
 	show("c")
 	now += 20e6 // a never released: its lease expires at 30s

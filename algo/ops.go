@@ -1,7 +1,6 @@
 package algo
 
 import (
-	"errors"
 	"time"
 )
 
@@ -11,11 +10,6 @@ import (
 // its steps 1 and 2 (time never runs backwards; refill), works on the same
 // State, and keeps Take's bounds: every number the Lua twin would form is
 // an integer of at most 2^53 (see tokenbucket.go and each function).
-
-// ErrInvalidReservation reports a Reservation passed to
-// [TokenBucket.Cancel] that no Reserve under that policy could have
-// returned (negative units or time, or more units than two full buckets).
-var ErrInvalidReservation = errors.New("algo: invalid reservation")
 
 // Reservation is the answer to [TokenBucket.Reserve].
 type Reservation struct {

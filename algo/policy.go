@@ -1,50 +1,9 @@
 package algo
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
-)
-
-// Errors returned by this package. They are sentinel values: wrap them with
-// %w and match them with [errors.Is].
-var (
-	// ErrInvalidPolicy reports a Policy outside the documented bounds, or
-	// the zero Policy.
-	ErrInvalidPolicy = errors.New("algo: invalid policy")
-	// ErrInvalidCost reports a negative cost.
-	ErrInvalidCost = errors.New("algo: invalid cost")
-	// ErrCostExceedsCapacity reports a cost larger than the bucket's
-	// capacity: such a request can never be admitted, so it is an error
-	// rather than a denial with an infinite retry-after.
-	ErrCostExceedsCapacity = errors.New("algo: cost exceeds capacity")
-	// ErrInvalidTime reports a time outside [0, MaxTime].
-	ErrInvalidTime = errors.New("algo: time out of range")
-	// ErrInvalidState reports a State that no Take could have produced,
-	// such as a negative stamp or count. Stores that read state from
-	// outside the process (Redis) return it for garbage they find.
-	ErrInvalidState = errors.New("algo: invalid state")
-)
-
-// Bounds enforced by [Policy.Validate] and [TokenBucket.Take].
-const (
-	// MaxCapacity is the largest capacity a Policy may have. A burst
-	// also needs capacity × (µs per token, in lowest terms) ≤ [MaxLevel]:
-	// MaxCapacity itself needs at most 4503 µs per token in lowest terms
-	// (PerSecond(1000) has 1000); at 1 per second the largest burst is
-	// 4,503,599,627. Validate's error gives the largest at the rate.
-	MaxCapacity = 1_000_000_000_000
-	// MaxLevel bounds Capacity·Unit and Refill, so that every intermediate
-	// of the token-bucket math stays below 2^53 (see tokenbucket.go).
-	MaxLevel = 1 << 52
-	// MaxTime is the largest time, in microseconds since the Unix epoch,
-	// that Take accepts (2^53-1 µs, about the year 2255).
-	MaxTime = 1<<53 - 1
-	// MaxPeriod is the longest period a Rate may have.
-	MaxPeriod = 366 * 24 * time.Hour
-	// MaxPerSecond is the highest rate, in tokens per second.
-	MaxPerSecond = 1_000_000_000
 )
 
 // Rate is a refill rate: Tokens tokens every Period. The rate is continuous:

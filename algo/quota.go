@@ -1,7 +1,6 @@
 package algo
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -35,22 +34,6 @@ func (c CalendarPeriod) String() string {
 	return fmt.Sprintf("CalendarPeriod(%d)", uint8(c))
 }
 
-// MaxQuotaOffset bounds the offset of a quota's calendar from UTC: it lies
-// strictly between -MaxQuotaOffset and MaxQuotaOffset.
-const MaxQuotaOffset = 24 * time.Hour
-
-// ErrInvalidQuota reports a quota outside its bounds: n outside
-// [1, MaxCapacity], an unknown CalendarPeriod, or an offset that is not a
-// whole number of seconds strictly within ±24h. It wraps ErrInvalidPolicy,
-// so errors.Is matches either.
-var ErrInvalidQuota = fmt.Errorf("%w: bad quota", ErrInvalidPolicy)
-
-// ErrQuotaUnsupported reports an operation that a calendar quota does not
-// have: a quota is taken from (TokenBucket.Take, alone or in a multi-limit
-// take) and refunded (TokenBucket.Refund), not partly granted, reserved,
-// rebased or windowed.
-var ErrQuotaUnsupported = fmt.Errorf("algo: not an operation of a calendar quota: %w", errors.ErrUnsupported)
-
 // Quota returns the Policy of a calendar quota: at most n tokens in each
 // calendar period (a day, a week from Monday, a month from the 1st), whose
 // count resets to zero at the period's first instant in UTC shifted by
@@ -73,8 +56,8 @@ var ErrQuotaUnsupported = fmt.Errorf("algo: not an operation of a calendar quota
 // period's end, its count read as at most the new n.
 //
 // The result may be invalid: [Policy.Validate] says why (an error wrapping
-// [ErrInvalidQuota]), and every Take with it returns that error. Use
-// [NewQuota] to get the error at once. The partial-grant and reservation
+// [ErrInvalidQuota]), and every Take with it returns that error: call
+// Validate to get it at once. The partial-grant and reservation
 // operations of TokenBucket, and the window algorithms, return
 // [ErrQuotaUnsupported] for a quota.
 func Quota(n int64, period CalendarPeriod, offset time.Duration) Policy {
@@ -83,13 +66,6 @@ func Quota(n int64, period CalendarPeriod, offset time.Duration) Policy {
 		code = reason << 2 // kind 0: invalid, with why
 	}
 	return Policy{capacity: n, refill: -code}
-}
-
-// NewQuota returns [Quota](n, period, offset), or an error wrapping
-// [ErrInvalidQuota] (and so [ErrInvalidPolicy]).
-func NewQuota(n int64, period CalendarPeriod, offset time.Duration) (Policy, error) {
-	p := Quota(n, period, offset)
-	return p, p.Validate()
 }
 
 // Reasons a quota is invalid, kept in an invalid quota's code.

@@ -105,9 +105,10 @@ func drawQuota(t *rapid.T) (algo.Policy, algo.CalendarPeriod, time.Duration) {
 		offset = time.Duration(rapid.Int64Range(-86399, 86399).Draw(t, "offsetSeconds")) * time.Second
 	}
 	n := rapid.Int64Range(1, algo.MaxCapacity).Draw(t, "n")
-	p, err := algo.NewQuota(n, period, offset)
+	p := algo.Quota(n, period, offset)
+	err := p.Validate()
 	if err != nil {
-		t.Fatalf("NewQuota(%d, %v, %v): %v", n, period, offset, err)
+		t.Fatalf("Quota(%d, %v, %v): %v", n, period, offset, err)
 	}
 	return p, period, offset
 }
@@ -213,9 +214,10 @@ func TestQuotaErrors(t *testing.T) {
 		{1, algo.Day, -24 * time.Hour},
 		{1, algo.Day, time.Millisecond},
 	} {
-		p, err := algo.NewQuota(c.n, c.period, c.offset)
+		p := algo.Quota(c.n, c.period, c.offset)
+		err := p.Validate()
 		if !errors.Is(err, algo.ErrInvalidQuota) || !errors.Is(err, algo.ErrInvalidPolicy) {
-			t.Errorf("NewQuota(%d, %v, %v) = %v, want ErrInvalidQuota", c.n, c.period, c.offset, err)
+			t.Errorf("Quota(%d, %v, %v) = %v, want ErrInvalidQuota", c.n, c.period, c.offset, err)
 		}
 		if _, _, err := (algo.TokenBucket{}).Take(p, algo.State{}, 0, 0); !errors.Is(err, algo.ErrInvalidQuota) {
 			t.Errorf("Take with %v = %v, want ErrInvalidQuota", p, err)

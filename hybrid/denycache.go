@@ -55,7 +55,7 @@ type DenyCacheConfig struct {
 	ClockMargin time.Duration
 	// Observer, when set, receives an observe.DenyCacheHit for each request
 	// denied without a call to the primary, labelled with Name (default
-	// DefaultDenyCacheName) and the call's observe.Labels. Observe the
+	// "denycache") and the call's observe.Labels. Observe the
 	// decisions themselves with observe.Wrap around the outermost store.
 	Observer observe.Observer
 	Name     string
@@ -155,7 +155,7 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 		margin:  margin,
 		track:   track,
 		cache:   newBoundCache(cfg.Size, min(cfg.Shards, cfg.Size)),
-		obs:     newObserver(cfg.Observer, cfg.Name, DefaultDenyCacheName),
+		obs:     newObserver(cfg.Observer, cfg.Name, defaultDenyCacheName),
 
 		refunded: cfg.Refunded,
 	}

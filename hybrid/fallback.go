@@ -106,7 +106,7 @@ type FallbackConfig struct {
 	// Fallback.State but not Take or TakeMulti.
 	OnStateChange func(from, to State)
 	// Observer, when set, receives an observe.BreakerChange after each state
-	// change, labelled with Name (default DefaultFallbackName), before
+	// change, labelled with Name (default "fallback"), before
 	// OnStateChange is called.
 	Observer observe.Observer
 	Name     string
@@ -198,7 +198,7 @@ func NewFallback(primary, local store.Store, cfg FallbackConfig) (*Fallback, err
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f := &Fallback{primary: primary, local: local, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, DefaultFallbackName)}
+	f := &Fallback{primary: primary, local: local, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, defaultFallbackName)}
 	f.br.cfg = cfg
 	f.br.windowStart = cfg.Clock.Now()
 	f.br.notify = f.report

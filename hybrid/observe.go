@@ -9,8 +9,8 @@ import (
 // Default names of the components in their events, for a Config without
 // Name.
 const (
-	DefaultDenyCacheName = "denycache"
-	DefaultFallbackName  = "fallback"
+	defaultDenyCacheName = "denycache"
+	defaultFallbackName  = "fallback"
 )
 
 // observer reports a component's events to an observe.Observer under its

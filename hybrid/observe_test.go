@@ -104,9 +104,9 @@ func TestObserveDenyCacheHits(t *testing.T) {
 		t.Fatalf("down: %+v %v, want the cache's denial", res, err)
 	}
 	want := []observe.DenyCacheHit{
-		{Store: hybrid.DefaultDenyCacheName, Policy: "login", Route: "POST /login"},
-		{Store: hybrid.DefaultDenyCacheName, Policy: "login", Route: "GET /feed"},
-		{Store: hybrid.DefaultDenyCacheName, Policy: "login", Route: "POST /login"},
+		{Store: "denycache", Policy: "login", Route: "POST /login"},
+		{Store: "denycache", Policy: "login", Route: "GET /feed"},
+		{Store: "denycache", Policy: "login", Route: "POST /login"},
 	}
 	if len(ev.hits) != len(want) {
 		t.Fatalf("hits %+v, want %+v", ev.hits, want)

@@ -49,7 +49,7 @@ func (s *Store) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy
 		le = &leaseKey{}
 		l = le.set.one[:0]
 	}
-	l, res, err := algo.AcquireLease(p, l, now, id)
+	l, res, err := p.Acquire(l, now, id)
 	if err != nil {
 		sh.mu.Unlock()
 		return algo.LeaseResult{}, fmt.Errorf("memstore: %w", err)
@@ -65,7 +65,7 @@ func (s *Store) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy
 // those of AcquireLease but the policy's.
 func (s *Store) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
 	return s.changeLease(ctx, key, id, func(l algo.Leases, now int64) (algo.Leases, bool, error) {
-		return algo.ReleaseLease(l, now, id)
+		return l.Release(now, id)
 	})
 }
 
@@ -74,7 +74,7 @@ func (s *Store) ReleaseLease(ctx context.Context, key, id string) (bool, error) 
 // AcquireLease.
 func (s *Store) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
 	return s.changeLease(ctx, key, id, func(l algo.Leases, now int64) (algo.Leases, bool, error) {
-		return algo.RenewLease(p, l, now, id)
+		return p.Renew(l, now, id)
 	})
 }
 

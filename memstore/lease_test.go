@@ -120,14 +120,14 @@ func TestLeaseBounded(t *testing.T) {
 			id := fmt.Sprint(rapid.IntRange(0, 3).Draw(t, "id"))
 			if rapid.IntRange(0, 2).Draw(t, "release") == 0 {
 				var want bool
-				if ref[key], want, err = algo.ReleaseLease(ref[key], now, id); err != nil {
+				if ref[key], want, err = ref[key].Release(now, id); err != nil {
 					t.Fatal(err)
 				}
 				if got := release(t, s, key, id); got != want {
 					t.Fatalf("ReleaseLease(%q, %q) = %v, reference %v", key, id, got, want)
 				}
 			} else {
-				next, want, err := algo.AcquireLease(p, clone(ref[key]), now, id)
+				next, want, err := p.Acquire(clone(ref[key]), now, id)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -82,12 +82,12 @@ func TestLeaseServerClockMatchesAlgo(t *testing.T) {
 					var res algo.LeaseResult
 					switch op {
 					case redisstore.OpAcquire:
-						want, res, err = algo.AcquireLease(p, want, now, id)
+						want, res, err = p.Acquire(want, now, id)
 						ok = res.Allowed
 					case redisstore.OpRelease:
-						want, ok, err = algo.ReleaseLease(want, now, id)
+						want, ok, err = want.Release(now, id)
 					default:
-						want, ok, err = algo.RenewLease(p, want, now, id)
+						want, ok, err = p.Renew(want, now, id)
 					}
 					if err != nil {
 						rt.Fatal(err)

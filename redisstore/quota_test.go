@@ -58,9 +58,10 @@ func multiReply(t *rapid.T, v any, n int) (int64, bool, []algo.Result) {
 
 // drawQuota draws a valid quota of at most 10 per period.
 func drawQuota(t *rapid.T) algo.Policy {
-	p, err := algo.NewQuota(rapid.Int64Range(1, 10).Draw(t, "n"),
+	p := algo.Quota(rapid.Int64Range(1, 10).Draw(t, "n"),
 		algo.CalendarPeriod(rapid.IntRange(1, 3).Draw(t, "period")),
 		time.Duration(rapid.Int64Range(-86399, 86399).Draw(t, "offset s"))*time.Second)
+	err := p.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func (m *leaseModel) acquire(t *rapid.T, k *leaseKey, id string) algo.LeaseResul
 	liveBefore, held := k.live(now), k.ledger[id] > now
 	var want algo.LeaseResult
 	var err error
-	if k.ref, want, err = algo.AcquireLease(k.p, k.ref, now, id); err != nil {
+	if k.ref, want, err = k.p.Acquire(k.ref, now, id); err != nil {
 		t.Fatalf("reference AcquireLease(%v, %q) at %d: %v", k.p, id, now, err)
 	}
 	got, err := m.l.AcquireLease(context.Background(), k.key, k.p, id)
@@ -168,7 +168,7 @@ func (m *leaseModel) Release(t *rapid.T) {
 	id, now := m.drawKnown(t, k), m.now()
 	var want bool
 	var err error
-	if k.ref, want, err = algo.ReleaseLease(k.ref, now, id); err != nil {
+	if k.ref, want, err = k.ref.Release(now, id); err != nil {
 		t.Fatalf("reference ReleaseLease(%q): %v", id, err)
 	}
 	got, err := m.l.ReleaseLease(context.Background(), k.key, id)
@@ -186,7 +186,7 @@ func (m *leaseModel) Renew(t *rapid.T) {
 	id, now := m.drawKnown(t, k), m.now()
 	var want bool
 	var err error
-	if k.ref, want, err = algo.RenewLease(k.p, k.ref, now, id); err != nil {
+	if k.ref, want, err = k.p.Renew(k.ref, now, id); err != nil {
 		t.Fatalf("reference RenewLease(%q): %v", id, err)
 	}
 	got, err := m.l.RenewLease(context.Background(), k.key, k.p, id)
@@ -274,7 +274,7 @@ func (m *leaseModel) Check(t *rapid.T) {
 func (m *leaseModel) release(t *rapid.T, k *leaseKey, id string) {
 	now := m.now()
 	var err error
-	if k.ref, _, err = algo.ReleaseLease(k.ref, now, id); err != nil {
+	if k.ref, _, err = k.ref.Release(now, id); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := m.l.ReleaseLease(context.Background(), k.key, id); err != nil || !got {

@@ -54,7 +54,7 @@ func (s *mapStore) lease(ctx context.Context, key, id string, op func(algo.Lease
 func (s *mapStore) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (res algo.LeaseResult, err error) {
 	p = s.mutate(p)
 	err = s.lease(ctx, key, id, func(l algo.Leases, now int64) (algo.Leases, error) {
-		l, res, err = algo.AcquireLease(p, l, now, id)
+		l, res, err = p.Acquire(l, now, id)
 		return l, err
 	})
 	return res, err
@@ -62,7 +62,7 @@ func (s *mapStore) AcquireLease(ctx context.Context, key string, p algo.LeasePol
 
 func (s *mapStore) ReleaseLease(ctx context.Context, key, id string) (ok bool, err error) {
 	err = s.lease(ctx, key, id, func(l algo.Leases, now int64) (algo.Leases, error) {
-		l, ok, err = algo.ReleaseLease(l, now, id)
+		l, ok, err = l.Release(now, id)
 		return l, err
 	})
 	return ok || err == nil && s.mutant == "release always reports true", err
@@ -71,7 +71,7 @@ func (s *mapStore) ReleaseLease(ctx context.Context, key, id string) (ok bool, e
 func (s *mapStore) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (ok bool, err error) {
 	p = s.mutate(p)
 	err = s.lease(ctx, key, id, func(l algo.Leases, now int64) (algo.Leases, error) {
-		l, ok, err = algo.RenewLease(p, l, now, id)
+		l, ok, err = p.Renew(l, now, id)
 		return l, err
 	})
 	return ok, err

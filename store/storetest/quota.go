@@ -43,7 +43,8 @@ func genQuota(t *rapid.T, label string) algo.Policy {
 	case 2:
 		off = time.Duration(rapid.Int64Range(-86399, 86399).Draw(t, label+"offset s")) * time.Second
 	}
-	p, err := algo.NewQuota(rapid.Int64Range(1, 20).Draw(t, label+"n"), period, off)
+	p := algo.Quota(rapid.Int64Range(1, 20).Draw(t, label+"n"), period, off)
+	err := p.Validate()
 	if err != nil {
 		t.Fatalf("generated quota: %v", err)
 	}
