@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,10 +133,7 @@ func testContext(t *testing.T, e *env) {
 
 // testClose: after Close every call fails with store.ErrClosed.
 func testClose(t *testing.T, e *env) {
-	c, ok := e.s.(io.Closer)
-	if !ok {
-		t.Skip("store does not implement io.Closer")
-	}
+	c := e.s
 	p := algo.PerSecond(1).Burst(5)
 	key := e.key()
 	e.take(t, key, p, 1)
@@ -150,11 +146,9 @@ func testClose(t *testing.T, e *env) {
 	if res, err := e.s.Take(context.Background(), store.Request{Key: e.key(), Policy: p, Cost: 0}); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("peek of a new key after Close = %+v, %v; want store.ErrClosed", res, err)
 	}
-	if m, ok := e.s.(store.Store); ok {
-		reqs := []store.Request{{Key: key, Policy: p, Cost: 1}}
-		if res, err := m.TakeMulti(context.Background(), reqs); !errors.Is(err, store.ErrClosed) {
-			t.Fatalf("TakeMulti after Close = %+v, %v; want store.ErrClosed", res, err)
-		}
+	reqs := []store.Request{{Key: key, Policy: p, Cost: 1}}
+	if res, err := e.s.TakeMulti(context.Background(), reqs); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("TakeMulti after Close = %+v, %v; want store.ErrClosed", res, err)
 	}
 	if err := c.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("second Close: %v, want nil or store.ErrClosed", err)

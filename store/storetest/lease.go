@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"maps"
 	"slices"
@@ -20,12 +19,9 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// testLeases checks store.Store, when the store implements it.
+// testLeases checks the leases.
 func testLeases(t *testing.T, e *env) {
-	l, ok := e.s.(store.Store)
-	if !ok {
-		t.Skip("store does not implement store.Store (concurrency leases): nothing to check")
-	}
+	l := e.s
 	t.Run("model", func(t *testing.T) { testLeaseModel(t, e, l) })
 	t.Run("concurrent", func(t *testing.T) { testLeaseConcurrent(t, e, l) })
 	t.Run("namespace", func(t *testing.T) { testLeaseNamespace(t, e, l) })
@@ -461,10 +457,7 @@ func testLeaseBadInput(t *testing.T, e *env, l store.Store) {
 
 // testLeaseClose: after Close every lease call fails with store.ErrClosed.
 func testLeaseClose(t *testing.T, e *env, l store.Store) {
-	c, ok := e.s.(io.Closer)
-	if !ok {
-		t.Skip("store does not implement io.Closer")
-	}
+	c := e.s
 	p, key := algo.LeasePolicy{Limit: 1, TTL: time.Minute}, e.key()
 	leaseOK(t, l, key, p, "a")
 	if err := c.Close(); err != nil {

@@ -14,12 +14,9 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// testMulti checks store.Store, when the store implements it.
+// testMulti checks TakeMulti.
 func testMulti(t *testing.T, e *env) {
-	m, ok := e.s.(store.Store)
-	if !ok {
-		t.Skip("store does not implement store.Store")
-	}
+	m := e.s
 	t.Run("reference", func(t *testing.T) { testMultiReference(t, e, m) })
 	t.Run("concurrent", func(t *testing.T) { testMultiConcurrent(t, e, m) })
 	t.Run("duplicate key", func(t *testing.T) { testMultiDuplicate(t, e, m) })

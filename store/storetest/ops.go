@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -16,10 +15,8 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// The checks of the operations around a take: Refund (store.Store),
-// TakeAtMost (store.Store) and Reserve (store.Store). Each is
-// skipped, with a message, for a store that does not implement its
-// interface.
+// The checks of the operations around a take: Refund, TakeAtMost and
+// Reserve. A store that answers one with store.ErrUnsupported fails.
 
 // apply applies one algo.TokenBucket operation, f, to the reference
 // bucket at now.
@@ -77,24 +74,20 @@ func (e *env) interleave(t *testing.T, name string, op func(t *rapid.T, key stri
 	})
 }
 
-// skipUnsupported skips t when a store that has the method op answers
-// it with store.ErrUnsupported: a wrapper (hybrid's) over a store
-// without the operation, or a store configured with another algorithm.
-func skipUnsupported(t *testing.T, op string, err error) {
+// mustSupport fails t when the store answers op with
+// store.ErrUnsupported: every backend implements every operation.
+func mustSupport(t *testing.T, op string, err error) {
 	t.Helper()
 	if errors.Is(err, store.ErrUnsupported) {
-		t.Skipf("%s answers store.ErrUnsupported: nothing to check (%v)", op, err)
+		t.Fatalf("%s answers store.ErrUnsupported: every backend implements every operation (%v)", op, err)
 	}
 }
 
-// testRefund checks store.Store, when the store implements it.
+// testRefund checks Refund and RefundMulti.
 func testRefund(t *testing.T, e *env) {
-	rf, ok := e.s.(store.Store)
-	if !ok {
-		t.Skip("store does not implement store.Store (refunds): nothing to check")
-	}
+	rf := e.s
 	_, err := rf.Refund(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
-	skipUnsupported(t, "Refund", err)
+	mustSupport(t, "Refund", err)
 	t.Run("reference", func(t *testing.T) {
 		// Takes, peeks and refunds of any size on one key match the
 		// reference, and a refund never raises the bucket above capacity.
@@ -259,14 +252,11 @@ func testOpBadInput(t *testing.T, e *env, name string, op func(ctx context.Conte
 	}
 }
 
-// testTakeAtMost checks store.Store, when the store implements it.
+// testTakeAtMost checks TakeAtMost.
 func testTakeAtMost(t *testing.T, e *env) {
-	am, ok := e.s.(store.Store)
-	if !ok {
-		t.Skip("store does not implement store.Store (partial grants): nothing to check")
-	}
+	am := e.s
 	_, _, err := am.TakeAtMost(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
-	skipUnsupported(t, "TakeAtMost", err)
+	mustSupport(t, "TakeAtMost", err)
 	t.Run("reference", func(t *testing.T) {
 		// Partial grants, takes and peeks on one key match the
 		// reference, grants included.
@@ -395,14 +385,11 @@ func genWait(t *rapid.T, p algo.Policy) time.Duration {
 	).Draw(t, "maxWait µs")) * time.Microsecond
 }
 
-// testReserve checks store.Store, when the store implements it.
+// testReserve checks Reserve and CancelReservation.
 func testReserve(t *testing.T, e *env) {
-	rs, ok := e.s.(store.Store)
-	if !ok {
-		t.Skip("store does not implement store.Store (reservations): nothing to check")
-	}
+	rs := e.s
 	_, err := rs.Reserve(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0}, 0)
-	skipUnsupported(t, "Reserve", err)
+	mustSupport(t, "Reserve", err)
 	t.Run("reference", func(t *testing.T) {
 		// Reservations, cancellations (of any open one, in any order, early
 		// or late), takes and peeks on one key match the reference, and
@@ -545,34 +532,28 @@ func testReserveConcurrent(t *testing.T, e *env, rs store.Store) {
 // testOpsClose: after Close, every operation the store has returns
 // store.ErrClosed.
 func testOpsClose(t *testing.T, e *env) {
-	c, ok := e.s.(io.Closer)
-	if !ok {
-		t.Skip("store does not implement io.Closer")
-	}
+	c := e.s
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	p, key, ctx := algo.PerSecond(1).Burst(5), e.key(), context.Background()
 	calls := map[string]func() error{}
-	if rf, ok := e.s.(store.Store); ok {
-		calls["Refund"] = func() error { _, err := rf.Refund(ctx, store.Request{Key: key, Policy: p, Cost: 1}); return err }
-		calls["RefundMulti"] = func() error {
-			_, err := rf.RefundMulti(ctx, []store.Request{{Key: key, Policy: p, Cost: 1}})
-			return err
-		}
+	calls["Refund"] = func() error { _, err := e.s.Refund(ctx, store.Request{Key: key, Policy: p, Cost: 1}); return err }
+	calls["RefundMulti"] = func() error {
+		_, err := e.s.RefundMulti(ctx, []store.Request{{Key: key, Policy: p, Cost: 1}})
+		return err
 	}
-	if am, ok := e.s.(store.Store); ok {
-		calls["TakeAtMost"] = func() error { _, _, err := am.TakeAtMost(ctx, store.Request{Key: key, Policy: p, Cost: 1}); return err }
+	calls["TakeAtMost"] = func() error {
+		_, _, err := e.s.TakeAtMost(ctx, store.Request{Key: key, Policy: p, Cost: 1})
+		return err
 	}
-	if rs, ok := e.s.(store.Store); ok {
-		calls["Reserve"] = func() error {
-			_, err := rs.Reserve(ctx, store.Request{Key: key, Policy: p, Cost: 1}, time.Second)
-			return err
-		}
-		calls["CancelReservation"] = func() error {
-			_, _, err := rs.CancelReservation(ctx, key, p, algo.Ticket{})
-			return err
-		}
+	calls["Reserve"] = func() error {
+		_, err := e.s.Reserve(ctx, store.Request{Key: key, Policy: p, Cost: 1}, time.Second)
+		return err
+	}
+	calls["CancelReservation"] = func() error {
+		_, _, err := e.s.CancelReservation(ctx, key, p, algo.Ticket{})
+		return err
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {

@@ -25,16 +25,12 @@ func testQuotaUnsupported(t *testing.T, e *env) {
 			t.Errorf("%s on a calendar quota: %v; want algo.ErrQuotaUnsupported (%q)", op, err, algo.ErrQuotaUnsupported)
 		}
 	}
-	if am, ok := e.s.(store.Store); ok {
-		_, _, err := am.TakeAtMost(ctx, store.Request{Key: key, Policy: q, Cost: 1})
-		check("TakeAtMost", err)
-	}
-	if rs, ok := e.s.(store.Store); ok {
-		_, err := rs.Reserve(ctx, store.Request{Key: key, Policy: q, Cost: 1}, time.Second)
-		check("Reserve", err)
-		_, _, err = rs.CancelReservation(ctx, key, q, algo.Ticket{At: e.clk.Now().UnixMicro() + 1, Units: 1})
-		check("CancelReservation", err)
-	}
+	_, _, err := e.s.TakeAtMost(ctx, store.Request{Key: key, Policy: q, Cost: 1})
+	check("TakeAtMost", err)
+	_, err = e.s.Reserve(ctx, store.Request{Key: key, Policy: q, Cost: 1}, time.Second)
+	check("Reserve", err)
+	_, _, err = e.s.CancelReservation(ctx, key, q, algo.Ticket{At: e.clk.Now().UnixMicro() + 1, Units: 1})
+	check("CancelReservation", err)
 	if got := e.take(t, key, q, 10); !got.Allowed || got.Remaining != 0 {
 		t.Errorf("after the refused calls, a take of the whole quota = %+v; want admitted with 0 left (nothing charged)", got)
 	}
