@@ -33,6 +33,9 @@ type State struct {
 type Result struct {
 	// Allowed reports whether the request was admitted (and charged).
 	Allowed bool
+	// Limit is the policy's capacity: the largest request a bucket ever
+	// admits at once, and a calendar quota's N per period.
+	Limit int64
 	// Remaining is how many whole tokens are left after this request
 	// (rounded down), between 0 and the policy's Capacity.
 	Remaining int64

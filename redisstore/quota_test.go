@@ -29,15 +29,16 @@ func quotaScript(t *testing.T) *redis.Script {
 	return redis.NewScript(string(src))
 }
 
-// quotaReply is one key's answer: the script's now and the Result.
-func quotaReply(t *rapid.T, v any) (int64, algo.Result) {
-	now, _, res := multiReply(t, v, 1)
+// quotaReply is one key's answer under p: the script's now and the Result.
+func quotaReply(t *rapid.T, v any, p algo.Policy) (int64, algo.Result) {
+	now, _, res := multiReply(t, v, p)
 	return now, res[0]
 }
 
-// multiReply reads the reply of a call on n keys: the script's now,
+// multiReply reads the reply of a call on one key per policy in ps: the script's now,
 // whether all admitted, and each key's Result.
-func multiReply(t *rapid.T, v any, n int) (int64, bool, []algo.Result) {
+func multiReply(t *rapid.T, v any, ps ...algo.Policy) (int64, bool, []algo.Result) {
+	n := len(ps)
 	r, ok := v.([]any)
 	if !ok || len(r) < 2+4*n {
 		t.Fatalf("reply %v", v)
@@ -51,7 +52,7 @@ func multiReply(t *rapid.T, v any, n int) (int64, bool, []algo.Result) {
 	res := make([]algo.Result, n)
 	for k := range res {
 		f := x[2+4*k:]
-		res[k] = algo.Result{Allowed: f[0] == 1, Remaining: f[1], RetryAfter: algo.Micros(f[2]), ResetAfter: algo.Micros(f[3])}
+		res[k] = algo.Result{Allowed: f[0] == 1, Limit: ps[k].Capacity(), Remaining: f[1], RetryAfter: algo.Micros(f[2]), ResetAfter: algo.Micros(f[3])}
 	}
 	return x[0], x[1] == 1, res
 }
@@ -120,7 +121,7 @@ func TestQuotaServerClock(t *testing.T) {
 						if err != nil {
 							t.Fatalf("script: %v", err)
 						}
-						now, all, got := multiReply(t, v, 2)
+						now, all, got := multiReply(t, v, bp, p)
 						bs2, bwant, err1 := algo.TokenBucket{}.Take(bp, bs, now, bcost)
 						s2, qwant, err2 := algo.TokenBucket{}.Take(p, s, now, cost)
 						if err1 != nil || err2 != nil {
@@ -140,7 +141,7 @@ func TestQuotaServerClock(t *testing.T) {
 						t.Fatalf("script: %v", err)
 					}
 					after := serverNow(t, key)
-					now, got := quotaReply(t, v)
+					now, got := quotaReply(t, v, p)
 					if now < before || now > after {
 						t.Fatalf("script's now %d outside Redis TIME [%d, %d]", now, before, after)
 					}
@@ -193,7 +194,7 @@ func TestQuotaClientClockBoundaries(t *testing.T) {
 		if err != nil {
 			t.Fatalf("script: %v", err)
 		}
-		_, got := quotaReply(t, v)
+		_, got := quotaReply(t, v, p)
 		zone := time.FixedZone("q", int(off/time.Second))
 		at := time.UnixMicro(now).In(zone)
 		var end time.Time

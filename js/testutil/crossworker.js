@@ -7,7 +7,7 @@
 //
 // First line out: {"sha": the script's SHA1}. Then per line in
 // {"op":"t"|"m"|"i","reqs":[{"key","capacity","unit","refill","cost"}]}
-// one line out: {"now","results":[{"allowed","remaining","retryAfterUs","resetAfterUs"}]}
+// one line out: {"now","results":[{"allowed","limit","remaining","retryAfterUs","resetAfterUs"}]}
 // or {"error": message}.
 
 import { createInterface } from 'node:readline';
@@ -39,7 +39,7 @@ for await (const line of lines) {
       out({ now: m.now, results: m.results });
     } else {
       const b = await rb.inspect(reqs[0].key, policy(reqs[0]));
-      out({ now: b.now, results: [{ allowed: true, remaining: b.tokens, retryAfterUs: 0, resetAfterUs: b.fullInUs }] });
+      out({ now: b.now, results: [{ allowed: true, limit: reqs[0].capacity, remaining: b.tokens, retryAfterUs: 0, resetAfterUs: b.fullInUs }] });
     }
   } catch (err) {
     out({ error: String(err?.stack ?? err) });
