@@ -62,7 +62,7 @@ type ConcurrencyResult struct {
 
 // newConcurrency checks c and returns its limit, or nil for the zero
 // Concurrency. Its lease keys are laid out as a bucket key of a Limit
-// named c.Name without a tier ("h:inflight:user{42}"), and are kept
+// named c.Name ("h:inflight:user{42}"), and are kept
 // within store.DefaultMaxKeyLen the same way.
 func newConcurrency(c Concurrency, prefix string, key KeyFunc) (*limit, error) {
 	if c.Policy == (algo.LeasePolicy{}) {
@@ -110,7 +110,7 @@ func (m *Middleware) acquire(r *http.Request, d *Decision) (ratebucket.Lease, er
 	if err != nil {
 		return ratebucket.Lease{}, err
 	}
-	lease, err := m.inflight.Acquire(r.Context(), m.conc.bucketKey("", k.Class, bucketID(k.ID)))
+	lease, err := m.inflight.Acquire(r.Context(), m.conc.bucketKey(k.Class, bucketID(k.ID)))
 	d.Concurrency = ConcurrencyResult{Name: m.conc.name, Class: k.Class, LeaseResult: lease.LeaseResult}
 	return lease, err
 }

@@ -59,7 +59,7 @@ func leaseKey(t *testing.T, m *Middleware) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.conc.bucketKey("", k.Class, bucketID(k.ID))
+	return m.conc.bucketKey(k.Class, bucketID(k.ID))
 }
 
 // held returns how many leases the client holds under m's limit: a probe

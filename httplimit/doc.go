@@ -54,15 +54,16 @@
 // # Bucket keys
 //
 // A bucket's key is the Config's Prefix (default [DefaultPrefix], "h:"),
-// the limit's name, the tier when a tier's policy applies, the key class,
-// and the ID in braces:
+// the limit's name, the key class, and the ID in braces:
 //
 //	h:default:user{42}                 one limit, the user's
-//	h:minute:paid:user{42}             limit "minute", tier "paid"
+//	h:minute:user{42}                  limit "minute", whatever the tier
 //	h:default:ip{2001:db8:1:2::/64}    an IPv6 client's /64
 //	h:default:apikey{#9f86d081884c7d659a2feaa0c55ad015}    hashed
 //
-// Different limits, tiers, classes or IDs never share a key. The braces
+// Different limits, classes or IDs never share a key; a tier or plan is
+// not in it, so a client who changes plan keeps its bucket and the store
+// applies the new policy to it. The braces
 // are the Redis Cluster hash tag: one client's buckets live in one slot, so
 // its limits are taken atomically. Keys are kept short because Redis pays
 // for every byte of them: on redis-server 7.0.15, under redisstore's "rb:"
@@ -74,15 +75,16 @@
 // 88 up to 44, 104 up to 60.
 //
 // Upgrading from that layout (Prefix "http:", "*" for no tier, ":{" before
-// the ID) changes every key once: each client starts again with a full
-// bucket, as after a Redis restart, and the old keys expire by themselves
-// when their buckets would have been full.
+// the ID), or from the one that named a tier after the limit
+// ("h:minute:paid:user{42}"), changes those keys once: each client starts
+// again with a full bucket, as after a Redis restart, and the old keys
+// expire by themselves when their buckets would have been full.
 //
 // # Tiers, costs and several limits
 //
-// A [Limit] may hold a policy per tier (anonymous 50/min, authenticated
-// 200/min, paid 2000/min): the [TierFunc] picks one per request, and the
-// tier is part of the bucket key. A [CostFunc] or the [Cost] option prices a
+// A [Limit] may apply a policy per tier (anonymous 50/min, authenticated
+// 200/min, paid 2000/min) with [ResolveByTier], a resolver (see below)
+// over your function naming the request's tier. A [CostFunc] or the [Cost] option prices a
 // route; a cost above a capacity is an error when the route is built, or
 // for a CostFunc a 500 with the reason logged, never a request that waits
 // forever. A request may pass several limits at once (a burst and a daily
@@ -97,8 +99,8 @@
 // A Limit's Resolve chooses its policy per request once the key is known,
 // for example from the tenant's plan ([ResolveByID] over a
 // ratebucket.Resolver), through a bounded ratebucket.ResolverCache whose TTL is
-// the staleness of a plan change; [ResolveByTier] is the static tiers as
-// a resolver. A resolver that fails is an outage of the limiter: the
+// the staleness of a plan change; [ResolveByTier] is static tiers as a
+// resolver. A resolver that fails is an outage of the limiter: the
 // route's FailMode answers (serve, or 503), never a default policy.
 //
 //	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
@@ -165,10 +167,11 @@
 // algo.ErrCostExceedsCapacity), and an option whose store lacks the
 // operation (store.ErrUnsupported). Everything else combines: a quota
 // beside a burst limit, under ChargeIf (its refunds go back to the
-// period's count), as a shadow limit, in a tier, behind a Concurrency
-// limit. What New cannot see is decided per request and answered 500
-// (Outcome Invalid), never served as an outage: a CostFunc's or a
-// resolved cost above the capacity, a tier without a policy, and a store
+// period's count), as a shadow limit, as a tier's or a plan's policy,
+// behind a Concurrency limit. (A tier without a policy is a resolution
+// failure: the FailMode answers.) What New cannot see is decided per request and answered 500
+// (Outcome Invalid), never served as an outage: a CostFunc's cost above
+// a capacity, or a resolved one (a tier's included), and a store
 // whose own configuration cannot apply a policy (memstore under a window
 // algorithm). TestConfigsHonoured generates configurations and checks
 // that none New accepts fails a valid request that way.
@@ -227,7 +230,7 @@
 // when no route has a middleware of its own, as in the one-line setup.
 //
 // Config.Skip exempts health checks and internal callers, and an [Observer]
-// receives an [Event] per request (pattern, outcome, limit, tier, key class,
+// receives an [Event] per request (pattern, outcome, limit, tier or plan, key class,
 // store latency, error) to feed Prometheus or OpenTelemetry without this
 // module depending on either.
 package httplimit

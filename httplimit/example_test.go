@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -106,26 +107,28 @@ func ExampleMiddleware_With() {
 }
 
 // Tiers: one limit, a policy per tier. The tier comes from the request
-// context, where the auth middleware puts it with WithTier.
-func ExampleLimit_tiers() {
+// context, where the application's auth middleware puts it.
+func ExampleResolveByTier() {
+	type tierKey struct{}
+	tiers, err := httplimit.ResolveByTier(map[string]algo.Policy{
+		"":              algo.PerMinute(50).Burst(50), // anonymous
+		"authenticated": algo.PerMinute(200).Burst(200),
+		"paid":          algo.PerMinute(2000).Burst(2000),
+	}, func(r *http.Request) string { t, _ := r.Context().Value(tierKey{}).(string); return t })
+	if err != nil {
+		log.Fatal(err)
+	}
 	st, _ := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	mw, _ := httplimit.New(httplimit.Config{
-		Store: st,
-		Key:   httplimit.UserOr(httplimit.IP),
-		Limits: []httplimit.Limit{{
-			Name:   "minute",
-			Policy: algo.PerMinute(50).Burst(50), // anonymous
-			Tiers: map[string]algo.Policy{
-				"authenticated": algo.PerMinute(200).Burst(200),
-				"paid":          algo.PerMinute(2000).Burst(2000),
-			},
-		}},
+		Store:  st,
+		Key:    httplimit.UserOr(httplimit.IP),
+		Limits: []httplimit.Limit{{Name: "minute", Resolve: tiers}},
 	})
 	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for _, tier := range []string{"", "authenticated", "paid"} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		if tier != "" {
-			r = r.WithContext(httplimit.WithTier(httplimit.WithUser(context.Background(), "u1"), tier))
+			r = r.WithContext(context.WithValue(httplimit.WithUser(context.Background(), "u1"), tierKey{}, tier))
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

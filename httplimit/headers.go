@@ -87,7 +87,7 @@ type Decision struct {
 // LimitResult is one limit's part of a [Decision].
 type LimitResult struct {
 	Name   string      // the Limit's name, e.g. "burst"
-	Tier   string      // the tier whose policy applied, or the Name a Resolve answered; "" for the Limit's own Policy
+	Tier   string      // the tier or plan a Resolve answered (its Name); "" for the Limit's Policy
 	Class  string      // the key class, e.g. "ip"
 	Policy algo.Policy // the policy applied
 	Result algo.Result // the store's answer

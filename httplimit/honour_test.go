@@ -26,7 +26,7 @@ var honourTiers = []string{"free", "paid"}
 // TestConfigsHonoured is issue 28's property: a configuration New (and
 // With) accepts is one its limits can honour. It generates Configs (one
 // to three limits of token buckets and calendar quotas, each with a
-// Policy, Tiers or a Resolve, shadow or enforced; a static Cost or a
+// Policy, tiers (ResolveByTier) or a Resolve, shadow or enforced; a static Cost or a
 // CostFunc, Delay, a Concurrency limit, ChargeIf, a shadow route) and a
 // route derived With another, builds them on one store, and sends each
 // accepted one requests whose own inputs are valid (a known tier, a cost
@@ -144,6 +144,7 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 	minCap := int64(algo.MaxCapacity)
 	use := func(p algo.Policy) algo.Policy { minCap = min(minCap, p.Capacity()); return p }
 	var resolvers []*[]algo.Policy // filtered once the costs are known
+	var tierRes []func()           // build the tiers' resolvers, then
 	limits := func(label string) []Limit {
 		ls := make([]Limit, rapid.IntRange(1, 3).Draw(t, label+"limits"))
 		for i := range ls {
@@ -153,21 +154,29 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 			switch rapid.IntRange(0, 3).Draw(t, label+"kind") {
 			case 0, 1:
 				l.Policy = use(policy.Draw(t, label+"policy"))
-			case 2:
-				l.Tiers = map[string]algo.Policy{}
-				for _, tier := range honourTiers {
-					l.Tiers[tier] = use(policy.Draw(t, label+"tier"))
-				}
-				if rapid.Bool().Draw(t, label+"default") {
-					l.Policy = use(policy.Draw(t, label+"policy"))
-				}
+			case 2: // tiers: ResolveByTier over the answers, once filtered
+				answers := &[]algo.Policy{}
+				resolvers = append(resolvers, answers)
+				pick := rapid.SliceOfN(rapid.IntRange(0, len(pools)-1), len(honourTiers), len(honourTiers)).Draw(t, label+"tiers")
+				var byTier ResolveFunc
+				tierRes = append(tierRes, func() {
+					tiers := map[string]algo.Policy{}
+					for i, tier := range honourTiers {
+						tiers[tier] = (*answers)[pick[i]%len(*answers)]
+					}
+					var err error
+					if byTier, err = ResolveByTier(tiers, tierOf); err != nil {
+						t.Fatal(err)
+					}
+				})
+				l.Resolve = func(r *http.Request, k Key) (ratebucket.Resolved, error) { return byTier(r, k) }
 			case 3:
 				answers := &[]algo.Policy{}
 				resolvers = append(resolvers, answers)
 				priced := rapid.Bool().Draw(t, label+"priced")
 				l.Resolve = func(r *http.Request, _ Key) (ratebucket.Resolved, error) {
-					p := (*answers)[len(TierFrom(r.Context()))%len(*answers)]
-					res := ratebucket.Resolved{Policy: p, Name: TierFrom(r.Context())}
+					p := (*answers)[len(tierOf(r))%len(*answers)]
+					res := ratebucket.Resolved{Policy: p, Name: tierOf(r)}
 					if priced {
 						res.Cost = min(g.reqCost, p.Capacity())
 					}
@@ -223,6 +232,9 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 		if len(*answers) == 0 {
 			*answers = append(*answers, algo.PerSecond(1).Burst(need))
 		}
+	}
+	for _, build := range tierRes {
+		build()
 	}
 	return g
 }

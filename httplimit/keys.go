@@ -12,7 +12,7 @@ import (
 
 // Key names the bucket a request is charged to: a class (what kind of
 // identity) and an ID within it. Two requests share a bucket exactly when
-// their limit, tier, class and ID are equal.
+// their limit, class and ID are equal.
 type Key struct {
 	// Class is a short, low-cardinality name for the kind of identity,
 	// such as "ip", "user" or "apikey". It is part of the bucket key, and
@@ -52,10 +52,7 @@ var (
 
 type ctxKey int
 
-const (
-	userKey ctxKey = iota
-	tierKey
-)
+const userKey ctxKey = 0
 
 // WithUser returns a copy of ctx carrying the authenticated user id. Call
 // it in your authentication middleware, after the credentials are checked,
@@ -70,19 +67,6 @@ func WithUser(ctx context.Context, id string) context.Context {
 func UserFrom(ctx context.Context) (string, bool) {
 	id, ok := ctx.Value(userKey).(string)
 	return id, ok && id != ""
-}
-
-// WithTier returns a copy of ctx carrying the caller's tier name (such as
-// "paid"), which the default [TierFunc] reads. Set it where you set
-// [WithUser].
-func WithTier(ctx context.Context, tier string) context.Context {
-	return context.WithValue(ctx, tierKey, tier)
-}
-
-// TierFrom returns the tier set by [WithTier], or "" (the default tier).
-func TierFrom(ctx context.Context) string {
-	t, _ := ctx.Value(tierKey).(string)
-	return t
 }
 
 // User is the KeyFunc of the authenticated user set by [WithUser], in
@@ -147,7 +131,7 @@ func digest(s string) string {
 	return "#" + hex.EncodeToString(sum[:16])
 }
 
-// maxNameLen is the longest limit, tier or key class name, in bytes.
+// maxNameLen is the longest limit, tier, plan or key class name, in bytes.
 const maxNameLen = 32
 
 // validName reports whether s may be a limit, tier or key class name:

@@ -98,13 +98,13 @@ func TestBucketIDProperties(t *testing.T) {
 }
 
 // TestBucketKeysAreDistinct: under one Prefix two buckets share a key
-// exactly when their limit, tier, class and ID are all equal. Every
-// combination of names that would meet under a careless layout (a tier "a"
-// and class "b" against a class "a.b" or "ab"; a name equal to a tier or a
+// exactly when their limit, class and ID are all equal. Every
+// combination of names that would meet under a careless layout (a limit
+// "a" and class "b" against a class "a.b" or "ab"; a limit name equal to a
 // class) and of IDs holding ':' (IPv6), '#', '%' or braces is tried. The ID is
 // each key's hash tag.
 func TestBucketKeysAreDistinct(t *testing.T) {
-	type bucket struct{ limit, tier, class, id string }
+	type bucket struct{ limit, class, id string }
 	names := []string{"a", "b", "ab", "a.b", "a-b", "a_b", "ip", "user"}
 	ids := []string{"1", "a", "b", "b1", "a:b", "::1", "2001:db8::/64", "#1", "{1}", "a}b", "50%", "%23"}
 	seen := map[string]bucket{}
@@ -113,22 +113,20 @@ func TestBucketKeysAreDistinct(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tier := range append([]string{""}, names...) { // "": the limit's own policy
-			for _, class := range names {
-				for _, id := range ids {
-					b := bucket{limitName, tier, class, id}
-					k := ls[0].bucketKey(tier, class, bucketID(id))
-					// Redis Cluster hashes what lies between the first '{'
-					// and the next '}': the ID, so a client's buckets share
-					// a slot.
-					if l, r := strings.IndexByte(k, '{'), strings.IndexByte(k, '}'); l < 0 || r < l || k[l+1:r] != bucketID(id) {
-						t.Fatalf("%+v: key %q, want the ID as its hash tag", b, k)
-					}
-					if other, ok := seen[k]; ok {
-						t.Fatalf("%+v and %+v share the key %q", other, b, k)
-					}
-					seen[k] = b
+		for _, class := range names {
+			for _, id := range ids {
+				b := bucket{limitName, class, id}
+				k := ls[0].bucketKey(class, bucketID(id))
+				// Redis Cluster hashes what lies between the first '{'
+				// and the next '}': the ID, so a client's buckets share
+				// a slot.
+				if l, r := strings.IndexByte(k, '{'), strings.IndexByte(k, '}'); l < 0 || r < l || k[l+1:r] != bucketID(id) {
+					t.Fatalf("%+v: key %q, want the ID as its hash tag", b, k)
 				}
+				if other, ok := seen[k]; ok {
+					t.Fatalf("%+v and %+v share the key %q", other, b, k)
+				}
+				seen[k] = b
 			}
 		}
 	}
@@ -186,15 +184,14 @@ func TestKeysKeepLimitsAndClassesApart(t *testing.T) {
 
 func TestMiddlewareKeys(t *testing.T) {
 	clk := newClock()
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: append(twoLimits()[:1:1], tiers)})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: append(twoLimits()[:1:1], Limit{Name: "minute", Resolve: byTier(t, articleTiers)})})
 	for _, c := range []struct {
 		name string
 		edit func(*http.Request)
 		want []string
 	}{
 		{"anonymous", func(*http.Request) {}, []string{"h:burst:ip{198.51.100.7}", "h:minute:ip{198.51.100.7}"}},
-		{"paid user", asUser("42", "paid"), []string{"h:burst:user{42}", "h:minute:paid:user{42}"}},
-		{"unknown tier: the limit's own policy", asUser("42", "gold"), []string{"h:burst:user{42}", "h:minute:user{42}"}},
+		{"paid user: the tier is not in the key", asUser("42", "paid"), []string{"h:burst:user{42}", "h:minute:user{42}"}},
 		{"odd user id, hashed", asUser("{x y}", ""), []string{"h:burst:user{" + digest("{x y}") + "}", "h:minute:user{" + digest("{x y}") + "}"}},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)

@@ -23,7 +23,7 @@ import (
 // simultaneous use by multiple goroutines.
 //
 // For each request it: skips it if the skip predicate says so; finds each
-// limit's key, tier and policy (or asks the limit's Resolve for it), and
+// limit's key and policy (or asks the limit's Resolve for it), and
 // the cost; takes each shadow limit's bucket on its own (see
 // Limit.Shadow); with a [Concurrency] limit,
 // takes a lease first (refused: 429 at once, no bucket charged; admitted:
@@ -44,7 +44,6 @@ type Middleware struct {
 	conc      *limit                         // the Concurrency limit, or nil
 	inflight  *ratebucket.ConcurrencyLimiter // its leases, when conc is set
 	key       KeyFunc
-	tier      TierFunc
 	cost      CostFunc // nil: fixedCost
 	fixedCost int64
 	skip      func(*http.Request) bool
@@ -56,8 +55,8 @@ type Middleware struct {
 	chargeIf  func(status int) bool
 	refunder  store.Store // store's, when chargeIf is set
 	delay     time.Duration
-	reservers map[algo.Policy]*ratebucket.Limiter // per policy of the limit, when delay is set
-	shadow    bool                                // some limit is a shadow limit
+	reserver  *ratebucket.Limiter // of the single limit, when delay is set
+	shadow    bool                // some limit is a shadow limit
 	log       *logThrottle
 	clock     store.Clock
 }
@@ -92,7 +91,6 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 		c.Cost, c.CostBy = route.Cost, nil
 	}
 	set(&c.Key, route.Key)
-	set(&c.Tier, route.Tier)
 	set(&c.CostBy, route.CostBy)
 	set(&c.Skip, route.Skip)
 	set(&c.Fail, route.Fail)
@@ -118,7 +116,7 @@ func set[T any](dst *T, v T) {
 // shares the parent's store and log throttle.
 func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	m := &Middleware{
-		cfg: cfg, key: cfg.Key, tier: cfg.Tier, cost: cfg.CostBy, fixedCost: cfg.Cost, skip: cfg.Skip, fail: cfg.Fail,
+		cfg: cfg, key: cfg.Key, cost: cfg.CostBy, fixedCost: cfg.Cost, skip: cfg.Skip, fail: cfg.Fail,
 		denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock, chargeIf: cfg.ChargeIf,
 	}
 	prefix := cfg.Prefix
@@ -127,9 +125,6 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	}
 	if m.key == nil {
 		m.key = IP
-	}
-	if m.tier == nil {
-		m.tier = func(r *http.Request) string { return TierFrom(r.Context()) }
 	}
 	if m.fail == nil {
 		m.fail = FailOpen
@@ -264,7 +259,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var rsv ratebucket.Reservation // with Delay
 	switch {
 	case err != nil || m.conc != nil && !lease.Allowed:
-	case m.reservers != nil:
+	case m.reserver != nil:
 		mr, rsv, err = m.reserve(m.labelled(r), takes[0])
 	default:
 		mr, inOrder, err = m.take(m.labelled(r), takes)
@@ -320,12 +315,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 // plan finds each limit's policy and key for r.
 func (m *Middleware) plan(r *http.Request, cost int64) (Decision, []store.Request, error) {
-	tier := m.tier(r)
 	d := Decision{Limits: make([]LimitResult, len(m.limits))}
 	takes := make([]store.Request, len(m.limits))
 	for i := range m.limits {
 		var err error
-		if d.Limits[i], takes[i], err = m.limits[i].request(r, tier, cost); err != nil {
+		if d.Limits[i], takes[i], err = m.limits[i].request(r, cost); err != nil {
 			return d, nil, err
 		}
 	}

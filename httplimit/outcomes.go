@@ -160,7 +160,7 @@ const (
 	FailedClosed
 	// Invalid: no decision could be asked for: the request had no key
 	// (400) or the configuration did not fit it, such as a cost above a
-	// capacity or a tier without a policy (500). Event.Err says which.
+	// capacity (500). Event.Err says which.
 	Invalid
 	// Refunded: the route's ChargeIf did not count the response of a
 	// request admitted earlier (reported then as Allowed), and its tokens

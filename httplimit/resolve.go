@@ -17,7 +17,7 @@ import (
 // has no policy of its own: for each request, once the limit's key is
 // known, the resolver answers the policy to apply (a tenant's plan), and
 // optionally the request's cost under it and the plan's name. The name is
-// reported where a tier's is (Event.Tier, LimitResult.Tier); it is not
+// reported as Event.Tier and LimitResult.Tier; it is not
 // part of the bucket key, so a client whose plan changes keeps its
 // bucket, and the store applies the new policy to it.
 //
@@ -45,37 +45,45 @@ func ResolveByID(res ratebucket.Resolver) ResolveFunc {
 	return func(r *http.Request, k Key) (ratebucket.Resolved, error) { return res(r.Context(), k.ID) }
 }
 
-// ResolveByTier returns a ResolveFunc applying the policy of the request's
-// tier (TierFrom its context, as [WithTier] set it), named by the tier:
-// static tiers as a resolver. Unlike Limit.Tiers, the tier is not part of
-// the bucket key (a client who upgrades keeps its bucket, under the new
-// policy), and a tier without a policy is a resolution failure, handled
-// by the FailMode, where Limit.Tiers answers 500 with ErrUnknownTier.
-func ResolveByTier(tiers map[string]algo.Policy) ResolveFunc {
+// ResolveByTier returns a ResolveFunc applying the policy of the
+// request's tier, as tier reads it (from your authentication middleware's
+// context, say), named by the tier: "anonymous" 50/min, "authenticated"
+// 200/min, "paid" 2000/min. The entry for "" is the policy of requests
+// without a tier. The tier is not part of the bucket key: a client who
+// upgrades keeps its bucket, under the new policy. A tier without a
+// policy is a resolution failure (ratebucket.ErrResolve), which the route's
+// FailMode answers. It returns an error wrapping [ErrInvalidConfig] when
+// tiers is empty, a tier name is not 1 to 32 bytes of [A-Za-z0-9_.-]
+// (but ""), or a policy is invalid.
+func ResolveByTier(tiers map[string]algo.Policy, tier func(r *http.Request) string) (ResolveFunc, error) {
+	if len(tiers) == 0 || tier == nil {
+		return nil, fmt.Errorf("%w: ResolveByTier needs tiers and a tier function", ErrInvalidConfig)
+	}
+	for t, p := range tiers {
+		if t != "" && !validName(t) {
+			return nil, fmt.Errorf("%w: tier name %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, t)
+		}
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: tier %q: %w", ErrInvalidConfig, t, err)
+		}
+	}
 	tiers = maps.Clone(tiers)
 	return func(r *http.Request, _ Key) (ratebucket.Resolved, error) {
-		t := TierFrom(r.Context())
+		t := tier(r)
 		p, ok := tiers[t]
 		if !ok {
-			return ratebucket.Resolved{}, fmt.Errorf("%w: tier %.64q", ErrUnknownTier, t)
+			return ratebucket.Resolved{}, fmt.Errorf("tier %.64q has no policy", t)
 		}
 		return ratebucket.Resolved{Policy: p, Name: t}, nil
-	}
+	}, nil
 }
 
 // request returns l's part of r's decision and its take of cost: under
-// the policy of the request's tier, or the one l's resolver answers.
-func (l *limit) request(r *http.Request, tier string, cost int64) (LimitResult, store.Request, error) {
-	var res ratebucket.Resolved
-	var keyTier string // the tier in the bucket key: never a resolved name
-	var k Key
-	var err error
-	if l.resolve == nil {
-		if res.Policy, keyTier, err = l.policyFor(tier); err == nil {
-			k, err = l.keyOf(r)
-		}
-		res.Name = keyTier
-	} else if k, err = l.keyOf(r); err == nil {
+// l's Policy, or the one l's resolver answers.
+func (l *limit) request(r *http.Request, cost int64) (LimitResult, store.Request, error) {
+	res := ratebucket.Resolved{Policy: l.policy}
+	k, err := l.keyOf(r)
+	if err == nil && l.resolve != nil {
 		res, err = l.resolved(r, k)
 	}
 	if err != nil {
@@ -85,7 +93,7 @@ func (l *limit) request(r *http.Request, tier string, cost int64) (LimitResult, 
 		cost = res.Cost
 	}
 	return LimitResult{Name: l.name, Tier: res.Name, Class: k.Class, Policy: res.Policy},
-		store.Request{Key: l.bucketKey(keyTier, k.Class, bucketID(k.ID)), Policy: res.Policy, Cost: cost}, nil
+		store.Request{Key: l.bucketKey(k.Class, bucketID(k.ID)), Policy: res.Policy, Cost: cost}, nil
 }
 
 // resolved asks l's resolver for r's policy and checks its answer: every

@@ -119,7 +119,7 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 
 	// Tiers as a resolver: the tier names the policy, not the key.
 	tiers := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByTier(map[string]algo.Policy{"paid": algo.PerMinute(60).Burst(3)})}}})
+		Limits: []Limit{{Name: "api", Resolve: byTier(t, map[string]algo.Policy{"paid": algo.PerMinute(60).Burst(3)})}}})
 	if got := statuses(tiers.Handler(ok), 4, asUser("dave", "paid")); !slices.Equal(got, []int{200, 200, 200, 429}) {
 		t.Errorf("paid tier: %v, want its burst of 3", got)
 	}
@@ -176,7 +176,7 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 		t.Errorf("store observer saw %+v; want one failed decision of route GET /api/feed, policy api", failed)
 	}
 	unknownTier := newMW(t, Config{Store: cs, Clock: clk, Key: User, Fail: FailClosed(time.Second), Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByTier(map[string]algo.Policy{"paid": freePlan.Policy})}}})
+		Limits: []Limit{{Name: "api", Resolve: byTier(t, map[string]algo.Policy{"paid": freePlan.Policy})}}})
 	if w := do(unknownTier.Handler(ok), "192.0.2.1:1", asUser("erin", "trial")); w.Code != 503 {
 		t.Errorf("unknown tier under FailClosed: %d, want 503", w.Code)
 	}
@@ -215,7 +215,6 @@ func TestResolveConfig(t *testing.T) {
 	res := ResolveByID(newTenants().resolve)
 	for name, cfg := range map[string]Config{
 		"Resolve and Policy": {Store: s, Limits: []Limit{{Resolve: res, Policy: DefaultPolicy}}},
-		"Resolve and Tiers":  {Store: s, Limits: []Limit{{Resolve: res, Tiers: map[string]algo.Policy{"paid": DefaultPolicy}}}},
 		"Resolve and Delay":  {Store: s, Limits: []Limit{{Resolve: res}}, Delay: time.Second},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
