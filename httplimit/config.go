@@ -142,13 +142,6 @@ type Config struct {
 	Error ErrorHandler
 	// Observer, if set, receives an Event per request.
 	Observer Observer
-	// Shadow makes every Limit of the route a shadow limit (see
-	// Limit.Shadow): the route computes, charges and reports its
-	// decisions but never refuses a request with 429. A route derived
-	// with With keeps its parent's Shadow; derive an enforced route from
-	// a parent without it. It cannot be combined with Concurrency or
-	// Delay, which would hold or refuse requests. Default: false.
-	Shadow bool
 	// Concurrency, when its Policy is set, bounds how many requests of a
 	// client run at once, holding a lease for each request's duration
 	// (see [Concurrency]). It needs a Store implementing store.Store

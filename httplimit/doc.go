@@ -178,8 +178,8 @@
 //
 // # Shadow limits
 //
-// A Limit with Shadow set, or every limit of a route with Config.Shadow,
-// is computed, charged and reported but never refuses a request: how a
+// A Limit with Shadow set (on each of a route's limits, to put the whole
+// route in shadow) is computed, charged and reported but never refuses a request: how a
 // new limit is rolled out (envoy's shadow_mode, NGINX's
 // limit_req_dry_run). Its bucket is charged by a take of its own for
 // every request, as if it were enforced alone, so a shadow refusal never

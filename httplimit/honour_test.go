@@ -27,7 +27,7 @@ var honourTiers = []string{"free", "paid"}
 // With) accepts is one its limits can honour. It generates Configs (one
 // to three limits of token buckets and calendar quotas, each with a
 // Policy, tiers (ResolveByTier) or a Resolve, shadow or enforced; a static Cost or a
-// CostFunc, Delay, a Concurrency limit, ChargeIf, a shadow route) and a
+// CostFunc, Delay, a Concurrency limit, ChargeIf, a route in shadow) and a
 // route derived With another, builds them on one store, and sends each
 // accepted one requests whose own inputs are valid (a known tier, a cost
 // within every capacity), moving a mock clock between them, across quota
@@ -184,6 +184,11 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 				}
 			}
 		}
+		if rapid.IntRange(0, 5).Draw(t, label+"allShadow") == 0 { // a route in shadow
+			for i := range ls {
+				ls[i].Shadow = true
+			}
+		}
 		return ls
 	}
 	options := func(c *Config, label string) {
@@ -196,7 +201,6 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 		if rapid.IntRange(0, 2).Draw(t, label+"charge") == 0 {
 			c.ChargeIf = func(status int) bool { return status < 500 }
 		}
-		c.Shadow = rapid.IntRange(0, 5).Draw(t, label+"routeShadow") == 0
 		switch rapid.IntRange(0, 3).Draw(t, label+"cost") {
 		case 0:
 			c.Cost = rapid.Int64Range(1, 25).Draw(t, label+"fixed") // above some capacities at times

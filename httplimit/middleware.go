@@ -101,7 +101,6 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.Concurrency, route.Concurrency)
 	set(&c.ChargeIf, route.ChargeIf)
 	set(&c.Delay, route.Delay)
-	set(&c.Shadow, route.Shadow)
 	return build(c, m)
 }
 
@@ -161,7 +160,7 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if err := checkDelayPolicies(m.limits, cfg.Delay); err != nil {
 		return nil, err
 	}
-	if err := m.checkShadow(cfg); err != nil {
+	if err := m.checkShadow(cfg.Concurrency, cfg.Delay); err != nil {
 		return nil, err
 	}
 	m.labels = limitLabels(m.limits)

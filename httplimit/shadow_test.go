@@ -96,7 +96,11 @@ func TestShadowReported(t *testing.T) {
 	if got := log.outcomes(); !slices.Equal(got, want) {
 		t.Errorf("shadow first: decisions %v, want %v", got, want)
 	}
-	all := newMW(t, Config{Store: s, Clock: clk, Prefix: "all:", Shadow: true, Limits: limits})
+	allShadow := slices.Clone(limits)
+	for i := range allShadow {
+		allShadow[i].Shadow = true
+	}
+	all := newMW(t, Config{Store: s, Clock: clk, Prefix: "all:", Limits: allShadow})
 	do(all.Handler(ok), "192.0.2.1:1")
 	want = []string{"burst:allowed", "new:allowed"}
 	if got := log.outcomes(); !slices.Equal(got, want) {
@@ -127,8 +131,7 @@ func TestShadowReported(t *testing.T) {
 func TestShadowRoute(t *testing.T) {
 	clk := newClock()
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: &ev, Limits: []Limit{{Name: "login", Policy: algo.PerMinute(1).Burst(2)}}},
-		Config{Shadow: true})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: &ev, Limits: []Limit{{Name: "login", Policy: algo.PerMinute(1).Burst(2), Shadow: true}}})
 	if got := statuses(m.Handler(ok), 4); !slices.Equal(got, []int{200, 200, 200, 200}) {
 		t.Errorf("statuses %v, want all served", got)
 	}
