@@ -1,7 +1,7 @@
 package httplimit
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,15 +12,13 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// DefaultPrefix starts the bucket keys of a Config without a Prefix (see
+// defaultPrefix starts the bucket keys of a Config without a Prefix (see
 // "Bucket keys" in the package doc). Before the compact key layout it was
 // "http:".
-const DefaultPrefix = "h:"
+const defaultPrefix = "h:"
 
-// DefaultPolicy is the policy of the zero Config: a burst of 100 and 2
-// requests per second sustained, per client, as in the article this library
-// grew from.
-var DefaultPolicy = algo.PerSecond(2).Burst(100)
+// defaultPolicy is the policy of the zero Config (see Config.Limits).
+var defaultPolicy = algo.PerSecond(2).Burst(100)
 
 // Limit is one rate limit a request must pass. A request under several
 // limits (a burst limit and a daily quota; a per-user and a per-tenant
@@ -59,7 +57,7 @@ type Limit struct {
 	// the store applies the new policy to it. A resolver that fails, or
 	// answers an invalid policy or name, is a store failure: the route's
 	// FailMode decides (serve, or 503), never a default policy. A cost
-	// above the resolved capacity is a 500, as a CostFunc's is. A route
+	// above the resolved capacity is a 500, as a CostBy's is. A route
 	// with Delay cannot have one. Default: none.
 	Resolve ResolveFunc
 	// Shadow makes this a shadow limit, to roll out a new limit safely
@@ -72,27 +70,10 @@ type Limit struct {
 	Shadow bool
 }
 
-// CostFunc returns the cost of a request in tokens. A cost above a limit's
-// capacity could never be admitted: the request is refused with an error
-// wrapping algo.ErrCostExceedsCapacity (500), never left to wait forever.
-// Cost 0 is free: always admitted, it charges nothing and still reports the
-// headers.
-type CostFunc func(r *http.Request) int64
-
-// ErrorHandler writes the response to a request the middleware could not
-// ask the store about (Outcome [Invalid]). The default answers 400 with
-// {"error":"rate_limit_key_missing"} for an error wrapping [ErrNoKey], and
-// 500 with {"error":"rate_limit_misconfigured"} otherwise; it never shows
-// err to the client. The 500s are also logged.
-type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
-
-// ErrInvalidConfig reports a Config, IPConfig, Limit or option outside its
-// documented bounds. New and With return it, wrapped with the reason.
-var ErrInvalidConfig = errors.New("httplimit: invalid configuration")
-
 // Config configures a [Middleware]: [New] takes one, and so does
 // [Middleware.With] for a route's changes. The zero value is ready to use:
-// one limit of [DefaultPolicy] per client IP ([IP]) in an in-process
+// one limit of a burst of 100 and 2 requests per second per client IP
+// ([IP]) in an in-process
 // memstore, cost 1, both header sets, the JSON 429 body, and FailOpen.
 type Config struct {
 	// Store keeps the buckets. Use a redisstore to share limits across a
@@ -108,11 +89,13 @@ type Config struct {
 	// New refuses a Prefix (or limit names) with which a key
 	// could be longer than store.DefaultMaxKeyLen (256 bytes), with an
 	// error wrapping both ErrInvalidConfig and store.ErrKeyTooLong: classes
-	// are at most 32 bytes and IDs at most MaxIDLen, so a Prefix of up to
+	// are at most 32 bytes and IDs at most 64 (see Key.ID), so a Prefix of up to
 	// 125 bytes always fits.
 	Prefix string
 	// Limits are the limits every request must pass. Default: a single
-	// Limit of DefaultPolicy named "default".
+	// Limit named "default" of algo.PerSecond(2).Burst(100), a burst of
+	// 100 and 2 requests per second sustained, per client, as in the
+	// article this library grew from.
 	Limits []Limit
 	// Key is the KeyFunc of Limits without their own. Default: [IP].
 	Key KeyFunc
@@ -122,9 +105,13 @@ type Config struct {
 	// one too (algo.ErrInvalidCost). Zero means the default: a route
 	// whose requests are free needs no limiter (or use Skip).
 	Cost int64
-	// CostBy, when set, returns each request's cost instead of Cost: an
-	// upload by its size, an AI call by its model.
-	CostBy CostFunc
+	// CostBy, when set, returns each request's cost in tokens instead of
+	// Cost: an upload by its size, an AI call by its model. A cost above a
+	// limit's capacity could never be admitted: the request is refused
+	// with an error wrapping algo.ErrCostExceedsCapacity (500), never left
+	// to wait forever. Cost 0 is free: always admitted, it charges nothing
+	// and still reports the headers.
+	CostBy func(r *http.Request) int64
 	// Skip exempts requests for which it returns true (health checks,
 	// internal callers): they are served with no store call and no
 	// headers. Default: none.
@@ -134,14 +121,36 @@ type Config struct {
 	Fail FailMode
 	// Headers chooses the rate-limit header sets sent. Default: both.
 	Headers Headers
-	// Denied writes 429 responses. Default: [JSONDenied]; see also
-	// [ProblemDenied].
-	Denied DeniedHandler
-	// Error writes responses to requests without a key or not fitting
-	// the configuration. Default: see [ErrorHandler].
-	Error ErrorHandler
-	// Observer, if set, receives an Event per request.
-	Observer Observer
+	// Denied writes the response to a request the limits refused. When
+	// it is called, the rate-limit headers (none for a refusal by the
+	// Concurrency limit: see Decision.Concurrency) and Retry-After are
+	// already set; it writes the status (429 unless it has reason to
+	// differ) and the body. Default: 429 Too Many Requests with
+	// Content-Type application/json and the body
+	//
+	//	{"error":"rate_limited","retry_after_ms":1234}
+	//
+	// where retry_after_ms is the wait rounded up to the millisecond (at
+	// least 1). [ProblemDenied] writes an RFC 9457 problem instead.
+	Denied func(w http.ResponseWriter, r *http.Request, d Decision)
+	// Error writes the response to a request the middleware could not
+	// ask the store about (Outcome [Invalid]): without a key, or not
+	// fitting the configuration. Default: 400 with
+	// {"error":"rate_limit_key_missing"} for an error wrapping
+	// [ErrNoKey], and 500 with {"error":"rate_limit_misconfigured"}
+	// otherwise; it never shows err to the client. The 500s are also
+	// logged.
+	Error func(w http.ResponseWriter, r *http.Request, err error)
+	// Observer, if set, receives an [Event] for every request the
+	// middleware handles, after the decision and before the response is
+	// written or the next handler runs, and a second one (Outcome
+	// [Refunded]) for a request whose charge ChargeIf gave back after its
+	// handler returned. It is called on the request's goroutine: keep it
+	// fast, and safe for simultaneous use. Store calls are counted by the
+	// store's own observer (see Event); this one adds what only the
+	// middleware knows: requests skipped, invalid, or served or refused
+	// while the store failed. Default: none.
+	Observer func(ctx context.Context, e Event)
 	// Concurrency, when its Policy is set, bounds how many requests of a
 	// client run at once, holding a lease for each request's duration
 	// (see [Concurrency]). It needs a Store implementing store.Store
@@ -232,14 +241,14 @@ func (l *limit) bucketKey(class, id string) string {
 }
 
 // maxKeyLen returns the length of l's longest possible bucket key: a
-// class of maxNameLen bytes and an ID of MaxIDLen (a digest is shorter).
+// class of maxNameLen bytes and an ID of maxIDLen (a digest is shorter).
 func (l *limit) maxKeyLen() int {
-	return len(l.bucketKey(strings.Repeat("c", maxNameLen), strings.Repeat("i", MaxIDLen)))
+	return len(l.bucketKey(strings.Repeat("c", maxNameLen), strings.Repeat("i", maxIDLen)))
 }
 
 func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 	if len(ls) == 0 {
-		ls = []Limit{{Policy: DefaultPolicy}}
+		ls = []Limit{{Policy: defaultPolicy}}
 	}
 	out := make([]limit, 0, len(ls))
 	seen := map[string]bool{}

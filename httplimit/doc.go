@@ -27,7 +27,7 @@
 // [Headers]). A refused one gets 429 Too Many Requests, the same headers,
 // Retry-After in delay-seconds rounded up (never 0), and
 // {"error":"rate_limited","retry_after_ms":N}, or an RFC 9457 problem with
-// [ProblemDenied], or your own [DeniedHandler]. grpclimit's metadata and
+// [ProblemDenied], or your own Config.Denied. grpclimit's metadata and
 // rls's headers have the same names, in lower case, and the same meanings;
 // internal/testdata/ratelimit-headers.json pins them for all three.
 //
@@ -42,7 +42,7 @@
 // /64 (configurable), since one host owns the whole network.
 //
 // [User] keys by the user your authentication middleware put in the context
-// with [WithUser]; [UserOr] falls back to the IP for anonymous requests.
+// with [WithUser]; User(IP) falls back to the IP for anonymous requests.
 // Identities never come from a client-supplied header such as x-user-id.
 // [APIKey] keys by a header's value, hashed. Long or binary IDs are hashed
 // before they reach the store; an empty one is refused ([ErrNoKey], 400),
@@ -53,7 +53,7 @@
 //
 // # Bucket keys
 //
-// A bucket's key is the Config's Prefix (default [DefaultPrefix], "h:"),
+// A bucket's key is the Config's Prefix (default "h:"),
 // the limit's name, the key class, and the ID in braces:
 //
 //	h:default:user{42}                 one limit, the user's
@@ -84,9 +84,9 @@
 //
 // A [Limit] may apply a policy per tier (anonymous 50/min, authenticated
 // 200/min, paid 2000/min) with [ResolveByTier], a resolver (see below)
-// over your function naming the request's tier. A [CostFunc] or the [Cost] option prices a
+// over your function naming the request's tier. Config.CostBy or Config.Cost prices a
 // route; a cost above a capacity is an error when the route is built, or
-// for a CostFunc a 500 with the reason logged, never a request that waits
+// for CostBy a 500 with the reason logged, never a request that waits
 // forever. A request may pass several limits at once (a burst and a daily
 // quota), taken atomically when the store implements [store.Store].
 // A limit's Policy may be a calendar quota (algo.Quota: 10,000 a month,
@@ -104,7 +104,7 @@
 // route's FailMode answers (serve, or 503), never a default policy.
 //
 //	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
-//	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User,
+//	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User(nil),
 //		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(plans.Resolve)}}})
 //
 // # Requests in flight
@@ -170,7 +170,7 @@
 // period's count), as a shadow limit, as a tier's or a plan's policy,
 // behind a Concurrency limit. (A tier without a policy is a resolution
 // failure: the FailMode answers.) What New cannot see is decided per request and answered 500
-// (Outcome Invalid), never served as an outage: a CostFunc's cost above
+// (Outcome Invalid), never served as an outage: a CostBy cost above
 // a capacity, or a resolved one (a tier's included), and a store
 // whose own configuration cannot apply a policy (memstore under a window
 // algorithm). TestConfigsHonoured generates configurations and checks
@@ -211,7 +211,7 @@
 //
 //	mw, err := httplimit.New(httplimit.Config{
 //		Store:  st, // a memstore, or a redisstore to share the limit across instances
-//		Key:    httplimit.UserOr(httplimit.IP),
+//		Key:    httplimit.User(httplimit.IP),
 //		Limits: []httplimit.Limit{{Policy: algo.PerMinute(60).Burst(10)}},
 //	})
 //	login, err := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
@@ -229,8 +229,8 @@
 // an upload (10 + 1 tokens) never passes. mw.Handler(mux) is right only
 // when no route has a middleware of its own, as in the one-line setup.
 //
-// Config.Skip exempts health checks and internal callers, and an [Observer]
-// receives an [Event] per request (pattern, outcome, limit, tier or plan, key class,
+// Config.Skip exempts health checks and internal callers, and
+// Config.Observer receives an [Event] per request (pattern, outcome, limit, tier or plan, key class,
 // store latency, error) to feed Prometheus or OpenTelemetry without this
 // module depending on either.
 package httplimit

@@ -35,7 +35,7 @@ func ExampleResolveByID_cache() {
 	}
 
 	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
-	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User,
+	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User(nil),
 		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(plans.Resolve)}}})
 
 	http.ListenAndServe(":8080", mw.Handler(okHandler))

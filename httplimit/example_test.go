@@ -36,7 +36,7 @@ func Example() {
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  st,
 		Clock:  clk,
-		Key:    httplimit.UserOr(httplimit.IP),
+		Key:    httplimit.User(httplimit.IP),
 		Limits: []httplimit.Limit{{Name: "burst", Policy: algo.PerSecond(2).Burst(100)}},
 	})
 	if err != nil {
@@ -121,7 +121,7 @@ func ExampleResolveByTier() {
 	st, _ := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	mw, _ := httplimit.New(httplimit.Config{
 		Store:  st,
-		Key:    httplimit.UserOr(httplimit.IP),
+		Key:    httplimit.User(httplimit.IP),
 		Limits: []httplimit.Limit{{Name: "minute", Resolve: tiers}},
 	})
 	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
@@ -143,8 +143,7 @@ func ExampleResolveByTier() {
 // Behind a reverse proxy, trust its network: X-Forwarded-For is then read
 // from the right, and entries a client wrote are ignored.
 func ExampleClientIP() {
-	proxies, _ := httplimit.ParsePrefixes("10.0.0.0/8")
-	ips, _ := httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: proxies})
+	ips, _ := httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "10.0.0.5:40000"                           // the load balancer
@@ -165,16 +164,17 @@ func ExampleClientIP() {
 	// ip 2001:db8:1:2::/64
 }
 
-// An Observer sees every decision with low-cardinality fields, ready to
-// become metrics labels; here it counts outcomes per limit and key class.
-func ExampleObserver() {
+// Config.Observer sees every decision as an Event of low-cardinality
+// fields, ready to become metrics labels; here it counts outcomes per
+// limit and key class.
+func ExampleEvent() {
 	var mu sync.Mutex
 	counts := map[string]int{}
-	obs := httplimit.ObserverFunc(func(_ context.Context, e httplimit.Event) {
+	obs := func(_ context.Context, e httplimit.Event) {
 		mu.Lock()
 		counts[e.Outcome.String()+" "+e.Limit+" "+e.Class]++
 		mu.Unlock()
-	})
+	}
 	st, _ := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	mw, _ := httplimit.New(httplimit.Config{Store: st, Observer: obs,
 		Limits: []httplimit.Limit{{Name: "burst", Policy: algo.PerMinute(10).Burst(3)}}})

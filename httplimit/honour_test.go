@@ -64,7 +64,7 @@ func TestConfigsHonoured(t *testing.T) {
 				cfg.Store, cfg.Clock = s, clk
 				cfg.Prefix = fmt.Sprintf("h%d:", accepted+refused)
 				var ev events
-				cfg.Observer = &ev // a route keeps its parent's
+				cfg.Observer = ev.Observe // a route keeps its parent's
 				m, err := New(cfg)
 				if err == nil && g.route != nil {
 					m, err = m.With(*g.route)
@@ -208,7 +208,7 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 			c.CostBy = func(*http.Request) int64 { return g.reqCost }
 		}
 	}
-	g.cfg = Config{Key: UserOr(IP), Fail: FailClosed(time.Second), Logger: slog.New(slog.DiscardHandler)}
+	g.cfg = Config{Key: User(IP), Fail: FailClosed(time.Second), Logger: slog.New(slog.DiscardHandler)}
 	g.cfg.Limits = limits("")
 	options(&g.cfg, "")
 	if rapid.Bool().Draw(t, "route") {

@@ -43,7 +43,7 @@ func TestKeyLengthBound(t *testing.T) {
 	name := func(c string) string { return strings.Repeat(c, maxNameLen) }
 	one := algo.PerMinute(1).Burst(1)
 	longest := Limit{Name: name("n"), Policy: one}
-	longKey := func(*http.Request) (Key, error) { return Key{Class: name("c"), ID: strings.Repeat("i", MaxIDLen)}, nil }
+	longKey := func(*http.Request) (Key, error) { return Key{Class: name("c"), ID: strings.Repeat("i", maxIDLen)}, nil }
 	clk := newClock()
 	st := newStore(t, clk)
 	cfg := Config{Store: st, Clock: clk, Prefix: strings.Repeat("p", prefixFits), Limits: []Limit{longest}, Key: longKey}
@@ -59,9 +59,9 @@ func TestKeyLengthBound(t *testing.T) {
 		t.Fatalf("second request: %d, want 429 (the first was charged)", w.Code)
 	}
 
-	// A hashed ID is shorter than MaxIDLen: a 1 MB or binary ID stays
+	// A hashed ID is shorter than maxIDLen: a 1 MB or binary ID stays
 	// within the bound.
-	for _, id := range []string{strings.Repeat("x", 1<<20), strings.Repeat("\x00", MaxIDLen)} {
+	for _, id := range []string{strings.Repeat("x", 1<<20), strings.Repeat("\x00", maxIDLen)} {
 		huge := func(*http.Request) (Key, error) { return Key{Class: name("c"), ID: id}, nil }
 		if keys := keysOf(t, newMW(t, Config{Store: st, Clock: clk, Prefix: cfg.Prefix, Limits: []Limit{longest}, Key: huge})); len(keys[0]) > store.DefaultMaxKeyLen {
 			t.Errorf("ID of %d bytes: key of %d bytes", len(id), len(keys[0]))
@@ -100,14 +100,14 @@ func TestKeyLengthBound(t *testing.T) {
 func TestTierNeverInKey(t *testing.T) {
 	clk := newClock()
 	huge := strings.Repeat("x", 1<<20)
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP),
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP),
 		Limits: []Limit{{Name: "minute", Resolve: byTier(t, articleTiers)}}})
 	plain, paid := keysOf(t, m, asUser("bob", "")), keysOf(t, m, asUser("bob", "paid"))
 	if plain[0] != paid[0] || strings.Contains(paid[0], "paid") {
 		t.Errorf("tier paid: key %q, want the no-tier key %q", paid[0], plain[0])
 	}
 	var ev events
-	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Observer: &ev, Logger: quiet,
+	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP), Observer: ev.Observe, Logger: quiet,
 		Limits: []Limit{{Name: "minute", Resolve: byTier(t, articleTiers)}}}).Handler(ok)
 	do(h, "198.51.100.7:1", asUser("bob", huge))
 	if err := ev.last(t).Err; !errors.Is(err, ratebucket.ErrResolve) || len(err.Error()) > 200 {
@@ -138,8 +138,8 @@ func TestStoreRefusesLongKey(t *testing.T) {
 			}
 			var ev events
 			failed := 0
-			fail := FailModeFunc(func(Failure) Verdict { failed++; return Verdict{Serve: true} })
-			h := newMW(t, Config{Store: st, Clock: clk, Limits: c.limits, Fail: fail, Observer: &ev, Logger: quiet}).Handler(ok)
+			fail := FailMode(func(Failure) Verdict { failed++; return Verdict{Serve: true} })
+			h := newMW(t, Config{Store: st, Clock: clk, Limits: c.limits, Fail: fail, Observer: ev.Observe, Logger: quiet}).Handler(ok)
 			w := do(h, "198.51.100.7:1")
 			if w.Code != 500 || body(t, w)["error"] != "rate_limit_misconfigured" {
 				t.Errorf("got %d %s, want 500 rate_limit_misconfigured", w.Code, w.Body)

@@ -29,10 +29,10 @@ func TestKeyFuncs(t *testing.T) {
 		want    Key
 		wantErr error
 	}{
-		{"User: authenticated", User, alice, Key{"user", "alice"}, nil},
-		{"User: anonymous has no key", User, anon, Key{}, ErrNoKey},
-		{"UserOr: authenticated", UserOr(IP), alice, Key{"user", "alice"}, nil},
-		{"UserOr: anonymous falls back to IP, ignoring X-User-Id", UserOr(IP), anon, Key{"ip", "198.51.100.7"}, nil},
+		{"User: authenticated", User(nil), alice, Key{"user", "alice"}, nil},
+		{"User: anonymous has no key", User(nil), anon, Key{}, ErrNoKey},
+		{"UserOr: authenticated", User(IP), alice, Key{"user", "alice"}, nil},
+		{"UserOr: anonymous falls back to IP, ignoring X-User-Id", User(IP), anon, Key{"ip", "198.51.100.7"}, nil},
 		{"APIKey: hashed", APIKey("x-api-key"), keyed, Key{"apikey", digest("sk_live_secret")}, nil},
 		{"APIKey: missing", APIKey("X-API-Key"), anon, Key{}, ErrNoKey},
 		{"IP", IP, anon, Key{"ip", "198.51.100.7"}, nil},
@@ -48,19 +48,19 @@ func TestKeyFuncs(t *testing.T) {
 	if strings.Contains(digest("sk_live_secret"), "secret") {
 		t.Error("API key appears in its digest")
 	}
-	if _, ok := UserFrom(WithUser(context.Background(), "")); ok {
+	if _, ok := userFrom(WithUser(context.Background(), "")); ok {
 		t.Error("an empty user id counts as authenticated")
 	}
 }
 
 func TestBucketID(t *testing.T) {
-	long := strings.Repeat("a", MaxIDLen+1)
+	long := strings.Repeat("a", maxIDLen+1)
 	for _, c := range []struct {
 		name, id string
 		hashed   bool
 	}{
 		{"plain", "alice", false},
-		{"longest verbatim", long[:MaxIDLen], false},
+		{"longest verbatim", long[:maxIDLen], false},
 		{"too long", long, true},
 		{"binary", "a\x00b", true},
 		{"non-ASCII", "jörg", true},
@@ -83,7 +83,7 @@ func TestBucketIDProperties(t *testing.T) {
 		a := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z#{}]{0,70}`)).Draw(t, "a")
 		b := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z#{}]{0,70}`), rapid.Just(a)).Draw(t, "b")
 		ga, gb := bucketID(a), bucketID(b)
-		if len(ga) > MaxIDLen || strings.ContainsAny(ga, "{} ") {
+		if len(ga) > maxIDLen || strings.ContainsAny(ga, "{} ") {
 			t.Fatalf("bucketID(%q) = %q", a, ga)
 		}
 		for _, c := range []byte(ga) {
@@ -109,7 +109,7 @@ func TestBucketKeysAreDistinct(t *testing.T) {
 	ids := []string{"1", "a", "b", "b1", "a:b", "::1", "2001:db8::/64", "#1", "{1}", "a}b", "50%", "%23"}
 	seen := map[string]bucket{}
 	for _, limitName := range names {
-		ls, err := newLimits([]Limit{{Name: limitName, Policy: DefaultPolicy}}, DefaultPrefix, IP)
+		ls, err := newLimits([]Limit{{Name: limitName, Policy: defaultPolicy}}, defaultPrefix, IP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,12 +146,12 @@ func TestKeyErrorsThroughMiddleware(t *testing.T) {
 		code   string
 		err    error
 	}{
-		{"anonymous on a user route", User, 400, "rate_limit_key_missing", ErrNoKey},
+		{"anonymous on a user route", User(nil), 400, "rate_limit_key_missing", ErrNoKey},
 		{"KeyFunc returned an empty ID", empty, 400, "rate_limit_key_missing", ErrNoKey},
 		{"invalid class", badClass, 500, "rate_limit_misconfigured", ErrInvalidConfig},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newMW(t, Config{Store: st, Clock: clk, Observer: &ev, Key: c.key}).Handler(ok)
+			h := newMW(t, Config{Store: st, Clock: clk, Observer: ev.Observe, Key: c.key}).Handler(ok)
 			w := do(h, "198.51.100.7:1")
 			if w.Code != c.status || body(t, w)["error"] != c.code {
 				t.Errorf("got %d %s, want %d %s", w.Code, w.Body, c.status, c.code)
@@ -172,7 +172,7 @@ func TestKeysKeepLimitsAndClassesApart(t *testing.T) {
 	clk := newClock()
 	st := newStore(t, clk)
 	one := algo.PerMinute(1).Burst(1)
-	idAsUser := newMW(t, Config{Store: st, Clock: clk, Key: User, Limits: []Limit{{Policy: one}}}).Handler(ok)
+	idAsUser := newMW(t, Config{Store: st, Clock: clk, Key: User(nil), Limits: []Limit{{Policy: one}}}).Handler(ok)
 	idAsIP := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Policy: one}}}).Handler(ok)
 	other := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Name: "other", Policy: one}}}).Handler(ok)
 	for name, h := range map[string]http.Handler{"user 198.51.100.7": idAsUser, "ip": idAsIP, "other limit": other} {
@@ -184,7 +184,7 @@ func TestKeysKeepLimitsAndClassesApart(t *testing.T) {
 
 func TestMiddlewareKeys(t *testing.T) {
 	clk := newClock()
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: append(twoLimits()[:1:1], Limit{Name: "minute", Resolve: byTier(t, articleTiers)})})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP), Limits: append(twoLimits()[:1:1], Limit{Name: "minute", Resolve: byTier(t, articleTiers)})})
 	for _, c := range []struct {
 		name string
 		edit func(*http.Request)
@@ -202,7 +202,7 @@ func TestMiddlewareKeys(t *testing.T) {
 			t.Errorf("%s: Keys = %q, %v; want %q", c.name, got, err, c.want)
 		}
 	}
-	if _, err := newMW(t, Config{Key: User}).Keys(httptest.NewRequest(http.MethodGet, "/", nil)); !errors.Is(err, ErrNoKey) {
+	if _, err := newMW(t, Config{Key: User(nil)}).Keys(httptest.NewRequest(http.MethodGet, "/", nil)); !errors.Is(err, ErrNoKey) {
 		t.Errorf("anonymous on a user key: %v, want ErrNoKey", err)
 	}
 }

@@ -35,7 +35,7 @@ import (
 // route's FailMode decides (serve, or 503 with Retry-After), and the error
 // is logged at most once per Config.LogEvery; so does a Resolve that
 // fails. A request without a key gets 400, one that does not fit the
-// configuration 500 (see [ErrorHandler]).
+// configuration 500 (see Config.Error).
 type Middleware struct {
 	cfg       Config // as configured, defaults not filled in: With starts from it
 	store     store.Store
@@ -44,14 +44,14 @@ type Middleware struct {
 	conc      *limit                         // the Concurrency limit, or nil
 	inflight  *ratebucket.ConcurrencyLimiter // its leases, when conc is set
 	key       KeyFunc
-	cost      CostFunc // nil: fixedCost
+	cost      func(*http.Request) int64 // nil: fixedCost
 	fixedCost int64
 	skip      func(*http.Request) bool
 	fail      FailMode
 	headers   Headers
-	denied    DeniedHandler
-	onError   ErrorHandler
-	observer  Observer
+	denied    func(http.ResponseWriter, *http.Request, Decision)
+	onError   func(http.ResponseWriter, *http.Request, error)
+	observer  func(context.Context, Event)
 	chargeIf  func(status int) bool
 	refunder  store.Store // store's, when chargeIf is set
 	delay     time.Duration
@@ -120,7 +120,7 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	}
 	prefix := cfg.Prefix
 	if prefix == "" {
-		prefix = DefaultPrefix
+		prefix = defaultPrefix
 	}
 	if m.key == nil {
 		m.key = IP
@@ -129,7 +129,7 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 		m.fail = FailOpen
 	}
 	if m.denied == nil {
-		m.denied = JSONDenied
+		m.denied = jsonDenied
 	}
 	if m.onError == nil {
 		m.onError = defaultError
@@ -269,7 +269,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if err != nil {
-		v := m.fail.OnFailure(Failure{Request: r, Err: err, Takes: takes})
+		v := m.fail(Failure{Request: r, Err: err, Takes: takes})
 		ev.Latency, ev.Err = m.clock.Now().Sub(start), err
 		if r.Context().Err() == nil { // a client that left is not an outage
 			m.log.log(r.Context(), slog.LevelError, "httplimit: store failed", slog.String("pattern", r.Pattern),
@@ -447,7 +447,7 @@ func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, next http.Hand
 
 func (m *Middleware) observe(r *http.Request, ev Event) {
 	if m.observer != nil {
-		m.observer.Observe(r.Context(), ev)
+		m.observer(r.Context(), ev)
 	}
 }
 

@@ -31,7 +31,7 @@ func TestZeroConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := m.Handler(ok)
-	// DefaultPolicy: a burst of 100, then 2/s; the test takes well under
+	// defaultPolicy: a burst of 100, then 2/s; the test takes well under
 	// the half second that would refill a token.
 	if got := admitted(h, 101, "198.51.100.7:1"); got != 100 {
 		t.Errorf("admitted %d of 101, want 100", got)
@@ -88,7 +88,7 @@ var articleTiers = map[string]algo.Policy{
 func TestTiers(t *testing.T) {
 	clk := newClock()
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Observer: &ev, Logger: quiet,
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP), Observer: ev.Observe, Logger: quiet,
 		Limits: []Limit{{Name: "minute", Resolve: byTier(t, articleTiers)}}})
 	h := m.Handler(ok)
 	for _, c := range []struct {
@@ -190,12 +190,12 @@ func TestCosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ai.observer = &ev
+	ai.observer = ev.Observe
 	if w := do(ai.Handler(ok), "198.51.100.9:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, algo.ErrCostExceedsCapacity) {
 		t.Errorf("cost 1000 on burst 100: %d, %+v", w.Code, ev.last(t))
 	}
 	// So can a tier's policy, resolved per request: the same 500.
-	tiered, err := base.With(Config{Cost: 10, Observer: &ev,
+	tiered, err := base.With(Config{Cost: 10, Observer: ev.Observe,
 		Limits: []Limit{{Name: "t", Resolve: byTier(t, map[string]algo.Policy{"free": algo.PerSecond(1).Burst(5)})}}})
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestSkip(t *testing.T) {
 	st := &countingStore{Store: newStore(t, clk)}
 	var ev events
 	health := func(r *http.Request) bool { return r.URL.Path == "/healthz" }
-	h := newMW(t, Config{Store: st, Clock: clk, Skip: health, Observer: &ev, Limits: []Limit{{Policy: algo.PerSecond(1).Burst(1)}}}).Handler(ok)
+	h := newMW(t, Config{Store: st, Clock: clk, Skip: health, Observer: ev.Observe, Limits: []Limit{{Policy: algo.PerSecond(1).Burst(1)}}}).Handler(ok)
 	for range 5 {
 		if w := do(h, "198.51.100.7:1", func(r *http.Request) { r.URL.Path = "/healthz" }); w.Code != 200 || w.Header().Get("RateLimit") != "" {
 			t.Fatalf("health check: %d %v", w.Code, w.Header())
@@ -299,7 +299,7 @@ func TestObserver(t *testing.T) {
 	clk := newClock()
 	var ev events
 	mux := http.NewServeMux()
-	m := newMW(t, Config{Store: slowStore{newStore(t, clk), clk}, Clock: clk, Observer: &ev,
+	m := newMW(t, Config{Store: slowStore{newStore(t, clk), clk}, Clock: clk, Observer: ev.Observe,
 		Limits: []Limit{{Name: "burst", Policy: algo.PerSecond(1).Burst(1)}}})
 	mux.Handle("GET /api/{item}", m.Handler(ok))
 	do(mux, "198.51.100.7:1")

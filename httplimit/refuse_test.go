@@ -65,7 +65,7 @@ func TestQuotaUnsupportedIsInvalid(t *testing.T) {
 	}
 	defer s.Close()
 	var ev events
-	m := newMW(t, Config{Store: s, Observer: &ev, Logger: slog.New(slog.DiscardHandler),
+	m := newMW(t, Config{Store: s, Observer: ev.Observe, Logger: slog.New(slog.DiscardHandler),
 		Limits: []Limit{{Name: "daily", Policy: algo.Quota(5, algo.Day, 0)}}})
 	if w := do(m.Handler(ok), "192.0.2.1:1"); w.Code != http.StatusInternalServerError {
 		t.Fatalf("code %d, want 500", w.Code)

@@ -119,7 +119,7 @@ func (l *limit) resolved(r *http.Request, k Key) (ratebucket.Resolved, error) {
 // route's FailMode says: served unlimited, or 503.
 func (m *Middleware) unresolved(w http.ResponseWriter, r *http.Request, next http.Handler, ev Event, err error) {
 	observe.ReportFailure(m.labelled(r), m.store, observe.OpTake, ev.Cost, err) // the metrics' failed decisions
-	v := m.fail.OnFailure(Failure{Request: r, Err: err})
+	v := m.fail(Failure{Request: r, Err: err})
 	ev.Err = err
 	if r.Context().Err() == nil {
 		m.log.log(r.Context(), slog.LevelError, "httplimit: policy resolution failed", slog.String("pattern", r.Pattern),

@@ -40,7 +40,7 @@ func ExampleResolveByID() {
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  st,
 		Clock:  clk,
-		Key:    httplimit.User,
+		Key:    httplimit.User(nil),
 		Fail:   httplimit.FailClosed(time.Second),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(cache.Resolve)}},

@@ -91,7 +91,7 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 	clk := newClock()
 	db := newTenants()
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User, Observer: &ev,
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil), Observer: ev.Observe,
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
 	h := m.Handler(ok)
 	if got := statuses(h, 3, asUser("alice", "")); !slices.Equal(got, []int{200, 200, 429}) {
@@ -118,7 +118,7 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 	}
 
 	// Tiers as a resolver: the tier names the policy, not the key.
-	tiers := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
+	tiers := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
 		Limits: []Limit{{Name: "api", Resolve: byTier(t, map[string]algo.Policy{"paid": algo.PerMinute(60).Burst(3)})}}})
 	if got := statuses(tiers.Handler(ok), 4, asUser("dave", "paid")); !slices.Equal(got, []int{200, 200, 200, 429}) {
 		t.Errorf("paid tier: %v, want its burst of 3", got)
@@ -136,9 +136,9 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	cs := &countingStore{Store: newStore(t, clk)}
 	var ev events
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := newMW(t, Config{Store: cs, Clock: clk, Key: User, Observer: &ev, Logger: quiet,
+	open := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Observer: ev.Observe, Logger: quiet,
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
-	closed := newMW(t, Config{Store: cs, Clock: clk, Key: User, Observer: &ev, Fail: FailClosed(2 * time.Second), Logger: quiet,
+	closed := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Observer: ev.Observe, Fail: FailClosed(2 * time.Second), Logger: quiet,
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
 	for _, tc := range []struct {
 		user string
@@ -164,7 +164,7 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	// decision for the store's observer too, under the route's labels.
 	var failed []observe.Decision
 	obs := observe.Funcs{Decision: func(_ context.Context, d observe.Decision) { failed = append(failed, d) }}
-	observed := newMW(t, Config{Store: observe.Wrap(cs, "memory", obs), Clock: clk, Key: User, Logger: quiet,
+	observed := newMW(t, Config{Store: observe.Wrap(cs, "memory", obs), Clock: clk, Key: User(nil), Logger: quiet,
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/feed", observed.Handler(ok))
@@ -175,7 +175,7 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 		failed[0].Route != "GET /api/feed" || failed[0].Policy != "api" {
 		t.Errorf("store observer saw %+v; want one failed decision of route GET /api/feed, policy api", failed)
 	}
-	unknownTier := newMW(t, Config{Store: cs, Clock: clk, Key: User, Fail: FailClosed(time.Second), Logger: quiet,
+	unknownTier := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Fail: FailClosed(time.Second), Logger: quiet,
 		Limits: []Limit{{Name: "api", Resolve: byTier(t, map[string]algo.Policy{"paid": freePlan.Policy})}}})
 	if w := do(unknownTier.Handler(ok), "192.0.2.1:1", asUser("erin", "trial")); w.Code != 503 {
 		t.Errorf("unknown tier under FailClosed: %d, want 503", w.Code)
@@ -191,7 +191,7 @@ func TestResolveCachedPlanChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(cache.Resolve)}}})
 	limit := func() string {
 		return do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")).Header().Get("X-RateLimit-Limit")
@@ -214,7 +214,7 @@ func TestResolveConfig(t *testing.T) {
 	s := newStore(t, newClock())
 	res := ResolveByID(newTenants().resolve)
 	for name, cfg := range map[string]Config{
-		"Resolve and Policy": {Store: s, Limits: []Limit{{Resolve: res, Policy: DefaultPolicy}}},
+		"Resolve and Policy": {Store: s, Limits: []Limit{{Resolve: res, Policy: defaultPolicy}}},
 		"Resolve and Delay":  {Store: s, Limits: []Limit{{Resolve: res}}, Delay: time.Second},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
@@ -230,7 +230,7 @@ func TestResolveConfig(t *testing.T) {
 func TestResolvePlanChangeKeepsTheBucket(t *testing.T) {
 	clk := newClock()
 	db := newTenants()
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
 	h := m.Handler(ok)
 	statuses(h, 2, asUser("alice", "")) // drains free's 2
@@ -253,7 +253,7 @@ func TestResolvePlanChangeKeepsTheBucket(t *testing.T) {
 func TestResolvedCapacityBelowCost(t *testing.T) {
 	clk := newClock()
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User, Observer: &ev, Cost: 3,
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil), Observer: ev.Observe, Cost: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Limits: []Limit{{Name: "api", Resolve: ResolveByID(newTenants().resolve)}}})
 	w := do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")) // free: burst 2
