@@ -49,7 +49,7 @@ type Limit struct {
 	Key KeyFunc
 	// Resolve, when set, chooses the limit's policy per request at
 	// runtime, once its key is known: a tenant's plan read from a
-	// database (through a ratebucket.ResolverCache with [ResolveByID]), or
+	// database (a ratebucket.ResolverCache, asked for the key's ID), or
 	// a policy per tier ([ResolveByTier]). Its answer's Name (the plan
 	// or tier) is reported as the Tier, and its Cost, when positive,
 	// replaces the request's cost for this limit. The bucket key does not
@@ -59,7 +59,7 @@ type Limit struct {
 	// FailMode decides (serve, or 503), never a default policy. A cost
 	// above the resolved capacity is a 500, as a CostBy's is. A route
 	// with Delay cannot have one. Default: none.
-	Resolve ResolveFunc
+	Resolve Resolver
 	// Shadow makes this a shadow limit, to roll out a new limit safely
 	// (envoy's shadow_mode, NGINX's limit_req_dry_run): its bucket is
 	// charged and its decisions reported (to the store's Observer as
@@ -224,7 +224,7 @@ type limit struct {
 	policy  algo.Policy // zero when the Limit has Resolve
 	key     KeyFunc
 	prefix  string // Config.Prefix + name + ":"
-	resolve ResolveFunc
+	resolve Resolver
 	shadow  bool
 }
 

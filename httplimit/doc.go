@@ -97,15 +97,15 @@
 // # Policies per client, at runtime
 //
 // A Limit's Resolve chooses its policy per request once the key is known,
-// for example from the tenant's plan ([ResolveByID] over a
-// ratebucket.Resolver), through a bounded ratebucket.ResolverCache whose TTL is
-// the staleness of a plan change; [ResolveByTier] is static tiers as a
+// for example from the tenant's plan (a ratebucket.Resolver asked for the
+// key's ID), through a bounded ratebucket.ResolverCache whose TTL is the
+// staleness of a plan change; [ResolveByTier] is static tiers as a
 // resolver. A resolver that fails is an outage of the limiter: the
 // route's FailMode answers (serve, or 503), never a default policy.
 //
 //	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
 //	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User(nil),
-//		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(plans.Resolve)}}})
+//		Limits: []httplimit.Limit{{Name: "api", Resolve: plans}}})
 //
 // # Requests in flight
 //

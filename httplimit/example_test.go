@@ -114,7 +114,7 @@ func ExampleResolveByTier() {
 		"":              algo.PerMinute(50).Burst(50), // anonymous
 		"authenticated": algo.PerMinute(200).Burst(200),
 		"paid":          algo.PerMinute(2000).Burst(2000),
-	}, func(r *http.Request) string { t, _ := r.Context().Value(tierKey{}).(string); return t })
+	}, func(ctx context.Context) string { t, _ := ctx.Value(tierKey{}).(string); return t })
 	if err != nil {
 		log.Fatal(err)
 	}

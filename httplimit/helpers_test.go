@@ -123,14 +123,15 @@ func asUser(id, tier string) func(*http.Request) {
 // auth middleware keeps its own.
 type tierCtx struct{}
 
-// tierOf returns the tier asUser put in r's context, "" for none.
-func tierOf(r *http.Request) string {
-	t, _ := r.Context().Value(tierCtx{}).(string)
+// tierOf returns the tier asUser put in a request's context ctx, "" for
+// none.
+func tierOf(ctx context.Context) string {
+	t, _ := ctx.Value(tierCtx{}).(string)
 	return t
 }
 
 // byTier is ResolveByTier over tierOf, for tests whose tiers are valid.
-func byTier(t testing.TB, tiers map[string]algo.Policy) ResolveFunc {
+func byTier(t testing.TB, tiers map[string]algo.Policy) Resolver {
 	t.Helper()
 	res, err := ResolveByTier(tiers, tierOf)
 	if err != nil {

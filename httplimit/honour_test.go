@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,7 +159,7 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 				answers := &[]algo.Policy{}
 				resolvers = append(resolvers, answers)
 				pick := rapid.SliceOfN(rapid.IntRange(0, len(pools)-1), len(honourTiers), len(honourTiers)).Draw(t, label+"tiers")
-				var byTier ResolveFunc
+				var byTier Resolver
 				tierRes = append(tierRes, func() {
 					tiers := map[string]algo.Policy{}
 					for i, tier := range honourTiers {
@@ -169,19 +170,19 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 						t.Fatal(err)
 					}
 				})
-				l.Resolve = func(r *http.Request, k Key) (ratebucket.Resolved, error) { return byTier(r, k) }
+				l.Resolve = ratebucket.Resolver(func(ctx context.Context, id string) (ratebucket.Resolved, error) { return byTier.Resolve(ctx, id) })
 			case 3:
 				answers := &[]algo.Policy{}
 				resolvers = append(resolvers, answers)
 				priced := rapid.Bool().Draw(t, label+"priced")
-				l.Resolve = func(r *http.Request, _ Key) (ratebucket.Resolved, error) {
-					p := (*answers)[len(tierOf(r))%len(*answers)]
-					res := ratebucket.Resolved{Policy: p, Name: tierOf(r)}
+				l.Resolve = ratebucket.Resolver(func(ctx context.Context, _ string) (ratebucket.Resolved, error) {
+					p := (*answers)[len(tierOf(ctx))%len(*answers)]
+					res := ratebucket.Resolved{Policy: p, Name: tierOf(ctx)}
 					if priced {
 						res.Cost = min(g.reqCost, p.Capacity())
 					}
 					return res, nil
-				}
+				})
 			}
 		}
 		if rapid.IntRange(0, 5).Draw(t, label+"allShadow") == 0 { // a route in shadow

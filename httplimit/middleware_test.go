@@ -133,7 +133,7 @@ func TestResolveByTierRefuses(t *testing.T) {
 	p := algo.PerMinute(1).Burst(1)
 	for name, c := range map[string]struct {
 		tiers map[string]algo.Policy
-		tier  func(*http.Request) string
+		tier  func(context.Context) string
 	}{
 		"no tiers":           {nil, tierOf},
 		"no tier function":   {map[string]algo.Policy{"a": p}, nil},

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -61,9 +62,9 @@ func TestQuotaBesideBurst(t *testing.T) {
 // requests of their cost left, then longest until full.
 func TestCloserToDenying(t *testing.T) {
 	clk := newClock()
-	priced := func(*http.Request, Key) (ratebucket.Resolved, error) {
+	priced := ratebucket.Resolver(func(context.Context, string) (ratebucket.Resolved, error) {
 		return ratebucket.Resolved{Policy: algo.PerSecond(1).Burst(10), Cost: 3}, nil
-	}
+	})
 	for _, c := range []struct {
 		name   string
 		limits []Limit

@@ -92,7 +92,7 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 	db := newTenants()
 	var ev events
 	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil), Observer: ev.Observe,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	h := m.Handler(ok)
 	if got := statuses(h, 3, asUser("alice", "")); !slices.Equal(got, []int{200, 200, 429}) {
 		t.Errorf("free tenant: %v, want its burst of 2", got)
@@ -137,9 +137,9 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	var ev events
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Observer: ev.Observe, Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	closed := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Observer: ev.Observe, Fail: FailClosed(2 * time.Second), Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	for _, tc := range []struct {
 		user string
 		want error
@@ -165,7 +165,7 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	var failed []observe.Decision
 	obs := observe.Funcs{Decision: func(_ context.Context, d observe.Decision) { failed = append(failed, d) }}
 	observed := newMW(t, Config{Store: observe.Wrap(cs, "memory", obs), Clock: clk, Key: User(nil), Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/feed", observed.Handler(ok))
 	if w := do(mux, "192.0.2.1:1", asUser("nobody", "")); w.Code != 200 {
@@ -192,7 +192,7 @@ func TestResolveCachedPlanChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(cache.Resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: cache}}})
 	limit := func() string {
 		return do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")).Header().Get("X-RateLimit-Limit")
 	}
@@ -212,7 +212,7 @@ func TestResolveCachedPlanChange(t *testing.T) {
 
 func TestResolveConfig(t *testing.T) {
 	s := newStore(t, newClock())
-	res := ResolveByID(newTenants().resolve)
+	res := ratebucket.Resolver(newTenants().resolve)
 	for name, cfg := range map[string]Config{
 		"Resolve and Policy": {Store: s, Limits: []Limit{{Resolve: res, Policy: defaultPolicy}}},
 		"Resolve and Delay":  {Store: s, Limits: []Limit{{Resolve: res}}, Delay: time.Second},
@@ -231,7 +231,7 @@ func TestResolvePlanChangeKeepsTheBucket(t *testing.T) {
 	clk := newClock()
 	db := newTenants()
 	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	h := m.Handler(ok)
 	statuses(h, 2, asUser("alice", "")) // drains free's 2
 	db.set("alice", proPlan)            // 10 a second, burst 5
@@ -255,7 +255,7 @@ func TestResolvedCapacityBelowCost(t *testing.T) {
 	var ev events
 	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil), Observer: ev.Observe, Cost: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(newTenants().resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(newTenants().resolve)}}})
 	w := do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")) // free: burst 2
 	if e := ev.last(t); w.Code != 500 || e.Outcome != Invalid || !errors.Is(e.Err, algo.ErrCostExceedsCapacity) {
 		t.Errorf("%d, %+v; want 500 Invalid with ErrCostExceedsCapacity", w.Code, e)

@@ -45,7 +45,7 @@ func TestRedisResolveAndShadow(t *testing.T) {
 			shadow := algo.PerHour(1).Burst(3)
 			mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t), Key: httplimit.User(nil),
 				Limits: []httplimit.Limit{
-					{Name: "plan", Resolve: httplimit.ResolveByID(func(_ context.Context, id string) (ratebucket.Resolved, error) {
+					{Name: "plan", Resolve: ratebucket.Resolver(func(_ context.Context, id string) (ratebucket.Resolved, error) {
 						return plans[id], nil
 					})},
 					{Name: "new", Policy: shadow, Shadow: true},
