@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,8 +59,9 @@ type Limit struct {
 	// the store applies the new policy to it. A resolver that fails, or
 	// answers an invalid policy or name, is a store failure: the route's
 	// FailMode decides (serve, or 503), never a default policy. A cost
-	// above the resolved capacity is a 500, as a CostBy's is. A route
-	// with Delay cannot have one. Default: none.
+	// above the resolved capacity is a 500, as a CostBy's is; a route's
+	// Cost above a ResolveByTier tier's capacity is refused by New. A
+	// route with Delay cannot have one. Default: none.
 	Resolve Resolver
 	// Shadow makes this a shadow limit, to roll out a new limit safely
 	// (envoy's shadow_mode, NGINX's limit_req_dry_run): its bucket is
@@ -285,7 +288,8 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 	return out, nil
 }
 
-// checkCost reports a static cost that some policy of ls could never admit.
+// checkCost reports a static cost that some policy of ls could never
+// admit: a limit's Policy, or a tier of its ResolveByTier.
 func checkCost(ls []limit, cost int64) error {
 	if cost < 0 {
 		return fmt.Errorf("%w: cost %d: %w", ErrInvalidConfig, cost, algo.ErrInvalidCost)
@@ -293,6 +297,13 @@ func checkCost(ls []limit, cost int64) error {
 	for _, l := range ls {
 		if l.policy != (algo.Policy{}) && cost > l.policy.Capacity() {
 			return fmt.Errorf("%w: cost %d exceeds capacity %d of limit %q: %w", ErrInvalidConfig, cost, l.policy.Capacity(), l.name, algo.ErrCostExceedsCapacity)
+		}
+		if t, ok := l.resolve.(*tierResolver); ok {
+			for _, name := range slices.Sorted(maps.Keys(t.tiers)) { // the same tier named every time
+				if p := t.tiers[name]; cost > p.Capacity() {
+					return fmt.Errorf("%w: cost %d exceeds capacity %d of tier %q of limit %q: %w", ErrInvalidConfig, cost, p.Capacity(), name, l.name, algo.ErrCostExceedsCapacity)
+				}
+			}
 		}
 	}
 	return nil

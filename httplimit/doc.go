@@ -100,7 +100,7 @@
 // for example from the tenant's plan (a ratebucket.Resolver asked for the
 // key's ID), through a bounded ratebucket.ResolverCache whose TTL is the
 // staleness of a plan change; [ResolveByTier] is static tiers as a
-// resolver. A resolver that fails is an outage of the limiter: the
+// resolver, whose capacities New checks the route's Cost against. A resolver that fails is an outage of the limiter: the
 // route's FailMode answers (serve, or 503), never a default policy.
 //
 //	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})

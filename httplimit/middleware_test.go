@@ -194,14 +194,34 @@ func TestCosts(t *testing.T) {
 	if w := do(ai.Handler(ok), "198.51.100.9:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, algo.ErrCostExceedsCapacity) {
 		t.Errorf("cost 1000 on burst 100: %d, %+v", w.Code, ev.last(t))
 	}
-	// So can a tier's policy, resolved per request: the same 500.
-	tiered, err := base.With(Config{Cost: 10, Observer: ev.Observe,
-		Limits: []Limit{{Name: "t", Resolve: byTier(t, map[string]algo.Policy{"free": algo.PerSecond(1).Burst(5)})}}})
+	// A ResolveByTier's tiers are known when the route is built: a fixed
+	// Cost above one tier's capacity is refused by With and New, naming it.
+	tiers := map[string]algo.Policy{"": algo.PerSecond(1).Burst(50), "free": algo.PerSecond(1).Burst(5)}
+	route := Config{Cost: 10, Limits: []Limit{{Name: "t", Resolve: byTier(t, tiers)}}}
+	withStore := route
+	withStore.Store = st
+	for name, build := range map[string]func() (*Middleware, error){
+		"With": func() (*Middleware, error) { return base.With(route) },
+		"New":  func() (*Middleware, error) { return New(withStore) },
+	} {
+		_, err := build()
+		if !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, algo.ErrCostExceedsCapacity) || !strings.Contains(err.Error(), `tier "free"`) {
+			t.Errorf("%s: cost 10 on a tier's burst 5: %v, want ErrInvalidConfig and ErrCostExceedsCapacity naming the tier", name, err)
+		}
+	}
+	if _, err := base.With(Config{Cost: 5, Limits: []Limit{{Name: "t", Resolve: byTier(t, tiers)}}}); err != nil {
+		t.Errorf("cost 5 within every tier: %v", err)
+	}
+	// Any other resolver's policy is known per request only: the same 500.
+	plan := ratebucket.Resolver(func(context.Context, string) (ratebucket.Resolved, error) {
+		return ratebucket.Resolved{Policy: algo.PerSecond(1).Burst(5), Name: "free"}, nil
+	})
+	resolved, err := base.With(Config{Cost: 10, Observer: ev.Observe, Limits: []Limit{{Name: "t", Resolve: plan}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := do(tiered.Handler(ok), "198.51.100.9:1", asUser("u", "free")); w.Code != 500 || !errors.Is(ev.last(t).Err, algo.ErrCostExceedsCapacity) {
-		t.Errorf("cost 10 on a tier's burst 5: %d, %+v", w.Code, ev.last(t))
+	if w := do(resolved.Handler(ok), "198.51.100.9:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, algo.ErrCostExceedsCapacity) {
+		t.Errorf("cost 10 on a resolved burst 5: %d, %+v", w.Code, ev.last(t))
 	}
 }
 

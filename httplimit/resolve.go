@@ -53,7 +53,9 @@ type Resolver interface {
 // the policy of requests without a tier. The tier is not part of the
 // bucket key: a client who upgrades keeps its bucket, under the new
 // policy. A tier without a policy is a resolution failure
-// (ratebucket.ErrResolve), which the route's FailMode answers. It returns an error
+// (ratebucket.ErrResolve), which the route's FailMode answers. Its
+// policies are known when the route is built, so [New] and With refuse
+// a route's Cost above the capacity of one of them. It returns an error
 // wrapping [ErrInvalidConfig] when tiers is empty, a tier name is not 1
 // to 32 bytes of [A-Za-z0-9_.-] (but ""), or a policy is invalid.
 func ResolveByTier(tiers map[string]algo.Policy, tier func(ctx context.Context) string) (Resolver, error) {
@@ -71,7 +73,7 @@ func ResolveByTier(tiers map[string]algo.Policy, tier func(ctx context.Context) 
 	return &tierResolver{tiers: maps.Clone(tiers), tier: tier}, nil
 }
 
-// tierResolver is ResolveByTier's Resolver.
+// tierResolver is ResolveByTier's Resolver: its policies are known to New.
 type tierResolver struct {
 	tiers map[string]algo.Policy
 	tier  func(ctx context.Context) string
