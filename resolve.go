@@ -52,6 +52,10 @@ type Resolved struct {
 // be slow (a database query): put a [ResolverCache] in front of it.
 type Resolver func(ctx context.Context, key string) (Resolved, error)
 
+// Resolve calls f(ctx, key). With it a Resolver, as a ResolverCache, has
+// the method an httplimit.Limit's Resolve asks for.
+func (f Resolver) Resolve(ctx context.Context, key string) (Resolved, error) { return f(ctx, key) }
+
 // ErrResolve reports a call whose policy could not be resolved: the
 // Resolver failed (the error wraps the resolver's, reachable with
 // errors.Is and errors.As) or answered a policy or cost that is not

@@ -255,7 +255,7 @@ func (s *apartStore) RefundMulti(context.Context, []store.Request) ([]algo.Resul
 func TestChargeIfNoRefund(t *testing.T) {
 	never := func(int) bool { return false }
 	policy := algo.PerHour(1).Burst(1)
-	fallback := FailModeFunc(func(f Failure) Verdict {
+	fallback := FailMode(func(f Failure) Verdict {
 		return Verdict{Result: &store.MultiResult{Allowed: true, Results: []algo.Result{{Allowed: true}}, Denied: -1}}
 	})
 	tests := []struct {
@@ -315,7 +315,7 @@ func TestChargeIfRefundFails(t *testing.T) {
 	var ev events
 	var logs bytes.Buffer
 	m := newMW(t, Config{Store: s, Limits: []Limit{{Policy: algo.PerHour(5).Burst(5)}}, ChargeIf: notServerError,
-		Observer: &ev, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Clock: newClock()})
+		Observer: ev.Observe, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Clock: newClock()})
 	h := m.Handler(statusHandler)
 	for range 2 {
 		if w := status(h, "502"); w.Code != 502 {

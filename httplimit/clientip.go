@@ -7,19 +7,6 @@ import (
 	"strings"
 )
 
-// ForwardedHeader names the header a trusted reverse proxy writes the
-// client's address into.
-type ForwardedHeader uint8
-
-const (
-	// XForwardedFor is the de facto header: a comma-separated list of
-	// addresses, each proxy appending the address of its peer.
-	XForwardedFor ForwardedHeader = iota
-	// Forwarded is the RFC 7239 header: elements such as
-	// for=192.0.2.60;proto=https or for="[2001:db8::1]:4711".
-	Forwarded
-)
-
 // IPConfig says how to find a request's client address. The zero value
 // trusts nothing: the client is the TCP peer (http.Request.RemoteAddr), and
 // forwarding headers, which any client can write, are ignored.
@@ -29,13 +16,18 @@ type IPConfig struct {
 	// forwarding header read, from the right: each trusted hop is
 	// skipped, and the first (right-most) address that is not trusted is
 	// the client. Addresses to its left were written by the client and
-	// are ignored. Build them with [ParsePrefixes]. Default: none.
-	TrustedProxies []netip.Prefix
-	// Header is the header your trusted proxies write. Only that header
-	// is read: a proxy that appends to X-Forwarded-For passes a forged
-	// Forwarded header through untouched, so reading both would let a
-	// client choose its address. Default: [XForwardedFor].
-	Header ForwardedHeader
+	// are ignored. Each is a network in CIDR notation ("10.0.0.0/8",
+	// "2001:db8::/32") or a single address ("192.0.2.7"). Default: none.
+	TrustedProxies []string
+	// Header is the header your trusted proxies write: "X-Forwarded-For",
+	// the de facto header (a comma-separated list of addresses, each
+	// proxy appending the address of its peer), or "Forwarded", RFC
+	// 7239's (elements such as for=192.0.2.60;proto=https or
+	// for="[2001:db8::1]:4711"), in any case. Only that header is read: a
+	// proxy that appends to X-Forwarded-For passes a forged Forwarded
+	// header through untouched, so reading both would let a client
+	// choose its address. Default: "X-Forwarded-For".
+	Header string
 	// IPv6Prefix groups IPv6 clients by network: one host usually owns
 	// a whole /64 and can rotate through its addresses, so the default
 	// is 64. express-rate-limit v8 uses 56. 128 keys each address.
@@ -48,12 +40,14 @@ type IPConfig struct {
 // requests by it. A ClientIP is immutable and safe for simultaneous use by
 // multiple goroutines.
 type ClientIP struct {
-	cfg IPConfig
+	cfg       IPConfig
+	trust     []netip.Prefix
+	forwarded bool // Header is RFC 7239's Forwarded
 }
 
 // NewClientIP returns a ClientIP for cfg, or an error wrapping
-// [ErrInvalidConfig] for a prefix length out of range or an invalid trusted
-// network.
+// [ErrInvalidConfig] for a prefix length out of range, a trusted proxy
+// that is neither a network nor an address, or another Header.
 func NewClientIP(cfg IPConfig) (*ClientIP, error) {
 	if cfg.IPv6Prefix == 0 {
 		cfg.IPv6Prefix = 64
@@ -66,29 +60,16 @@ func NewClientIP(cfg IPConfig) (*ClientIP, error) {
 		return nil, fmt.Errorf("%w: IPv6Prefix %d outside [1, 128]", ErrInvalidConfig, cfg.IPv6Prefix)
 	case cfg.IPv4Prefix < 1 || cfg.IPv4Prefix > 32:
 		return nil, fmt.Errorf("%w: IPv4Prefix %d outside [1, 32]", ErrInvalidConfig, cfg.IPv4Prefix)
-	case cfg.Header > Forwarded:
-		return nil, fmt.Errorf("%w: unknown ForwardedHeader %d", ErrInvalidConfig, cfg.Header)
 	}
-	trusted := make([]netip.Prefix, 0, len(cfg.TrustedProxies))
-	for _, p := range cfg.TrustedProxies {
-		if !p.IsValid() {
-			return nil, fmt.Errorf("%w: invalid trusted proxy network %v", ErrInvalidConfig, p)
-		}
-		if p.Addr().Is4In6() { // ::ffff:10.0.0.0/104 is 10.0.0.0/8
-			p = netip.PrefixFrom(p.Addr().Unmap(), max(0, p.Bits()-96))
-		}
-		trusted = append(trusted, p.Masked())
+	c := &ClientIP{cfg: cfg, trust: make([]netip.Prefix, 0, len(cfg.TrustedProxies))}
+	switch http.CanonicalHeaderKey(cfg.Header) {
+	case "", "X-Forwarded-For":
+	case "Forwarded":
+		c.forwarded = true
+	default:
+		return nil, fmt.Errorf("%w: Header %q is neither X-Forwarded-For nor Forwarded", ErrInvalidConfig, cfg.Header)
 	}
-	cfg.TrustedProxies = trusted
-	return &ClientIP{cfg: cfg}, nil
-}
-
-// ParsePrefixes parses networks in CIDR notation ("10.0.0.0/8",
-// "2001:db8::/32") or single addresses ("192.0.2.7"), for
-// IPConfig.TrustedProxies. The error wraps [ErrInvalidConfig].
-func ParsePrefixes(s ...string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(s))
-	for _, v := range s {
+	for _, v := range cfg.TrustedProxies {
 		v = strings.TrimSpace(v)
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
@@ -98,9 +79,12 @@ func ParsePrefixes(s ...string) ([]netip.Prefix, error) {
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
-		out = append(out, p)
+		if p.Addr().Is4In6() { // ::ffff:10.0.0.0/104 is 10.0.0.0/8
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(0, p.Bits()-96))
+		}
+		c.trust = append(c.trust, p.Masked())
 	}
-	return out, nil
+	return c, nil
 }
 
 // defaultIP trusts nothing and groups IPv6 by /64.
@@ -156,7 +140,7 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 		return peer, nil
 	}
 	var hops []string
-	if c.cfg.Header == Forwarded {
+	if c.forwarded {
 		hops = forwardedFor(r.Header.Values("Forwarded"))
 	} else {
 		for _, line := range r.Header.Values("X-Forwarded-For") {
@@ -178,7 +162,7 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 }
 
 func (c *ClientIP) trusted(a netip.Addr) bool {
-	for _, p := range c.cfg.TrustedProxies {
+	for _, p := range c.trust {
 		if p.Contains(a) {
 			return true
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// DefaultConcurrencyName names a [Concurrency] limit without a Name.
-const DefaultConcurrencyName = "inflight"
+// defaultConcurrencyName names a [Concurrency] limit without a Name.
+const defaultConcurrencyName = "inflight"
 
 // Concurrency bounds how many requests of one client a route runs at once,
 // as Stripe's concurrent-requests limiter and NGINX's limit_conn do: a slow
@@ -51,25 +51,16 @@ type Concurrency struct {
 	Key KeyFunc
 }
 
-// ConcurrencyResult is a [Concurrency] limit's part of a [Decision].
-type ConcurrencyResult struct {
-	// Name is the limit's name, Class its key's class ("ip", "user").
-	Name, Class string
-	// LeaseResult is the store's answer; Limit is 0 when the route has
-	// no Concurrency limit.
-	algo.LeaseResult
-}
-
 // newConcurrency checks c and returns its limit, or nil for the zero
 // Concurrency. Its lease keys are laid out as a bucket key of a Limit
-// named c.Name without a tier ("h:inflight:user{42}"), and are kept
+// named c.Name ("h:inflight:user{42}"), and are kept
 // within store.DefaultMaxKeyLen the same way.
 func newConcurrency(c Concurrency, prefix string, key KeyFunc) (*limit, error) {
 	if c.Policy == (algo.LeasePolicy{}) {
 		return nil, nil
 	}
 	if c.Name == "" {
-		c.Name = DefaultConcurrencyName
+		c.Name = defaultConcurrencyName
 	}
 	if !validName(c.Name) {
 		return nil, fmt.Errorf("%w: Concurrency: name %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, c.Name)
@@ -110,8 +101,8 @@ func (m *Middleware) acquire(r *http.Request, d *Decision) (ratebucket.Lease, er
 	if err != nil {
 		return ratebucket.Lease{}, err
 	}
-	lease, err := m.inflight.Acquire(r.Context(), m.conc.bucketKey("", k.Class, bucketID(k.ID)))
-	d.Concurrency = ConcurrencyResult{Name: m.conc.name, Class: k.Class, LeaseResult: lease.LeaseResult}
+	lease, err := m.inflight.Acquire(r.Context(), m.conc.bucketKey(k.Class, bucketID(k.ID)))
+	d.Concurrency, d.concName, d.concClass = lease.LeaseResult, m.conc.name, k.Class
 	return lease, err
 }
 
@@ -133,7 +124,7 @@ func (m *Middleware) release(r *http.Request, lease ratebucket.Lease) {
 // so no rate-limit headers are sent.
 func (m *Middleware) deniedInFlight(w http.ResponseWriter, r *http.Request, ev Event, d Decision) {
 	d.Allowed, d.Limits, d.Decider, d.RetryAfter = false, nil, 0, d.Concurrency.RetryAfter
-	ev.Outcome, ev.Limit, ev.Tier, ev.Class = Denied, d.Concurrency.Name, "", d.Concurrency.Class
+	ev.Outcome, ev.Limit, ev.Tier, ev.Class = Denied, m.conc.name, "", d.concClass
 	m.observe(r, ev)
 	w.Header().Set("Retry-After", itoa(retryAfterSeconds(d.RetryAfter)))
 	m.denied(w, r, d)

@@ -59,7 +59,7 @@ func leaseKey(t *testing.T, m *Middleware) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.conc.bucketKey("", k.Class, bucketID(k.ID))
+	return m.conc.bucketKey(k.Class, bucketID(k.ID))
 }
 
 // held returns how many leases the client holds under m's limit: a probe
@@ -196,7 +196,7 @@ func TestConcurrencyChargesNothingWhenDenied(t *testing.T) {
 	g := newGate()
 	var ev events
 	bucket := algo.PerHour(1).Burst(2)
-	m := newMW(t, Config{Store: newStore(t, newClock()), Observer: &ev,
+	m := newMW(t, Config{Store: newStore(t, newClock()), Observer: ev.Observe,
 		Limits:      []Limit{{Name: "burst", Policy: bucket}},
 		Concurrency: Concurrency{Policy: algo.LeasePolicy{Limit: 1, TTL: time.Hour}}})
 	h := m.Handler(g)
@@ -218,8 +218,8 @@ func TestConcurrencyChargesNothingWhenDenied(t *testing.T) {
 	if w := path(h, "/fast"); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("second request in flight: %d, want 429", w.Code)
 	}
-	if e := ev.last(t); e.Outcome != Denied || e.Limit != DefaultConcurrencyName || e.Class != "ip" {
-		t.Fatalf("event %+v, want denied by %q for class ip", e, DefaultConcurrencyName)
+	if e := ev.last(t); e.Outcome != Denied || e.Limit != defaultConcurrencyName || e.Class != "ip" {
+		t.Fatalf("event %+v, want denied by %q for class ip", e, defaultConcurrencyName)
 	}
 	if got := tokens(); got != 1 {
 		t.Fatalf("after a concurrency refusal the bucket holds %d tokens, want 1: it was charged", got)
@@ -330,7 +330,7 @@ func TestConcurrencyConfig(t *testing.T) {
 func TestConcurrencyFailMode(t *testing.T) {
 	st := failLeaser{Store: newStore(t, newClock()), err: errDown}
 	var ev events
-	cfg := Config{Store: st, Observer: &ev, Concurrency: Concurrency{Policy: algo.LeasePolicy{Limit: 1, TTL: time.Minute}}}
+	cfg := Config{Store: st, Observer: ev.Observe, Concurrency: Concurrency{Policy: algo.LeasePolicy{Limit: 1, TTL: time.Minute}}}
 	if w := path(newMW(t, cfg).Handler(ok), "/"); w.Code != http.StatusOK || ev.last(t).Outcome != FailedOpen || !errors.Is(ev.last(t).Err, errDown) {
 		t.Fatalf("FailOpen: %d, event %+v; want 200, failed_open with the store's error", w.Code, ev.last(t))
 	}
@@ -343,14 +343,14 @@ func TestConcurrencyFailMode(t *testing.T) {
 // TestConcurrencyNoKey: a request the Concurrency limit's KeyFunc cannot
 // key gets 400 and charges no bucket.
 func TestConcurrencyNoKey(t *testing.T) {
-	m := newMW(t, Config{Store: newStore(t, newClock()), Concurrency: Concurrency{Policy: algo.LeasePolicy{Limit: 1, TTL: time.Minute}, Key: User}})
+	m := newMW(t, Config{Store: newStore(t, newClock()), Concurrency: Concurrency{Policy: algo.LeasePolicy{Limit: 1, TTL: time.Minute}, Key: User(nil)}})
 	if w := path(m.Handler(ok), "/"); w.Code != http.StatusBadRequest {
 		t.Fatalf("anonymous request: %d, want 400", w.Code)
 	}
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
 	keys, _ := m.Keys(r)
-	if res, err := m.store.Take(context.Background(), store.Request{Key: keys[0], Policy: DefaultPolicy, Cost: 0}); err != nil || res.Remaining != DefaultPolicy.Capacity() {
+	if res, err := m.store.Take(context.Background(), store.Request{Key: keys[0], Policy: defaultPolicy, Cost: 0}); err != nil || res.Remaining != defaultPolicy.Capacity() {
 		t.Fatalf("bucket after the 400: %+v, %v; want full", res, err)
 	}
 }

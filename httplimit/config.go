@@ -1,11 +1,12 @@
 package httplimit
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,61 +14,55 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// DefaultPrefix starts the bucket keys of a Config without a Prefix (see
+// defaultPrefix starts the bucket keys of a Config without a Prefix (see
 // "Bucket keys" in the package doc). Before the compact key layout it was
 // "http:".
-const DefaultPrefix = "h:"
+const defaultPrefix = "h:"
 
-// DefaultPolicy is the policy of the zero Config: a burst of 100 and 2
-// requests per second sustained, per client, as in the article this library
-// grew from.
-var DefaultPolicy = algo.PerSecond(2).Burst(100)
+// defaultPolicy is the policy of the zero Config (see Config.Limits).
+var defaultPolicy = algo.PerSecond(2).Burst(100)
 
 // Limit is one rate limit a request must pass. A request under several
 // limits (a burst limit and a daily quota; a per-user and a per-tenant
-// limit) is admitted only if all admit it. With a store implementing
-// [store.Store] (memstore and redisstore do) the limits are taken
-// atomically: all charge or none does. With any other store they are taken
-// one at a time, in order, and charging stops at the first refusal (the
-// later limits are only read, for the headers): never more is admitted than
-// each limit allows, but a request refused by a later limit has already been
-// charged by the earlier ones (as has one whose later key the store refuses,
-// as too long for a store configured with a small MaxKeyLen), so put the
-// limit most likely to refuse first. (redisstore on a Cluster refuses an
-// atomic take whose keys live in different slots; the middleware then takes
-// them in order.)
+// limit) is admitted only if all admit it. Every store takes them
+// atomically (store.Store.TakeMulti): all charge or none does. Only on a
+// Redis Cluster whose keys for one request span slots (the store answers
+// store.ErrNotTogether) are they taken one at a time, in order, charging
+// stopping at the first refusal (the later limits are only read, for the
+// headers): never more is admitted than each limit allows, but a request
+// refused by a later limit has already been charged by the earlier ones,
+// so put the limit most likely to refuse first. The middleware's own keys
+// keep one client's buckets in one slot, so this happens only with a
+// KeyFunc per limit whose IDs differ.
+//
+// A limit's policy is chosen one way: Policy, the same for every
+// request, or Resolve, per request (a tenant's plan, or a policy per
+// tier with [ResolveByTier]).
 type Limit struct {
 	// Name identifies the limit in bucket keys, in the RateLimit and
 	// RateLimit-Policy headers, in "violated-policies" and to the
 	// Observer: 1 to 32 bytes of [A-Za-z0-9_.-]. Default "default" when
 	// the Config has a single limit; required otherwise.
 	Name string
-	// Policy applies to requests whose tier has no entry in Tiers. It may
-	// be the zero Policy only when Tiers is set; requests of a tier
-	// without a policy are then refused with [ErrUnknownTier] (500).
+	// Policy is the limit's policy for every request. Exactly one of
+	// Policy and Resolve is set.
 	Policy algo.Policy
-	// Tiers maps tier names, as the Config's TierFunc returns them, to
-	// their policies: for example "anonymous" 50/min, "authenticated"
-	// 200/min, "paid" 2000/min. The tier is part of the bucket key, so
-	// buckets of different policies never share a key, and a caller who
-	// upgrades starts with a fresh bucket.
-	Tiers map[string]algo.Policy
 	// Key chooses the bucket. Default: the Config's Key.
 	Key KeyFunc
 	// Resolve, when set, chooses the limit's policy per request at
 	// runtime, once its key is known: a tenant's plan read from a
-	// database (through a ratebucket.ResolverCache with [ResolveByID]), or
-	// the static tiers as a resolver ([ResolveByTier]). Its answer's
-	// Name is reported as the Tier, and its Cost, when positive,
+	// database (a ratebucket.ResolverCache, asked for the key's ID), or
+	// a policy per tier ([ResolveByTier]). Its answer's Name (the plan
+	// or tier) is reported as the Tier, and its Cost, when positive,
 	// replaces the request's cost for this limit. The bucket key does not
 	// name the policy: when a client's plan changes, its bucket stays and
 	// the store applies the new policy to it. A resolver that fails, or
 	// answers an invalid policy or name, is a store failure: the route's
 	// FailMode decides (serve, or 503), never a default policy. A cost
-	// above the resolved capacity is a 500, as a CostFunc's is. A Limit
-	// with Resolve has neither Policy nor Tiers, and a route with Delay
-	// cannot have one. Default: none.
-	Resolve ResolveFunc
+	// above the resolved capacity is a 500, as a CostBy's is; a route's
+	// Cost above a ResolveByTier tier's capacity is refused by New. A
+	// route with Delay cannot have one. Default: none.
+	Resolve Resolver
 	// Shadow makes this a shadow limit, to roll out a new limit safely
 	// (envoy's shadow_mode, NGINX's limit_req_dry_run): its bucket is
 	// charged and its decisions reported (to the store's Observer as
@@ -78,35 +73,10 @@ type Limit struct {
 	Shadow bool
 }
 
-// TierFunc returns the tier of a request, "" for the default. The default
-// TierFunc is [TierFrom] on the request's context (see [WithTier]).
-type TierFunc func(r *http.Request) string
-
-// CostFunc returns the cost of a request in tokens. A cost above a limit's
-// capacity could never be admitted: the request is refused with an error
-// wrapping algo.ErrCostExceedsCapacity (500), never left to wait forever.
-// Cost 0 is free: always admitted, it charges nothing and still reports the
-// headers.
-type CostFunc func(r *http.Request) int64
-
-// ErrorHandler writes the response to a request the middleware could not
-// ask the store about (Outcome [Invalid]). The default answers 400 with
-// {"error":"rate_limit_key_missing"} for an error wrapping [ErrNoKey], and
-// 500 with {"error":"rate_limit_misconfigured"} otherwise; it never shows
-// err to the client. The 500s are also logged.
-type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
-
-// ErrInvalidConfig reports a Config, IPConfig, Limit or option outside its
-// documented bounds. New and With return it, wrapped with the reason.
-var ErrInvalidConfig = errors.New("httplimit: invalid configuration")
-
-// ErrUnknownTier reports a request whose tier has no policy in a Limit that
-// has no default Policy.
-var ErrUnknownTier = errors.New("httplimit: tier has no policy")
-
 // Config configures a [Middleware]: [New] takes one, and so does
 // [Middleware.With] for a route's changes. The zero value is ready to use:
-// one limit of [DefaultPolicy] per client IP ([IP]) in an in-process
+// one limit of a burst of 100 and 2 requests per second per client IP
+// ([IP]) in an in-process
 // memstore, cost 1, both header sets, the JSON 429 body, and FailOpen.
 type Config struct {
 	// Store keeps the buckets. Use a redisstore to share limits across a
@@ -117,31 +87,34 @@ type Config struct {
 	Store store.Store
 	// Prefix starts every bucket key, to keep these buckets apart from
 	// other users of the store. Default "h:". Keys are
-	// Prefix + limit + ":" + class + "{" + id + "}", with tier + ":" after
-	// the limit when a tier's policy applies (see "Bucket keys" in the
-	// package doc): "h:default:user{42}".
-	// New refuses a Prefix (or limit and tier names) with which a key
+	// Prefix + limit + ":" + class + "{" + id + "}" (see "Bucket keys" in
+	// the package doc): "h:default:user{42}".
+	// New refuses a Prefix (or limit names) with which a key
 	// could be longer than store.DefaultMaxKeyLen (256 bytes), with an
 	// error wrapping both ErrInvalidConfig and store.ErrKeyTooLong: classes
-	// are at most 32 bytes and IDs at most MaxIDLen, so a Prefix of up to
-	// 92 bytes always fits.
+	// are at most 32 bytes and IDs at most 64 (see Key.ID), so a Prefix of up to
+	// 125 bytes always fits.
 	Prefix string
 	// Limits are the limits every request must pass. Default: a single
-	// Limit of DefaultPolicy named "default".
+	// Limit named "default" of algo.PerSecond(2).Burst(100), a burst of
+	// 100 and 2 requests per second sustained, per client, as in the
+	// article this library grew from.
 	Limits []Limit
 	// Key is the KeyFunc of Limits without their own. Default: [IP].
 	Key KeyFunc
-	// Tier returns each request's tier. Default: [TierFrom] the context.
-	Tier TierFunc
 	// Cost is what each request costs in tokens. Default: 1. A cost above
 	// some limit's capacity could never be admitted, so New and With
 	// refuse it (the error wraps algo.ErrCostExceedsCapacity); a negative
 	// one too (algo.ErrInvalidCost). Zero means the default: a route
 	// whose requests are free needs no limiter (or use Skip).
 	Cost int64
-	// CostBy, when set, returns each request's cost instead of Cost: an
-	// upload by its size, an AI call by its model.
-	CostBy CostFunc
+	// CostBy, when set, returns each request's cost in tokens instead of
+	// Cost: an upload by its size, an AI call by its model. A cost above a
+	// limit's capacity could never be admitted: the request is refused
+	// with an error wrapping algo.ErrCostExceedsCapacity (500), never left
+	// to wait forever. Cost 0 is free: always admitted, it charges nothing
+	// and still reports the headers.
+	CostBy func(r *http.Request) int64
 	// Skip exempts requests for which it returns true (health checks,
 	// internal callers): they are served with no store call and no
 	// headers. Default: none.
@@ -151,21 +124,36 @@ type Config struct {
 	Fail FailMode
 	// Headers chooses the rate-limit header sets sent. Default: both.
 	Headers Headers
-	// Denied writes 429 responses. Default: [JSONDenied]; see also
-	// [ProblemDenied].
-	Denied DeniedHandler
-	// Error writes responses to requests without a key or not fitting
-	// the configuration. Default: see [ErrorHandler].
-	Error ErrorHandler
-	// Observer, if set, receives an Event per request.
-	Observer Observer
-	// Shadow makes every Limit of the route a shadow limit (see
-	// Limit.Shadow): the route computes, charges and reports its
-	// decisions but never refuses a request with 429. A route derived
-	// with With keeps its parent's Shadow; derive an enforced route from
-	// a parent without it. It cannot be combined with Concurrency or
-	// Delay, which would hold or refuse requests. Default: false.
-	Shadow bool
+	// Denied writes the response to a request the limits refused. When
+	// it is called, the rate-limit headers (none for a refusal by the
+	// Concurrency limit: see Decision.Concurrency) and Retry-After are
+	// already set; it writes the status (429 unless it has reason to
+	// differ) and the body. Default: 429 Too Many Requests with
+	// Content-Type application/json and the body
+	//
+	//	{"error":"rate_limited","retry_after_ms":1234}
+	//
+	// where retry_after_ms is the wait rounded up to the millisecond (at
+	// least 1). [ProblemDenied] writes an RFC 9457 problem instead.
+	Denied func(w http.ResponseWriter, r *http.Request, d Decision)
+	// Error writes the response to a request the middleware could not
+	// ask the store about (Outcome [Invalid]): without a key, or not
+	// fitting the configuration. Default: 400 with
+	// {"error":"rate_limit_key_missing"} for an error wrapping
+	// [ErrNoKey], and 500 with {"error":"rate_limit_misconfigured"}
+	// otherwise; it never shows err to the client. The 500s are also
+	// logged.
+	Error func(w http.ResponseWriter, r *http.Request, err error)
+	// Observer, if set, receives an [Event] for every request the
+	// middleware handles, after the decision and before the response is
+	// written or the next handler runs, and a second one (Outcome
+	// [Refunded]) for a request whose charge ChargeIf gave back after its
+	// handler returned. It is called on the request's goroutine: keep it
+	// fast, and safe for simultaneous use. Store calls are counted by the
+	// store's own observer (see Event); this one adds what only the
+	// middleware knows: requests skipped, invalid, or served or refused
+	// while the store failed. Default: none.
+	Observer func(ctx context.Context, e Event)
 	// Concurrency, when its Policy is set, bounds how many requests of a
 	// client run at once, holding a lease for each request's duration
 	// (see [Concurrency]). It needs a Store implementing store.Store
@@ -209,7 +197,7 @@ type Config struct {
 	// when Clock is a github.com/benbjohnson/clock Clock (clock.NewMock()
 	// in tests), the real clock's otherwise. Delay needs a route with a
 	// single Limit, neither a shadow limit, nor a Resolve, nor a calendar
-	// quota (algo.Quota) as its Policy or a tier's, which cannot be
+	// quota (algo.Quota) as its Policy, which cannot be
 	// reserved, and a Store implementing store.Store (memstore and
 	// redisstore do); New and With return an error wrapping
 	// ErrInvalidConfig otherwise, naming the limit (and
@@ -236,64 +224,34 @@ func (realClock) Now() time.Time { return time.Now() }
 // limit is a validated Limit.
 type limit struct {
 	name    string
-	policy  algo.Policy // zero when the Limit has tiers only, or Resolve
-	tiers   map[string]algo.Policy
+	policy  algo.Policy // zero when the Limit has Resolve
 	key     KeyFunc
 	prefix  string // Config.Prefix + name + ":"
-	resolve ResolveFunc
+	resolve Resolver
 	shadow  bool
 }
 
-// policyFor returns the policy for tier and the tier name that goes in the
-// key: "" when the Limit's own Policy applies. Only the names of l.tiers,
-// checked by newLimits, ever reach a key: a tier the Limit does not name,
-// however long, gets the Limit's Policy (or ErrUnknownTier).
-func (l *limit) policyFor(tier string) (algo.Policy, string, error) {
-	if p, ok := l.tiers[tier]; ok && tier != "" {
-		return p, tier, nil
-	}
-	if l.policy.Capacity() == 0 {
-		return algo.Policy{}, "", fmt.Errorf("%w: limit %q has no policy for tier %.64q", ErrUnknownTier, l.name, tier)
-	}
-	return l.policy, "", nil
-}
-
-// bucketKey returns the store key of the bucket of tier ("" for the
-// Limit's own Policy), key class and ID (as [bucketID] returns it): the
-// name
-//
-//	Prefix + limit + ":" + class                 no tier
-//	Prefix + limit + ":" + tier + ":" + class    a tier
-//
-// in the group of the ID (store.GroupKey: name + "{" + id + "}",
+// bucketKey returns the store key of the bucket of key class and ID (as
+// [bucketID] returns it): the name Prefix + limit + ":" + class in the
+// group of the ID (store.GroupKey: name + "{" + id + "}",
 // "h:default:user{42}"): the buckets of one client are one group, so a
 // store that spreads keys over servers keeps them together and TakeMulti
-// stays atomic. Under one Prefix, distinct (limit, tier, class, ID) make
-// distinct keys: names hold no ':', so a name splits at ':' into two or
-// three names, and GroupKey keeps distinct (group, name) pairs apart.
-func (l *limit) bucketKey(tier, class, id string) string {
-	if tier == "" {
-		return store.GroupKey(id, l.prefix+class)
-	}
-	return store.GroupKey(id, l.prefix+tier+":"+class)
+// stays atomic. Under one Prefix, distinct (limit, class, ID) make
+// distinct keys: names hold no ':', so a name splits at ':' into two
+// names, and GroupKey keeps distinct (group, name) pairs apart.
+func (l *limit) bucketKey(class, id string) string {
+	return store.GroupKey(id, l.prefix+class)
 }
 
-// maxKeyLen returns the length of l's longest possible bucket key: its
-// longest tier name, a class of maxNameLen bytes and an ID of MaxIDLen
-// (a digest is shorter).
+// maxKeyLen returns the length of l's longest possible bucket key: a
+// class of maxNameLen bytes and an ID of maxIDLen (a digest is shorter).
 func (l *limit) maxKeyLen() int {
-	tier := ""
-	for t := range l.tiers {
-		if len(t) > len(tier) {
-			tier = t
-		}
-	}
-	return len(l.bucketKey(tier, strings.Repeat("c", maxNameLen), strings.Repeat("i", MaxIDLen)))
+	return len(l.bucketKey(strings.Repeat("c", maxNameLen), strings.Repeat("i", maxIDLen)))
 }
 
 func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 	if len(ls) == 0 {
-		ls = []Limit{{Policy: DefaultPolicy}}
+		ls = []Limit{{Policy: defaultPolicy}}
 	}
 	out := make([]limit, 0, len(ls))
 	seen := map[string]bool{}
@@ -306,10 +264,10 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 			return nil, fmt.Errorf("%w: limit %d: name %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, i, l.Name)
 		case seen[l.Name]:
 			return nil, fmt.Errorf("%w: two limits named %q", ErrInvalidConfig, l.Name)
-		case l.Resolve != nil && (l.Policy != (algo.Policy{}) || len(l.Tiers) > 0):
-			return nil, fmt.Errorf("%w: limit %q has Resolve and a Policy or Tiers: its resolver chooses every policy", ErrInvalidConfig, l.Name)
-		case l.Policy == (algo.Policy{}) && len(l.Tiers) == 0 && l.Resolve == nil:
-			return nil, fmt.Errorf("%w: limit %q has neither a Policy, Tiers nor Resolve", ErrInvalidConfig, l.Name)
+		case l.Resolve != nil && l.Policy != (algo.Policy{}):
+			return nil, fmt.Errorf("%w: limit %q has Resolve and a Policy: its resolver chooses every policy", ErrInvalidConfig, l.Name)
+		case l.Policy == (algo.Policy{}) && l.Resolve == nil:
+			return nil, fmt.Errorf("%w: limit %q has neither a Policy nor Resolve", ErrInvalidConfig, l.Name)
 		}
 		seen[l.Name] = true
 		if l.Policy != (algo.Policy{}) {
@@ -317,19 +275,10 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 				return nil, fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.Name, err)
 			}
 		}
-		for t, p := range l.Tiers {
-			if !validName(t) {
-				return nil, fmt.Errorf("%w: limit %q: tier name %q is not 1-32 bytes of [A-Za-z0-9_.-]", ErrInvalidConfig, l.Name, t)
-			}
-			if err := p.Validate(); err != nil {
-				return nil, fmt.Errorf("%w: limit %q tier %q: %w", ErrInvalidConfig, l.Name, t, err)
-			}
-		}
 		if l.Key == nil {
 			l.Key = key
 		}
-		lim := limit{name: l.Name, policy: l.Policy, tiers: maps.Clone(l.Tiers), key: l.Key, prefix: prefix + l.Name + ":",
-			resolve: l.Resolve, shadow: l.Shadow}
+		lim := limit{name: l.Name, policy: l.Policy, key: l.Key, prefix: prefix + l.Name + ":", resolve: l.Resolve, shadow: l.Shadow}
 		if n := lim.maxKeyLen(); n > store.DefaultMaxKeyLen {
 			return nil, fmt.Errorf("%w: limit %q: its bucket keys could be %d bytes, above the %d bytes stores accept by default; shorten Prefix (%d bytes) or the names: %w",
 				ErrInvalidConfig, l.Name, n, store.DefaultMaxKeyLen, len(prefix), store.ErrKeyTooLong)
@@ -339,7 +288,8 @@ func newLimits(ls []Limit, prefix string, key KeyFunc) ([]limit, error) {
 	return out, nil
 }
 
-// checkCost reports a static cost that some policy of ls could never admit.
+// checkCost reports a static cost that some policy of ls could never
+// admit: a limit's Policy, or a tier of its ResolveByTier.
 func checkCost(ls []limit, cost int64) error {
 	if cost < 0 {
 		return fmt.Errorf("%w: cost %d: %w", ErrInvalidConfig, cost, algo.ErrInvalidCost)
@@ -348,9 +298,11 @@ func checkCost(ls []limit, cost int64) error {
 		if l.policy != (algo.Policy{}) && cost > l.policy.Capacity() {
 			return fmt.Errorf("%w: cost %d exceeds capacity %d of limit %q: %w", ErrInvalidConfig, cost, l.policy.Capacity(), l.name, algo.ErrCostExceedsCapacity)
 		}
-		for t, p := range l.tiers {
-			if cost > p.Capacity() {
-				return fmt.Errorf("%w: cost %d exceeds capacity %d of limit %q tier %q: %w", ErrInvalidConfig, cost, p.Capacity(), l.name, t, algo.ErrCostExceedsCapacity)
+		if t, ok := l.resolve.(*tierResolver); ok {
+			for _, name := range slices.Sorted(maps.Keys(t.tiers)) { // the same tier named every time
+				if p := t.tiers[name]; cost > p.Capacity() {
+					return fmt.Errorf("%w: cost %d exceeds capacity %d of tier %q of limit %q: %w", ErrInvalidConfig, cost, p.Capacity(), name, l.name, algo.ErrCostExceedsCapacity)
+				}
 			}
 		}
 	}

@@ -48,15 +48,14 @@ import (
 // the period's end, so there is no time within the period at which a
 // request over it would fit, and algo refuses the operation
 // (algo.ErrQuotaUnsupported). New and With therefore refuse Delay on a
-// limit whose Policy, or any of whose tiers, is a quota, with an error
-// wrapping ErrInvalidConfig and algo.ErrQuotaUnsupported that names the
-// limit (and the tier); a route that smooths bursts and counts a quota
+// limit whose Policy is a quota, with an error wrapping ErrInvalidConfig
+// and algo.ErrQuotaUnsupported that names the limit; a route that smooths bursts and counts a quota
 // puts the quota on a route without Delay. A Limit with Resolve, whose
 // policies are only known per request, cannot have Delay either (see
 // checkResolve), so no reservation ever meets a quota at request time.
 
-// checkDelayPolicies refuses Delay over a limit of ls whose policy, or a
-// tier's, is a calendar quota: its reservations could never be made.
+// checkDelayPolicies refuses Delay over a limit of ls whose policy is a
+// calendar quota: its reservations could never be made.
 func checkDelayPolicies(ls []limit, delay time.Duration) error {
 	if delay == 0 {
 		return nil
@@ -66,18 +65,12 @@ func checkDelayPolicies(ls []limit, delay time.Duration) error {
 			return fmt.Errorf("%w: Delay cannot hold requests of limit %q, a calendar quota (%v): %w",
 				ErrInvalidConfig, l.name, l.policy, algo.ErrQuotaUnsupported)
 		}
-		for t, p := range l.tiers {
-			if p.IsQuota() {
-				return fmt.Errorf("%w: Delay cannot hold requests of limit %q tier %q, a calendar quota (%v): %w",
-					ErrInvalidConfig, l.name, t, p, algo.ErrQuotaUnsupported)
-			}
-		}
 	}
 	return nil
 }
 
 // checkDelay checks the route's Delay and builds what it needs: a
-// ratebucket.Limiter per policy of its single limit, whose timers hold the
+// ratebucket.Limiter for its single limit, whose timers hold the
 // requests (the Config's Clock when it is a github.com/benbjohnson/clock
 // Clock, such as clock.NewMock(), else the real clock's).
 func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
@@ -96,17 +89,11 @@ func (m *Middleware) checkDelay(delay time.Duration, clk store.Clock) error {
 		timers = clock.New()
 	}
 	l := &m.limits[0]
-	m.delay, m.reservers = delay, map[algo.Policy]*ratebucket.Limiter{}
-	for _, p := range append([]algo.Policy{l.policy}, mapValues(l.tiers)...) {
-		if p == (algo.Policy{}) {
-			continue
-		}
-		lim, err := ratebucket.NewLimiter(refundableReserver{s}, p, ratebucket.Config{Clock: timers})
-		if err != nil {
-			return fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.name, err)
-		}
-		m.reservers[p] = lim
+	lim, err := ratebucket.NewLimiter(refundableReserver{s}, l.policy, ratebucket.Config{Clock: timers})
+	if err != nil {
+		return fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.name, err)
 	}
+	m.delay, m.reserver = delay, lim
 	return nil
 }
 
@@ -121,20 +108,11 @@ func (s refundableReserver) Reserve(ctx context.Context, req store.Request, maxW
 	return s.Store.Reserve(ctx, req, maxWait)
 }
 
-// mapValues returns m's values, in no particular order.
-func mapValues[K comparable, V any](m map[K]V) []V {
-	out := make([]V, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
-}
-
 // reserve asks for q within the route's Delay: the answer as a take's,
 // and the reservation to hold the request for. A reservation that would
 // outlast the request's deadline is a refusal, as one beyond Delay is.
 func (m *Middleware) reserve(ctx context.Context, q store.Request) (store.MultiResult, ratebucket.Reservation, error) {
-	rsv, err := m.reservers[q.Policy].Reserve(ctx, q.Key, q.Cost, m.delay)
+	rsv, err := m.reserver.Reserve(ctx, q.Key, q.Cost, m.delay)
 	if errors.Is(err, ratebucket.ErrWouldExceedDeadline) {
 		err = nil // rsv is the refusal, with its RetryAfter
 	}

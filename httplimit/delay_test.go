@@ -47,7 +47,7 @@ func newDelayRig(t *testing.T, delay time.Duration) *delayRig {
 	clk := timerClock{Mock: clock.NewMock(), timers: make(chan time.Duration, 16)}
 	clk.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	d := &delayRig{clk: clk, ran: make(chan time.Time, 16), ev: &events{}, t0: clk.Now()}
-	d.m = newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: d.ev,
+	d.m = newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: d.ev.Observe,
 		Limits: []Limit{{Policy: algo.PerSecond(1).Burst(3)}}, Delay: delay})
 	d.h = d.m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.ran <- clk.Now() }))
 	return d
@@ -245,7 +245,7 @@ func TestDelayUnsupported(t *testing.T) {
 	}
 	defer s.Close()
 	var ev events
-	m := newMW(t, Config{Store: s, Delay: time.Second, Observer: &ev, Logger: slog.New(slog.DiscardHandler)})
+	m := newMW(t, Config{Store: s, Delay: time.Second, Observer: ev.Observe, Logger: slog.New(slog.DiscardHandler)})
 	if w := do(m.Handler(ok), "192.0.2.1:1234"); w.Code != http.StatusInternalServerError {
 		t.Fatalf("code %d, want 500", w.Code)
 	}

@@ -27,7 +27,7 @@
 // [Headers]). A refused one gets 429 Too Many Requests, the same headers,
 // Retry-After in delay-seconds rounded up (never 0), and
 // {"error":"rate_limited","retry_after_ms":N}, or an RFC 9457 problem with
-// [ProblemDenied], or your own [DeniedHandler]. grpclimit's metadata and
+// [ProblemDenied], or your own Config.Denied. grpclimit's metadata and
 // rls's headers have the same names, in lower case, and the same meanings;
 // internal/testdata/ratelimit-headers.json pins them for all three.
 //
@@ -42,7 +42,7 @@
 // /64 (configurable), since one host owns the whole network.
 //
 // [User] keys by the user your authentication middleware put in the context
-// with [WithUser]; [UserOr] falls back to the IP for anonymous requests.
+// with [WithUser]; User(IP) falls back to the IP for anonymous requests.
 // Identities never come from a client-supplied header such as x-user-id.
 // [APIKey] keys by a header's value, hashed. Long or binary IDs are hashed
 // before they reach the store; an empty one is refused ([ErrNoKey], 400),
@@ -53,16 +53,17 @@
 //
 // # Bucket keys
 //
-// A bucket's key is the Config's Prefix (default [DefaultPrefix], "h:"),
-// the limit's name, the tier when a tier's policy applies, the key class,
-// and the ID in braces:
+// A bucket's key is the Config's Prefix (default "h:"),
+// the limit's name, the key class, and the ID in braces:
 //
 //	h:default:user{42}                 one limit, the user's
-//	h:minute:paid:user{42}             limit "minute", tier "paid"
+//	h:minute:user{42}                  limit "minute", whatever the tier
 //	h:default:ip{2001:db8:1:2::/64}    an IPv6 client's /64
 //	h:default:apikey{#9f86d081884c7d659a2feaa0c55ad015}    hashed
 //
-// Different limits, tiers, classes or IDs never share a key. The braces
+// Different limits, classes or IDs never share a key; a tier or plan is
+// not in it, so a client who changes plan keeps its bucket and the store
+// applies the new policy to it. The braces
 // are the Redis Cluster hash tag: one client's buckets live in one slot, so
 // its limits are taken atomically. Keys are kept short because Redis pays
 // for every byte of them: on redis-server 7.0.15, under redisstore's "rb:"
@@ -74,17 +75,18 @@
 // 88 up to 44, 104 up to 60.
 //
 // Upgrading from that layout (Prefix "http:", "*" for no tier, ":{" before
-// the ID) changes every key once: each client starts again with a full
-// bucket, as after a Redis restart, and the old keys expire by themselves
-// when their buckets would have been full.
+// the ID), or from the one that named a tier after the limit
+// ("h:minute:paid:user{42}"), changes those keys once: each client starts
+// again with a full bucket, as after a Redis restart, and the old keys
+// expire by themselves when their buckets would have been full.
 //
 // # Tiers, costs and several limits
 //
-// A [Limit] may hold a policy per tier (anonymous 50/min, authenticated
-// 200/min, paid 2000/min): the [TierFunc] picks one per request, and the
-// tier is part of the bucket key. A [CostFunc] or the [Cost] option prices a
+// A [Limit] may apply a policy per tier (anonymous 50/min, authenticated
+// 200/min, paid 2000/min) with [ResolveByTier], a resolver (see below)
+// over your function naming the request's tier. Config.CostBy or Config.Cost prices a
 // route; a cost above a capacity is an error when the route is built, or
-// for a CostFunc a 500 with the reason logged, never a request that waits
+// for CostBy a 500 with the reason logged, never a request that waits
 // forever. A request may pass several limits at once (a burst and a daily
 // quota), taken atomically when the store implements [store.Store].
 // A limit's Policy may be a calendar quota (algo.Quota: 10,000 a month,
@@ -95,15 +97,15 @@
 // # Policies per client, at runtime
 //
 // A Limit's Resolve chooses its policy per request once the key is known,
-// for example from the tenant's plan ([ResolveByID] over a
-// ratebucket.Resolver), through a bounded ratebucket.ResolverCache whose TTL is
-// the staleness of a plan change; [ResolveByTier] is the static tiers as
-// a resolver. A resolver that fails is an outage of the limiter: the
+// for example from the tenant's plan (a ratebucket.Resolver asked for the
+// key's ID), through a bounded ratebucket.ResolverCache whose TTL is the
+// staleness of a plan change; [ResolveByTier] is static tiers as a
+// resolver, whose capacities New checks the route's Cost against. A resolver that fails is an outage of the limiter: the
 // route's FailMode answers (serve, or 503), never a default policy.
 //
 //	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
-//	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User,
-//		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(plans.Resolve)}}})
+//	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User(nil),
+//		Limits: []httplimit.Limit{{Name: "api", Resolve: plans}}})
 //
 // # Requests in flight
 //
@@ -165,18 +167,19 @@
 // algo.ErrCostExceedsCapacity), and an option whose store lacks the
 // operation (store.ErrUnsupported). Everything else combines: a quota
 // beside a burst limit, under ChargeIf (its refunds go back to the
-// period's count), as a shadow limit, in a tier, behind a Concurrency
-// limit. What New cannot see is decided per request and answered 500
-// (Outcome Invalid), never served as an outage: a CostFunc's or a
-// resolved cost above the capacity, a tier without a policy, and a store
+// period's count), as a shadow limit, as a tier's or a plan's policy,
+// behind a Concurrency limit. (A tier without a policy is a resolution
+// failure: the FailMode answers.) What New cannot see is decided per request and answered 500
+// (Outcome Invalid), never served as an outage: a CostBy cost above
+// a capacity, or a resolved one (a tier's included), and a store
 // whose own configuration cannot apply a policy (memstore under a window
 // algorithm). TestConfigsHonoured generates configurations and checks
 // that none New accepts fails a valid request that way.
 //
 // # Shadow limits
 //
-// A Limit with Shadow set, or every limit of a route with Config.Shadow,
-// is computed, charged and reported but never refuses a request: how a
+// A Limit with Shadow set (on each of a route's limits, to put the whole
+// route in shadow) is computed, charged and reported but never refuses a request: how a
 // new limit is rolled out (envoy's shadow_mode, NGINX's
 // limit_req_dry_run). Its bucket is charged by a take of its own for
 // every request, as if it were enforced alone, so a shadow refusal never
@@ -208,7 +211,7 @@
 //
 //	mw, err := httplimit.New(httplimit.Config{
 //		Store:  st, // a memstore, or a redisstore to share the limit across instances
-//		Key:    httplimit.UserOr(httplimit.IP),
+//		Key:    httplimit.User(httplimit.IP),
 //		Limits: []httplimit.Limit{{Policy: algo.PerMinute(60).Burst(10)}},
 //	})
 //	login, err := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
@@ -226,8 +229,8 @@
 // an upload (10 + 1 tokens) never passes. mw.Handler(mux) is right only
 // when no route has a middleware of its own, as in the one-line setup.
 //
-// Config.Skip exempts health checks and internal callers, and an [Observer]
-// receives an [Event] per request (pattern, outcome, limit, tier, key class,
+// Config.Skip exempts health checks and internal callers, and
+// Config.Observer receives an [Event] per request (pattern, outcome, limit, tier or plan, key class,
 // store latency, error) to feed Prometheus or OpenTelemetry without this
 // module depending on either.
 package httplimit

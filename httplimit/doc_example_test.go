@@ -29,14 +29,14 @@ func ExampleNew_zeroConfig() {
 
 // A tenant's plan decides its policy, read through a cache whose TTL is how
 // stale a plan change may be.
-func ExampleResolveByID_cache() {
+func ExampleResolver_cache() {
 	tenantPlan := func(ctx context.Context, tenant string) (ratebucket.Resolved, error) {
 		return ratebucket.Resolved{Policy: algo.PerMinute(600).Burst(50), Name: "pro"}, nil // from the plan database
 	}
 
 	plans, _ := ratebucket.NewResolverCache(tenantPlan, ratebucket.CacheConfig{TTL: time.Minute})
-	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User,
-		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(plans.Resolve)}}})
+	mw, _ := httplimit.New(httplimit.Config{Key: httplimit.User(nil),
+		Limits: []httplimit.Limit{{Name: "api", Resolve: plans}}})
 
 	http.ListenAndServe(":8080", mw.Handler(okHandler))
 }

@@ -296,11 +296,11 @@ func TestKeyMemoryUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := httplimit.New(httplimit.Config{Store: st, Key: httplimit.UserOr(httplimit.IP)})
+	mw, err := httplimit.New(httplimit.Config{Store: st, Key: httplimit.User(httplimit.IP)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byAPIKey, err := mw.With(httplimit.Config{Limits: []httplimit.Limit{{Policy: httplimit.DefaultPolicy, Key: httplimit.APIKey("X-API-Key")}}})
+	byAPIKey, err := mw.With(httplimit.Config{Limits: []httplimit.Limit{{Policy: algo.PerSecond(2).Burst(100), Key: httplimit.APIKey("X-API-Key")}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -35,7 +36,7 @@ func Example() {
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  st,
 		Clock:  clk,
-		Key:    httplimit.UserOr(httplimit.IP),
+		Key:    httplimit.User(httplimit.IP),
 		Limits: []httplimit.Limit{{Name: "burst", Policy: algo.PerSecond(2).Burst(100)}},
 	})
 	if err != nil {
@@ -106,26 +107,28 @@ func ExampleMiddleware_With() {
 }
 
 // Tiers: one limit, a policy per tier. The tier comes from the request
-// context, where the auth middleware puts it with WithTier.
-func ExampleLimit_tiers() {
+// context, where the application's auth middleware puts it.
+func ExampleResolveByTier() {
+	type tierKey struct{}
+	tiers, err := httplimit.ResolveByTier(map[string]algo.Policy{
+		"":              algo.PerMinute(50).Burst(50), // anonymous
+		"authenticated": algo.PerMinute(200).Burst(200),
+		"paid":          algo.PerMinute(2000).Burst(2000),
+	}, func(ctx context.Context) string { t, _ := ctx.Value(tierKey{}).(string); return t })
+	if err != nil {
+		log.Fatal(err)
+	}
 	st, _ := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	mw, _ := httplimit.New(httplimit.Config{
-		Store: st,
-		Key:   httplimit.UserOr(httplimit.IP),
-		Limits: []httplimit.Limit{{
-			Name:   "minute",
-			Policy: algo.PerMinute(50).Burst(50), // anonymous
-			Tiers: map[string]algo.Policy{
-				"authenticated": algo.PerMinute(200).Burst(200),
-				"paid":          algo.PerMinute(2000).Burst(2000),
-			},
-		}},
+		Store:  st,
+		Key:    httplimit.User(httplimit.IP),
+		Limits: []httplimit.Limit{{Name: "minute", Resolve: tiers}},
 	})
 	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for _, tier := range []string{"", "authenticated", "paid"} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		if tier != "" {
-			r = r.WithContext(httplimit.WithTier(httplimit.WithUser(context.Background(), "u1"), tier))
+			r = r.WithContext(context.WithValue(httplimit.WithUser(context.Background(), "u1"), tierKey{}, tier))
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -140,8 +143,7 @@ func ExampleLimit_tiers() {
 // Behind a reverse proxy, trust its network: X-Forwarded-For is then read
 // from the right, and entries a client wrote are ignored.
 func ExampleClientIP() {
-	proxies, _ := httplimit.ParsePrefixes("10.0.0.0/8")
-	ips, _ := httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: proxies})
+	ips, _ := httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "10.0.0.5:40000"                           // the load balancer
@@ -162,16 +164,17 @@ func ExampleClientIP() {
 	// ip 2001:db8:1:2::/64
 }
 
-// An Observer sees every decision with low-cardinality fields, ready to
-// become metrics labels; here it counts outcomes per limit and key class.
-func ExampleObserver() {
+// Config.Observer sees every decision as an Event of low-cardinality
+// fields, ready to become metrics labels; here it counts outcomes per
+// limit and key class.
+func ExampleEvent() {
 	var mu sync.Mutex
 	counts := map[string]int{}
-	obs := httplimit.ObserverFunc(func(_ context.Context, e httplimit.Event) {
+	obs := func(_ context.Context, e httplimit.Event) {
 		mu.Lock()
 		counts[e.Outcome.String()+" "+e.Limit+" "+e.Class]++
 		mu.Unlock()
-	})
+	}
 	st, _ := memstore.New(memstore.Config{Clock: clock.NewMock()})
 	mw, _ := httplimit.New(httplimit.Config{Store: st, Observer: obs,
 		Limits: []httplimit.Limit{{Name: "burst", Policy: algo.PerMinute(10).Burst(3)}}})

@@ -77,17 +77,19 @@ type Decision struct {
 	// Allowed, RetryAfter or Decider. A shadow limit whose take failed is
 	// missing.
 	Shadow []LimitResult
-	// Concurrency is the route's [Concurrency] limit's answer (Limit 0
-	// when it has none). When it refused the request, the buckets were
-	// not asked: Limits is empty, no rate-limit header is sent, and
-	// RetryAfter is the lease's.
-	Concurrency ConcurrencyResult
+	// Concurrency is the store's answer to the route's [Concurrency]
+	// limit (Limit 0 when it has none). When it refused the request, the
+	// buckets were not asked: Limits is empty, no rate-limit header is
+	// sent, RetryAfter is the lease's, and Violated names the limit.
+	Concurrency algo.LeaseResult
+
+	concName, concClass string // the Concurrency limit's name and key class
 }
 
 // LimitResult is one limit's part of a [Decision].
 type LimitResult struct {
 	Name   string      // the Limit's name, e.g. "burst"
-	Tier   string      // the tier whose policy applied, or the Name a Resolve answered; "" for the Limit's own Policy
+	Tier   string      // the tier or plan a Resolve answered (its Name); "" for the Limit's Policy
 	Class  string      // the key class, e.g. "ip"
 	Policy algo.Policy // the policy applied
 	Result algo.Result // the store's answer
@@ -98,7 +100,7 @@ type LimitResult struct {
 func (d Decision) Violated() []string {
 	var names []string
 	if c := d.Concurrency; c.Limit > 0 && !c.Allowed {
-		names = append(names, c.Name)
+		names = append(names, d.concName)
 	}
 	for _, l := range d.Limits {
 		if !l.Result.Allowed {
@@ -203,33 +205,20 @@ func writeHeaders(h http.Header, set Headers, d Decision, now time.Time) {
 	}
 }
 
-// DeniedHandler writes the response to a request the limits refused. When
-// it is called, the rate-limit headers (none for a refusal by the
-// Concurrency limit: see Decision.Concurrency) and Retry-After are already
-// set; it writes the status (429 unless it has reason to differ) and the
-// body.
-type DeniedHandler func(w http.ResponseWriter, r *http.Request, d Decision)
-
-// JSONDenied is the default DeniedHandler: 429 Too Many Requests with
-// Content-Type application/json and the body
-//
-//	{"error":"rate_limited","retry_after_ms":1234}
-//
-// where retry_after_ms is the wait rounded up to the millisecond (at least
-// 1).
-func JSONDenied(w http.ResponseWriter, r *http.Request, d Decision) {
+// jsonDenied is the default Config.Denied (see there).
+func jsonDenied(w http.ResponseWriter, r *http.Request, d Decision) {
 	writeJSON(w, "application/json", http.StatusTooManyRequests, struct {
 		Error        string `json:"error"`
 		RetryAfterMS int64  `json:"retry_after_ms"`
 	}{"rate_limited", retryAfterMillis(d.RetryAfter)})
 }
 
-// QuotaExceededType is the problem type URI that
+// quotaExceededType is the problem type URI that
 // draft-ietf-httpapi-ratelimit-headers-10 registers for a request refused
 // because its quota is exhausted.
-const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+const quotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// ProblemDenied is a DeniedHandler writing an RFC 9457 problem details body
+// ProblemDenied is a Config.Denied writing an RFC 9457 problem details body
 // (Content-Type application/problem+json) of the draft's quota-exceeded type,
 // with the names of the limits that refused in "violated-policies" and the
 // wait in retry_after_ms:
@@ -244,7 +233,7 @@ func ProblemDenied(w http.ResponseWriter, r *http.Request, d Decision) {
 		Status       int      `json:"status"`
 		Violated     []string `json:"violated-policies"`
 		RetryAfterMS int64    `json:"retry_after_ms"`
-	}{QuotaExceededType, "Request cannot be satisfied as assigned quota has been exceeded",
+	}{quotaExceededType, "Request cannot be satisfied as assigned quota has been exceeded",
 		http.StatusTooManyRequests, d.Violated(), retryAfterMillis(d.RetryAfter)})
 }
 

@@ -157,7 +157,7 @@ func TestProblemDenied(t *testing.T) {
 		t.Fatalf("status %d, Content-Type %q", w.Code, w.Header().Get("Content-Type"))
 	}
 	b := body(t, w)
-	if b["type"] != QuotaExceededType || b["status"] != float64(429) || b["title"] == "" || b["retry_after_ms"] != float64(1000) {
+	if b["type"] != quotaExceededType || b["status"] != float64(429) || b["title"] == "" || b["retry_after_ms"] != float64(1000) {
 		t.Errorf("body %v", b)
 	}
 	if v, _ := b["violated-policies"].([]any); len(v) != 1 || v[0] != "burst" {

@@ -113,10 +113,31 @@ func asUser(id, tier string) func(*http.Request) {
 	return func(r *http.Request) {
 		ctx := WithUser(r.Context(), id)
 		if tier != "" {
-			ctx = WithTier(ctx, tier)
+			ctx = context.WithValue(ctx, tierCtx{}, tier)
 		}
 		*r = *r.WithContext(ctx)
 	}
+}
+
+// tierCtx is the context key of the tests' tiers, as an application's
+// auth middleware keeps its own.
+type tierCtx struct{}
+
+// tierOf returns the tier asUser put in a request's context ctx, "" for
+// none.
+func tierOf(ctx context.Context) string {
+	t, _ := ctx.Value(tierCtx{}).(string)
+	return t
+}
+
+// byTier is ResolveByTier over tierOf, for tests whose tiers are valid.
+func byTier(t testing.TB, tiers map[string]algo.Policy) Resolver {
+	t.Helper()
+	res, err := ResolveByTier(tiers, tierOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // body decodes a JSON response body.

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,8 +27,8 @@ var honourTiers = []string{"free", "paid"}
 // TestConfigsHonoured is issue 28's property: a configuration New (and
 // With) accepts is one its limits can honour. It generates Configs (one
 // to three limits of token buckets and calendar quotas, each with a
-// Policy, Tiers or a Resolve, shadow or enforced; a static Cost or a
-// CostFunc, Delay, a Concurrency limit, ChargeIf, a shadow route) and a
+// Policy, tiers (ResolveByTier) or a Resolve, shadow or enforced; a static Cost or a
+// CostFunc, Delay, a Concurrency limit, ChargeIf, a route in shadow) and a
 // route derived With another, builds them on one store, and sends each
 // accepted one requests whose own inputs are valid (a known tier, a cost
 // within every capacity), moving a mock clock between them, across quota
@@ -64,7 +65,7 @@ func TestConfigsHonoured(t *testing.T) {
 				cfg.Store, cfg.Clock = s, clk
 				cfg.Prefix = fmt.Sprintf("h%d:", accepted+refused)
 				var ev events
-				cfg.Observer = &ev // a route keeps its parent's
+				cfg.Observer = ev.Observe // a route keeps its parent's
 				m, err := New(cfg)
 				if err == nil && g.route != nil {
 					m, err = m.With(*g.route)
@@ -144,6 +145,7 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 	minCap := int64(algo.MaxCapacity)
 	use := func(p algo.Policy) algo.Policy { minCap = min(minCap, p.Capacity()); return p }
 	var resolvers []*[]algo.Policy // filtered once the costs are known
+	var tierRes []func()           // build the tiers' resolvers, then
 	limits := func(label string) []Limit {
 		ls := make([]Limit, rapid.IntRange(1, 3).Draw(t, label+"limits"))
 		for i := range ls {
@@ -153,26 +155,39 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 			switch rapid.IntRange(0, 3).Draw(t, label+"kind") {
 			case 0, 1:
 				l.Policy = use(policy.Draw(t, label+"policy"))
-			case 2:
-				l.Tiers = map[string]algo.Policy{}
-				for _, tier := range honourTiers {
-					l.Tiers[tier] = use(policy.Draw(t, label+"tier"))
-				}
-				if rapid.Bool().Draw(t, label+"default") {
-					l.Policy = use(policy.Draw(t, label+"policy"))
-				}
+			case 2: // tiers: ResolveByTier over the answers, once filtered
+				answers := &[]algo.Policy{}
+				resolvers = append(resolvers, answers)
+				pick := rapid.SliceOfN(rapid.IntRange(0, len(pools)-1), len(honourTiers), len(honourTiers)).Draw(t, label+"tiers")
+				var byTier Resolver
+				tierRes = append(tierRes, func() {
+					tiers := map[string]algo.Policy{}
+					for i, tier := range honourTiers {
+						tiers[tier] = (*answers)[pick[i]%len(*answers)]
+					}
+					var err error
+					if byTier, err = ResolveByTier(tiers, tierOf); err != nil {
+						t.Fatal(err)
+					}
+				})
+				l.Resolve = ratebucket.Resolver(func(ctx context.Context, id string) (ratebucket.Resolved, error) { return byTier.Resolve(ctx, id) })
 			case 3:
 				answers := &[]algo.Policy{}
 				resolvers = append(resolvers, answers)
 				priced := rapid.Bool().Draw(t, label+"priced")
-				l.Resolve = func(r *http.Request, _ Key) (ratebucket.Resolved, error) {
-					p := (*answers)[len(TierFrom(r.Context()))%len(*answers)]
-					res := ratebucket.Resolved{Policy: p, Name: TierFrom(r.Context())}
+				l.Resolve = ratebucket.Resolver(func(ctx context.Context, _ string) (ratebucket.Resolved, error) {
+					p := (*answers)[len(tierOf(ctx))%len(*answers)]
+					res := ratebucket.Resolved{Policy: p, Name: tierOf(ctx)}
 					if priced {
 						res.Cost = min(g.reqCost, p.Capacity())
 					}
 					return res, nil
-				}
+				})
+			}
+		}
+		if rapid.IntRange(0, 5).Draw(t, label+"allShadow") == 0 { // a route in shadow
+			for i := range ls {
+				ls[i].Shadow = true
 			}
 		}
 		return ls
@@ -187,7 +202,6 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 		if rapid.IntRange(0, 2).Draw(t, label+"charge") == 0 {
 			c.ChargeIf = func(status int) bool { return status < 500 }
 		}
-		c.Shadow = rapid.IntRange(0, 5).Draw(t, label+"routeShadow") == 0
 		switch rapid.IntRange(0, 3).Draw(t, label+"cost") {
 		case 0:
 			c.Cost = rapid.Int64Range(1, 25).Draw(t, label+"fixed") // above some capacities at times
@@ -195,7 +209,7 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 			c.CostBy = func(*http.Request) int64 { return g.reqCost }
 		}
 	}
-	g.cfg = Config{Key: UserOr(IP), Fail: FailClosed(time.Second), Logger: slog.New(slog.DiscardHandler)}
+	g.cfg = Config{Key: User(IP), Fail: FailClosed(time.Second), Logger: slog.New(slog.DiscardHandler)}
 	g.cfg.Limits = limits("")
 	options(&g.cfg, "")
 	if rapid.Bool().Draw(t, "route") {
@@ -223,6 +237,9 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 		if len(*answers) == 0 {
 			*answers = append(*answers, algo.PerSecond(1).Burst(need))
 		}
+	}
+	for _, build := range tierRes {
+		build()
 	}
 	return g
 }

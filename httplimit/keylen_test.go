@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -15,7 +16,7 @@ import (
 
 // prefixFits is the longest Prefix that Config.Prefix documents as fitting
 // whatever the names.
-const prefixFits = 92
+const prefixFits = 125
 
 var quiet = slog.New(slog.DiscardHandler)
 
@@ -41,12 +42,11 @@ func keysOf(t *testing.T, m *Middleware, edit ...func(*http.Request)) []string {
 func TestKeyLengthBound(t *testing.T) {
 	name := func(c string) string { return strings.Repeat(c, maxNameLen) }
 	one := algo.PerMinute(1).Burst(1)
-	longest := Limit{Name: name("n"), Policy: one, Tiers: map[string]algo.Policy{name("t"): one, "t": one}}
-	longKey := func(*http.Request) (Key, error) { return Key{Class: name("c"), ID: strings.Repeat("i", MaxIDLen)}, nil }
+	longest := Limit{Name: name("n"), Policy: one}
+	longKey := func(*http.Request) (Key, error) { return Key{Class: name("c"), ID: strings.Repeat("i", maxIDLen)}, nil }
 	clk := newClock()
 	st := newStore(t, clk)
-	cfg := Config{Store: st, Clock: clk, Prefix: strings.Repeat("p", prefixFits), Limits: []Limit{longest}, Key: longKey,
-		Tier: func(*http.Request) string { return name("t") }}
+	cfg := Config{Store: st, Clock: clk, Prefix: strings.Repeat("p", prefixFits), Limits: []Limit{longest}, Key: longKey}
 	m := newMW(t, cfg)
 	if keys := keysOf(t, m); len(keys[0]) != store.DefaultMaxKeyLen {
 		t.Fatalf("longest key is %d bytes, want exactly %d: %q", len(keys[0]), store.DefaultMaxKeyLen, keys[0])
@@ -59,16 +59,16 @@ func TestKeyLengthBound(t *testing.T) {
 		t.Fatalf("second request: %d, want 429 (the first was charged)", w.Code)
 	}
 
-	// A hashed ID is shorter than MaxIDLen: a 1 MB or binary ID stays
+	// A hashed ID is shorter than maxIDLen: a 1 MB or binary ID stays
 	// within the bound.
-	for _, id := range []string{strings.Repeat("x", 1<<20), strings.Repeat("\x00", MaxIDLen)} {
+	for _, id := range []string{strings.Repeat("x", 1<<20), strings.Repeat("\x00", maxIDLen)} {
 		huge := func(*http.Request) (Key, error) { return Key{Class: name("c"), ID: id}, nil }
-		if keys := keysOf(t, newMW(t, Config{Store: st, Clock: clk, Prefix: cfg.Prefix, Limits: []Limit{longest}, Key: huge, Tier: cfg.Tier})); len(keys[0]) > store.DefaultMaxKeyLen {
+		if keys := keysOf(t, newMW(t, Config{Store: st, Clock: clk, Prefix: cfg.Prefix, Limits: []Limit{longest}, Key: huge})); len(keys[0]) > store.DefaultMaxKeyLen {
 			t.Errorf("ID of %d bytes: key of %d bytes", len(id), len(keys[0]))
 		}
 	}
 
-	// One byte more, from the Prefix, a limit name or a tier name, is
+	// One byte more, from the Prefix or a limit name, is
 	// refused at New or With, never met by a request.
 	wantTooLong := func(what string, err error) {
 		t.Helper()
@@ -91,35 +91,27 @@ func TestKeyLengthBound(t *testing.T) {
 	}
 	_, err = m.With(Config{Limits: []Limit{short, longest}})
 	wantTooLong("WithLimits with a longer limit name", err)
-	_, err = New(Config{Prefix: strings.Repeat("p", prefixFits+1), Limits: []Limit{{Name: name("n"), Policy: one}}})
-	if err != nil {
-		t.Errorf("no tiers leaves room for a tier name: %v", err)
-	}
-	_, err = New(Config{Prefix: strings.Repeat("p", prefixFits+1), Limits: []Limit{{Name: name("n"), Tiers: map[string]algo.Policy{name("t"): one}}}})
-	wantTooLong("a tier name of 32 bytes", err)
 }
 
-// TestUnknownTierNeverInKey: the tier comes from the request (its context,
-// or any TierFunc), but only the tier names a Limit declares reach a key.
-// Any other tier, however long, is charged to the Limit's own Policy under
-// the key of no tier, or refused with ErrUnknownTier; the error stays
-// short.
-func TestUnknownTierNeverInKey(t *testing.T) {
+// TestTierNeverInKey: a tier comes from the request, but no tier (nor a
+// resolved plan's name) reaches a key: any tier, however long, is charged
+// under the same key, and one without a policy is a resolution failure
+// whose error stays short.
+func TestTierNeverInKey(t *testing.T) {
 	clk := newClock()
 	huge := strings.Repeat("x", 1<<20)
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: []Limit{tiers}})
-	plain, odd := keysOf(t, m, asUser("bob", "")), keysOf(t, m, asUser("bob", huge))
-	if plain[0] != odd[0] {
-		t.Errorf("a 1 MB tier: key %.100q, want the default tier's %q", odd[0], plain[0])
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP),
+		Limits: []Limit{{Name: "minute", Resolve: byTier(t, articleTiers)}}})
+	plain, paid := keysOf(t, m, asUser("bob", "")), keysOf(t, m, asUser("bob", "paid"))
+	if plain[0] != paid[0] || strings.Contains(paid[0], "paid") {
+		t.Errorf("tier paid: key %q, want the no-tier key %q", paid[0], plain[0])
 	}
 	var ev events
-	only := Limit{Name: "paid", Tiers: map[string]algo.Policy{"paid": algo.PerMinute(10).Burst(10)}}
-	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Limits: []Limit{only}, Observer: &ev, Logger: quiet}).Handler(ok)
-	if w := do(h, "198.51.100.7:1", asUser("bob", huge)); w.Code != 500 {
-		t.Errorf("a 1 MB tier without a policy: %d, want 500", w.Code)
-	}
-	if err := ev.last(t).Err; !errors.Is(err, ErrUnknownTier) || len(err.Error()) > 200 {
-		t.Errorf("error of %d bytes: %.300v; want ErrUnknownTier, short", len(err.Error()), err)
+	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP), Observer: ev.Observe, Logger: quiet,
+		Limits: []Limit{{Name: "minute", Resolve: byTier(t, articleTiers)}}}).Handler(ok)
+	do(h, "198.51.100.7:1", asUser("bob", huge))
+	if err := ev.last(t).Err; !errors.Is(err, ratebucket.ErrResolve) || len(err.Error()) > 200 {
+		t.Errorf("error of %d bytes: %.300v; want ratebucket.ErrResolve, short", len(err.Error()), err)
 	}
 }
 
@@ -146,8 +138,8 @@ func TestStoreRefusesLongKey(t *testing.T) {
 			}
 			var ev events
 			failed := 0
-			fail := FailModeFunc(func(Failure) Verdict { failed++; return Verdict{Serve: true} })
-			h := newMW(t, Config{Store: st, Clock: clk, Limits: c.limits, Fail: fail, Observer: &ev, Logger: quiet}).Handler(ok)
+			fail := FailMode(func(Failure) Verdict { failed++; return Verdict{Serve: true} })
+			h := newMW(t, Config{Store: st, Clock: clk, Limits: c.limits, Fail: fail, Observer: ev.Observe, Logger: quiet}).Handler(ok)
 			w := do(h, "198.51.100.7:1")
 			if w.Code != 500 || body(t, w)["error"] != "rate_limit_misconfigured" {
 				t.Errorf("got %d %s, want 500 rate_limit_misconfigured", w.Code, w.Body)

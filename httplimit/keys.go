@@ -12,15 +12,15 @@ import (
 
 // Key names the bucket a request is charged to: a class (what kind of
 // identity) and an ID within it. Two requests share a bucket exactly when
-// their limit, tier, class and ID are equal.
+// their limit, class and ID are equal.
 type Key struct {
 	// Class is a short, low-cardinality name for the kind of identity,
 	// such as "ip", "user" or "apikey". It is part of the bucket key, and
-	// it is what the [Observer] sees (never the ID), so it is safe as a
+	// it is what the Config's Observer sees (never the ID), so it is safe as a
 	// metrics label. It must be 1 to 32 bytes of [A-Za-z0-9_.-].
 	Class string
 	// ID is the identity within the class: any bytes, but not empty. An
-	// ID longer than [MaxIDLen] bytes, or holding a byte that is not
+	// ID longer than 64 bytes, or holding a byte that is not
 	// printable ASCII or is a space, '#', '%', '{' or '}', is replaced in the
 	// bucket key by a SHA-256 digest, so hostile or binary input cannot
 	// bloat or break the store's key space.
@@ -29,16 +29,20 @@ type Key struct {
 
 // KeyFunc returns the key of a request. It returns an error wrapping
 // [ErrNoKey] when the request carries no identity of the kind it looks for;
-// the middleware then answers with the Config's ErrorHandler (400 by
+// the middleware then answers with the Config's Error handler (400 by
 // default), never by charging a shared bucket.
 type KeyFunc func(r *http.Request) (Key, error)
 
-// MaxIDLen is the longest [Key.ID], in bytes, kept verbatim in a bucket
+// maxIDLen is the longest [Key.ID], in bytes, kept verbatim in a bucket
 // key; longer IDs are hashed.
-const MaxIDLen = 64
+const maxIDLen = 64
 
-// Errors about keys. Match them with [errors.Is].
+// Errors. Match them with [errors.Is].
 var (
+	// ErrInvalidConfig reports a Config, IPConfig, Limit or option
+	// outside its documented bounds. New, With, NewClientIP and
+	// ResolveByTier return it, wrapped with the reason.
+	ErrInvalidConfig = errors.New("httplimit: invalid configuration")
 	// ErrNoKey reports a request without the identity a KeyFunc needs,
 	// such as an anonymous request to a route keyed by [User], or a
 	// missing API key header. An empty Key.ID is reported with it too: an
@@ -52,56 +56,35 @@ var (
 
 type ctxKey int
 
-const (
-	userKey ctxKey = iota
-	tierKey
-)
+const userKey ctxKey = 0
 
 // WithUser returns a copy of ctx carrying the authenticated user id. Call
 // it in your authentication middleware, after the credentials are checked,
-// and pass the request on with r.WithContext: [User] and [UserOr] read it.
+// and pass the request on with r.WithContext: [User] reads it.
 // Unlike a client-supplied header, the context cannot be forged by a
 // client.
 func WithUser(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, userKey, id)
 }
 
-// UserFrom returns the user id set by [WithUser], if any.
-func UserFrom(ctx context.Context) (string, bool) {
+// userFrom returns the user id set by [WithUser], if any.
+func userFrom(ctx context.Context) (string, bool) {
 	id, ok := ctx.Value(userKey).(string)
 	return id, ok && id != ""
 }
 
-// WithTier returns a copy of ctx carrying the caller's tier name (such as
-// "paid"), which the default [TierFunc] reads. Set it where you set
-// [WithUser].
-func WithTier(ctx context.Context, tier string) context.Context {
-	return context.WithValue(ctx, tierKey, tier)
-}
-
-// TierFrom returns the tier set by [WithTier], or "" (the default tier).
-func TierFrom(ctx context.Context) string {
-	t, _ := ctx.Value(tierKey).(string)
-	return t
-}
-
-// User is the KeyFunc of the authenticated user set by [WithUser], in
-// class "user". For an anonymous request it returns [ErrNoKey].
-func User(r *http.Request) (Key, error) {
-	id, ok := UserFrom(r.Context())
-	if !ok {
-		return Key{}, fmt.Errorf("%w: no user in the request context (see WithUser)", ErrNoKey)
-	}
-	return Key{Class: "user", ID: id}, nil
-}
-
-// UserOr returns a KeyFunc that keys by the authenticated user when there is
-// one and by fallback otherwise (usually a [ClientIP]'s Key): the article's
-// "user if known, else IP", without trusting a client-supplied user header.
-func UserOr(fallback KeyFunc) KeyFunc {
+// User returns a KeyFunc that keys by the authenticated user set by
+// [WithUser], in class "user", and an anonymous request by fallback:
+// User(IP) (or a [ClientIP]'s Key) is the article's "user if known, else
+// IP", without trusting a client-supplied user header. With a nil
+// fallback an anonymous request gets [ErrNoKey] (400).
+func User(fallback KeyFunc) KeyFunc {
 	return func(r *http.Request) (Key, error) {
-		if id, ok := UserFrom(r.Context()); ok {
+		if id, ok := userFrom(r.Context()); ok {
 			return Key{Class: "user", ID: id}, nil
+		}
+		if fallback == nil {
+			return Key{}, fmt.Errorf("%w: no user in the request context (see WithUser)", ErrNoKey)
 		}
 		return fallback(r)
 	}
@@ -131,7 +114,7 @@ func APIKey(header string) KeyFunc {
 // IDs never contain '#', so a verbatim ID never equals a digest; nor '{'
 // or '}', so the ID can be the key's Redis Cluster hash tag.
 func bucketID(id string) string {
-	if len(id) > MaxIDLen {
+	if len(id) > maxIDLen {
 		return digest(id)
 	}
 	for i := 0; i < len(id); i++ {
@@ -147,7 +130,7 @@ func digest(s string) string {
 	return "#" + hex.EncodeToString(sum[:16])
 }
 
-// maxNameLen is the longest limit, tier or key class name, in bytes.
+// maxNameLen is the longest limit, tier, plan or key class name, in bytes.
 const maxNameLen = 32
 
 // validName reports whether s may be a limit, tier or key class name:

@@ -29,10 +29,10 @@ func TestKeyFuncs(t *testing.T) {
 		want    Key
 		wantErr error
 	}{
-		{"User: authenticated", User, alice, Key{"user", "alice"}, nil},
-		{"User: anonymous has no key", User, anon, Key{}, ErrNoKey},
-		{"UserOr: authenticated", UserOr(IP), alice, Key{"user", "alice"}, nil},
-		{"UserOr: anonymous falls back to IP, ignoring X-User-Id", UserOr(IP), anon, Key{"ip", "198.51.100.7"}, nil},
+		{"User: authenticated", User(nil), alice, Key{"user", "alice"}, nil},
+		{"User: anonymous has no key", User(nil), anon, Key{}, ErrNoKey},
+		{"UserOr: authenticated", User(IP), alice, Key{"user", "alice"}, nil},
+		{"UserOr: anonymous falls back to IP, ignoring X-User-Id", User(IP), anon, Key{"ip", "198.51.100.7"}, nil},
 		{"APIKey: hashed", APIKey("x-api-key"), keyed, Key{"apikey", digest("sk_live_secret")}, nil},
 		{"APIKey: missing", APIKey("X-API-Key"), anon, Key{}, ErrNoKey},
 		{"IP", IP, anon, Key{"ip", "198.51.100.7"}, nil},
@@ -48,19 +48,19 @@ func TestKeyFuncs(t *testing.T) {
 	if strings.Contains(digest("sk_live_secret"), "secret") {
 		t.Error("API key appears in its digest")
 	}
-	if _, ok := UserFrom(WithUser(context.Background(), "")); ok {
+	if _, ok := userFrom(WithUser(context.Background(), "")); ok {
 		t.Error("an empty user id counts as authenticated")
 	}
 }
 
 func TestBucketID(t *testing.T) {
-	long := strings.Repeat("a", MaxIDLen+1)
+	long := strings.Repeat("a", maxIDLen+1)
 	for _, c := range []struct {
 		name, id string
 		hashed   bool
 	}{
 		{"plain", "alice", false},
-		{"longest verbatim", long[:MaxIDLen], false},
+		{"longest verbatim", long[:maxIDLen], false},
 		{"too long", long, true},
 		{"binary", "a\x00b", true},
 		{"non-ASCII", "jörg", true},
@@ -83,7 +83,7 @@ func TestBucketIDProperties(t *testing.T) {
 		a := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z#{}]{0,70}`)).Draw(t, "a")
 		b := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z#{}]{0,70}`), rapid.Just(a)).Draw(t, "b")
 		ga, gb := bucketID(a), bucketID(b)
-		if len(ga) > MaxIDLen || strings.ContainsAny(ga, "{} ") {
+		if len(ga) > maxIDLen || strings.ContainsAny(ga, "{} ") {
 			t.Fatalf("bucketID(%q) = %q", a, ga)
 		}
 		for _, c := range []byte(ga) {
@@ -98,37 +98,35 @@ func TestBucketIDProperties(t *testing.T) {
 }
 
 // TestBucketKeysAreDistinct: under one Prefix two buckets share a key
-// exactly when their limit, tier, class and ID are all equal. Every
-// combination of names that would meet under a careless layout (a tier "a"
-// and class "b" against a class "a.b" or "ab"; a name equal to a tier or a
+// exactly when their limit, class and ID are all equal. Every
+// combination of names that would meet under a careless layout (a limit
+// "a" and class "b" against a class "a.b" or "ab"; a limit name equal to a
 // class) and of IDs holding ':' (IPv6), '#', '%' or braces is tried. The ID is
 // each key's hash tag.
 func TestBucketKeysAreDistinct(t *testing.T) {
-	type bucket struct{ limit, tier, class, id string }
+	type bucket struct{ limit, class, id string }
 	names := []string{"a", "b", "ab", "a.b", "a-b", "a_b", "ip", "user"}
 	ids := []string{"1", "a", "b", "b1", "a:b", "::1", "2001:db8::/64", "#1", "{1}", "a}b", "50%", "%23"}
 	seen := map[string]bucket{}
 	for _, limitName := range names {
-		ls, err := newLimits([]Limit{{Name: limitName, Policy: DefaultPolicy}}, DefaultPrefix, IP)
+		ls, err := newLimits([]Limit{{Name: limitName, Policy: defaultPolicy}}, defaultPrefix, IP)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tier := range append([]string{""}, names...) { // "": the limit's own policy
-			for _, class := range names {
-				for _, id := range ids {
-					b := bucket{limitName, tier, class, id}
-					k := ls[0].bucketKey(tier, class, bucketID(id))
-					// Redis Cluster hashes what lies between the first '{'
-					// and the next '}': the ID, so a client's buckets share
-					// a slot.
-					if l, r := strings.IndexByte(k, '{'), strings.IndexByte(k, '}'); l < 0 || r < l || k[l+1:r] != bucketID(id) {
-						t.Fatalf("%+v: key %q, want the ID as its hash tag", b, k)
-					}
-					if other, ok := seen[k]; ok {
-						t.Fatalf("%+v and %+v share the key %q", other, b, k)
-					}
-					seen[k] = b
+		for _, class := range names {
+			for _, id := range ids {
+				b := bucket{limitName, class, id}
+				k := ls[0].bucketKey(class, bucketID(id))
+				// Redis Cluster hashes what lies between the first '{'
+				// and the next '}': the ID, so a client's buckets share
+				// a slot.
+				if l, r := strings.IndexByte(k, '{'), strings.IndexByte(k, '}'); l < 0 || r < l || k[l+1:r] != bucketID(id) {
+					t.Fatalf("%+v: key %q, want the ID as its hash tag", b, k)
 				}
+				if other, ok := seen[k]; ok {
+					t.Fatalf("%+v and %+v share the key %q", other, b, k)
+				}
+				seen[k] = b
 			}
 		}
 	}
@@ -148,12 +146,12 @@ func TestKeyErrorsThroughMiddleware(t *testing.T) {
 		code   string
 		err    error
 	}{
-		{"anonymous on a user route", User, 400, "rate_limit_key_missing", ErrNoKey},
+		{"anonymous on a user route", User(nil), 400, "rate_limit_key_missing", ErrNoKey},
 		{"KeyFunc returned an empty ID", empty, 400, "rate_limit_key_missing", ErrNoKey},
 		{"invalid class", badClass, 500, "rate_limit_misconfigured", ErrInvalidConfig},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newMW(t, Config{Store: st, Clock: clk, Observer: &ev, Key: c.key}).Handler(ok)
+			h := newMW(t, Config{Store: st, Clock: clk, Observer: ev.Observe, Key: c.key}).Handler(ok)
 			w := do(h, "198.51.100.7:1")
 			if w.Code != c.status || body(t, w)["error"] != c.code {
 				t.Errorf("got %d %s, want %d %s", w.Code, w.Body, c.status, c.code)
@@ -174,7 +172,7 @@ func TestKeysKeepLimitsAndClassesApart(t *testing.T) {
 	clk := newClock()
 	st := newStore(t, clk)
 	one := algo.PerMinute(1).Burst(1)
-	idAsUser := newMW(t, Config{Store: st, Clock: clk, Key: User, Limits: []Limit{{Policy: one}}}).Handler(ok)
+	idAsUser := newMW(t, Config{Store: st, Clock: clk, Key: User(nil), Limits: []Limit{{Policy: one}}}).Handler(ok)
 	idAsIP := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Policy: one}}}).Handler(ok)
 	other := newMW(t, Config{Store: st, Clock: clk, Limits: []Limit{{Name: "other", Policy: one}}}).Handler(ok)
 	for name, h := range map[string]http.Handler{"user 198.51.100.7": idAsUser, "ip": idAsIP, "other limit": other} {
@@ -186,15 +184,14 @@ func TestKeysKeepLimitsAndClassesApart(t *testing.T) {
 
 func TestMiddlewareKeys(t *testing.T) {
 	clk := newClock()
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: append(twoLimits()[:1:1], tiers)})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP), Limits: append(twoLimits()[:1:1], Limit{Name: "minute", Resolve: byTier(t, articleTiers)})})
 	for _, c := range []struct {
 		name string
 		edit func(*http.Request)
 		want []string
 	}{
 		{"anonymous", func(*http.Request) {}, []string{"h:burst:ip{198.51.100.7}", "h:minute:ip{198.51.100.7}"}},
-		{"paid user", asUser("42", "paid"), []string{"h:burst:user{42}", "h:minute:paid:user{42}"}},
-		{"unknown tier: the limit's own policy", asUser("42", "gold"), []string{"h:burst:user{42}", "h:minute:user{42}"}},
+		{"paid user: the tier is not in the key", asUser("42", "paid"), []string{"h:burst:user{42}", "h:minute:user{42}"}},
 		{"odd user id, hashed", asUser("{x y}", ""), []string{"h:burst:user{" + digest("{x y}") + "}", "h:minute:user{" + digest("{x y}") + "}"}},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -205,7 +202,7 @@ func TestMiddlewareKeys(t *testing.T) {
 			t.Errorf("%s: Keys = %q, %v; want %q", c.name, got, err, c.want)
 		}
 	}
-	if _, err := newMW(t, Config{Key: User}).Keys(httptest.NewRequest(http.MethodGet, "/", nil)); !errors.Is(err, ErrNoKey) {
+	if _, err := newMW(t, Config{Key: User(nil)}).Keys(httptest.NewRequest(http.MethodGet, "/", nil)); !errors.Is(err, ErrNoKey) {
 		t.Errorf("anonymous on a user key: %v, want ErrNoKey", err)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // simultaneous use by multiple goroutines.
 //
 // For each request it: skips it if the skip predicate says so; finds each
-// limit's key, tier and policy (or asks the limit's Resolve for it), and
+// limit's key and policy (or asks the limit's Resolve for it), and
 // the cost; takes each shadow limit's bucket on its own (see
 // Limit.Shadow); with a [Concurrency] limit,
 // takes a lease first (refused: 429 at once, no bucket charged; admitted:
@@ -35,7 +35,7 @@ import (
 // route's FailMode decides (serve, or 503 with Retry-After), and the error
 // is logged at most once per Config.LogEvery; so does a Resolve that
 // fails. A request without a key gets 400, one that does not fit the
-// configuration 500 (see [ErrorHandler]).
+// configuration 500 (see Config.Error).
 type Middleware struct {
 	cfg       Config // as configured, defaults not filled in: With starts from it
 	store     store.Store
@@ -44,20 +44,19 @@ type Middleware struct {
 	conc      *limit                         // the Concurrency limit, or nil
 	inflight  *ratebucket.ConcurrencyLimiter // its leases, when conc is set
 	key       KeyFunc
-	tier      TierFunc
-	cost      CostFunc // nil: fixedCost
+	cost      func(*http.Request) int64 // nil: fixedCost
 	fixedCost int64
 	skip      func(*http.Request) bool
 	fail      FailMode
 	headers   Headers
-	denied    DeniedHandler
-	onError   ErrorHandler
-	observer  Observer
+	denied    func(http.ResponseWriter, *http.Request, Decision)
+	onError   func(http.ResponseWriter, *http.Request, error)
+	observer  func(context.Context, Event)
 	chargeIf  func(status int) bool
 	refunder  store.Store // store's, when chargeIf is set
 	delay     time.Duration
-	reservers map[algo.Policy]*ratebucket.Limiter // per policy of the limit, when delay is set
-	shadow    bool                                // some limit is a shadow limit
+	reserver  *ratebucket.Limiter // of the single limit, when delay is set
+	shadow    bool                // some limit is a shadow limit
 	log       *logThrottle
 	clock     store.Clock
 }
@@ -92,7 +91,6 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 		c.Cost, c.CostBy = route.Cost, nil
 	}
 	set(&c.Key, route.Key)
-	set(&c.Tier, route.Tier)
 	set(&c.CostBy, route.CostBy)
 	set(&c.Skip, route.Skip)
 	set(&c.Fail, route.Fail)
@@ -103,7 +101,6 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.Concurrency, route.Concurrency)
 	set(&c.ChargeIf, route.ChargeIf)
 	set(&c.Delay, route.Delay)
-	set(&c.Shadow, route.Shadow)
 	return build(c, m)
 }
 
@@ -118,24 +115,21 @@ func set[T any](dst *T, v T) {
 // shares the parent's store and log throttle.
 func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	m := &Middleware{
-		cfg: cfg, key: cfg.Key, tier: cfg.Tier, cost: cfg.CostBy, fixedCost: cfg.Cost, skip: cfg.Skip, fail: cfg.Fail,
+		cfg: cfg, key: cfg.Key, cost: cfg.CostBy, fixedCost: cfg.Cost, skip: cfg.Skip, fail: cfg.Fail,
 		denied: cfg.Denied, onError: cfg.Error, observer: cfg.Observer, clock: cfg.Clock, chargeIf: cfg.ChargeIf,
 	}
 	prefix := cfg.Prefix
 	if prefix == "" {
-		prefix = DefaultPrefix
+		prefix = defaultPrefix
 	}
 	if m.key == nil {
 		m.key = IP
-	}
-	if m.tier == nil {
-		m.tier = func(r *http.Request) string { return TierFrom(r.Context()) }
 	}
 	if m.fail == nil {
 		m.fail = FailOpen
 	}
 	if m.denied == nil {
-		m.denied = JSONDenied
+		m.denied = jsonDenied
 	}
 	if m.onError == nil {
 		m.onError = defaultError
@@ -166,7 +160,7 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if err := checkDelayPolicies(m.limits, cfg.Delay); err != nil {
 		return nil, err
 	}
-	if err := m.checkShadow(cfg); err != nil {
+	if err := m.checkShadow(cfg.Concurrency, cfg.Delay); err != nil {
 		return nil, err
 	}
 	m.labels = limitLabels(m.limits)
@@ -264,7 +258,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var rsv ratebucket.Reservation // with Delay
 	switch {
 	case err != nil || m.conc != nil && !lease.Allowed:
-	case m.reservers != nil:
+	case m.reserver != nil:
 		mr, rsv, err = m.reserve(m.labelled(r), takes[0])
 	default:
 		mr, inOrder, err = m.take(m.labelled(r), takes)
@@ -275,7 +269,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if err != nil {
-		v := m.fail.OnFailure(Failure{Request: r, Err: err, Takes: takes})
+		v := m.fail(Failure{Request: r, Err: err, Takes: takes})
 		ev.Latency, ev.Err = m.clock.Now().Sub(start), err
 		if r.Context().Err() == nil { // a client that left is not an outage
 			m.log.log(r.Context(), slog.LevelError, "httplimit: store failed", slog.String("pattern", r.Pattern),
@@ -320,12 +314,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 // plan finds each limit's policy and key for r.
 func (m *Middleware) plan(r *http.Request, cost int64) (Decision, []store.Request, error) {
-	tier := m.tier(r)
 	d := Decision{Limits: make([]LimitResult, len(m.limits))}
 	takes := make([]store.Request, len(m.limits))
 	for i := range m.limits {
 		var err error
-		if d.Limits[i], takes[i], err = m.limits[i].request(r, tier, cost); err != nil {
+		if d.Limits[i], takes[i], err = m.limits[i].request(r, cost); err != nil {
 			return d, nil, err
 		}
 	}
@@ -454,7 +447,7 @@ func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, next http.Hand
 
 func (m *Middleware) observe(r *http.Request, ev Event) {
 	if m.observer != nil {
-		m.observer.Observe(r.Context(), ev)
+		m.observer(r.Context(), ev)
 	}
 }
 

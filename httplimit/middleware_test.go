@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestZeroConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := m.Handler(ok)
-	// DefaultPolicy: a burst of 100, then 2/s; the test takes well under
+	// defaultPolicy: a burst of 100, then 2/s; the test takes well under
 	// the half second that would refill a token.
 	if got := admitted(h, 101, "198.51.100.7:1"); got != 100 {
 		t.Errorf("admitted %d of 101, want 100", got)
@@ -74,19 +75,22 @@ func TestFromLimiter(t *testing.T) {
 
 // The article's tiers: anonymous 50/min, authenticated 200/min, paid
 // 2000/min, in one middleware.
-var tiers = Limit{
-	Name:   "minute",
-	Policy: algo.PerMinute(50).Burst(50),
-	Tiers: map[string]algo.Policy{
-		"authenticated": algo.PerMinute(200).Burst(200),
-		"paid":          algo.PerMinute(2000).Burst(2000),
-	},
+var articleTiers = map[string]algo.Policy{
+	"":              algo.PerMinute(50).Burst(50),
+	"authenticated": algo.PerMinute(200).Burst(200),
+	"paid":          algo.PerMinute(2000).Burst(2000),
 }
 
+// TestTiers: ResolveByTier applies each tier's policy and reports the
+// tier; a tier is not in the key, so a user who upgrades keeps its
+// bucket under the new policy; a tier without a policy goes to the
+// FailMode as a resolution failure.
 func TestTiers(t *testing.T) {
 	clk := newClock()
 	var ev events
-	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: UserOr(IP), Limits: []Limit{tiers}, Observer: &ev}).Handler(ok)
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(IP), Observer: ev.Observe, Logger: quiet,
+		Limits: []Limit{{Name: "minute", Resolve: byTier(t, articleTiers)}}})
+	h := m.Handler(ok)
 	for _, c := range []struct {
 		name   string
 		edit   func(*http.Request)
@@ -96,10 +100,6 @@ func TestTiers(t *testing.T) {
 		{"anonymous", func(*http.Request) {}, 50, `"minute";q=50;w=60`},
 		{"authenticated", asUser("bob", "authenticated"), 200, `"minute";q=200;w=60`},
 		{"paid", asUser("carol", "paid"), 2000, `"minute";q=2000;w=60`},
-		// The same user id under another tier is another bucket: the tier
-		// is in the key, so different policies never share one.
-		{"bob upgraded to paid", asUser("bob", "paid"), 2000, `"minute";q=2000;w=60`},
-		{"unknown tier gets the default policy", asUser("dave", "platinum"), 50, `"minute";q=50;w=60`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := admitted(h, c.want+5, "198.51.100.7:1", c.edit); got != c.want {
@@ -111,22 +111,39 @@ func TestTiers(t *testing.T) {
 			}
 		})
 	}
-	if e := ev.last(t); e.Tier != "" || e.Class != "user" || e.Limit != "minute" || e.Outcome != Denied {
+	if e := ev.last(t); e.Tier != "paid" || e.Class != "user" || e.Limit != "minute" || e.Outcome != Denied {
 		t.Errorf("last event %+v", e)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	asUser("bob", "authenticated")(r)
+	before, _ := m.Keys(r)
+	asUser("bob", "paid")(r)
+	if after, _ := m.Keys(r); len(before) != 1 || len(after) != 1 || before[0] != after[0] {
+		t.Errorf("bob's keys %q, then %q upgraded: want one, the same", before, after)
+	}
+	if w := do(h, "198.51.100.7:1", asUser("dave", "platinum")); w.Code != 200 || w.Header().Get("RateLimit-Policy") != "" ||
+		ev.last(t).Outcome != FailedOpen || !errors.Is(ev.last(t).Err, ratebucket.ErrResolve) {
+		t.Errorf("tier without a policy: %d, event %+v; want the FailMode's answer with ratebucket.ErrResolve", w.Code, ev.last(t))
 	}
 }
 
-func TestTierWithoutPolicy(t *testing.T) {
-	clk := newClock()
-	var ev events
-	only := Limit{Name: "paid", Tiers: map[string]algo.Policy{"paid": algo.PerMinute(10).Burst(10)}}
-	h := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Limits: []Limit{only}, Observer: &ev,
-		Tier: func(r *http.Request) string { return r.URL.Query().Get("tier") }}).Handler(ok)
-	if w := do(h, "198.51.100.7:1", func(r *http.Request) { r.URL.RawQuery = "tier=paid" }); w.Code != 200 {
-		t.Errorf("paid: %d", w.Code)
-	}
-	if w := do(h, "198.51.100.7:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, ErrUnknownTier) {
-		t.Errorf("no tier: %d, event %+v; want 500 with ErrUnknownTier", w.Code, ev.last(t))
+// TestResolveByTierRefuses: tiers ResolveByTier could not apply are
+// refused when it is called, never met by a request.
+func TestResolveByTierRefuses(t *testing.T) {
+	p := algo.PerMinute(1).Burst(1)
+	for name, c := range map[string]struct {
+		tiers map[string]algo.Policy
+		tier  func(context.Context) string
+	}{
+		"no tiers":           {nil, tierOf},
+		"no tier function":   {map[string]algo.Policy{"a": p}, nil},
+		"invalid policy":     {map[string]algo.Policy{"x": {}}, tierOf},
+		"bad tier name":      {map[string]algo.Policy{"x:y": p}, tierOf},
+		"tier name too long": {map[string]algo.Policy{strings.Repeat("t", maxNameLen+1): p}, tierOf},
+	} {
+		if _, err := ResolveByTier(c.tiers, c.tier); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
 	}
 }
 
@@ -151,7 +168,6 @@ func TestCosts(t *testing.T) {
 		t.Errorf("cost 0: %d, remaining %q; want 200 and 2 (nothing charged)", w.Code, w.Header().Get("X-RateLimit-Remaining"))
 	}
 
-	tiered := Limit{Name: "t", Policy: algo.PerSecond(1).Burst(500), Tiers: map[string]algo.Policy{"free": algo.PerSecond(1).Burst(5)}}
 	for _, c := range []struct {
 		name  string
 		route Config
@@ -159,7 +175,6 @@ func TestCosts(t *testing.T) {
 	}{
 		{"cost above capacity", Config{Cost: 101}, algo.ErrCostExceedsCapacity},
 		{"negative cost", Config{Cost: -1}, algo.ErrInvalidCost},
-		{"cost above a tier's capacity", Config{Cost: 10, Limits: []Limit{tiered}}, algo.ErrCostExceedsCapacity},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := base.With(c.route)
@@ -175,9 +190,38 @@ func TestCosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ai.observer = &ev
+	ai.observer = ev.Observe
 	if w := do(ai.Handler(ok), "198.51.100.9:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, algo.ErrCostExceedsCapacity) {
 		t.Errorf("cost 1000 on burst 100: %d, %+v", w.Code, ev.last(t))
+	}
+	// A ResolveByTier's tiers are known when the route is built: a fixed
+	// Cost above one tier's capacity is refused by With and New, naming it.
+	tiers := map[string]algo.Policy{"": algo.PerSecond(1).Burst(50), "free": algo.PerSecond(1).Burst(5)}
+	route := Config{Cost: 10, Limits: []Limit{{Name: "t", Resolve: byTier(t, tiers)}}}
+	withStore := route
+	withStore.Store = st
+	for name, build := range map[string]func() (*Middleware, error){
+		"With": func() (*Middleware, error) { return base.With(route) },
+		"New":  func() (*Middleware, error) { return New(withStore) },
+	} {
+		_, err := build()
+		if !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, algo.ErrCostExceedsCapacity) || !strings.Contains(err.Error(), `tier "free"`) {
+			t.Errorf("%s: cost 10 on a tier's burst 5: %v, want ErrInvalidConfig and ErrCostExceedsCapacity naming the tier", name, err)
+		}
+	}
+	if _, err := base.With(Config{Cost: 5, Limits: []Limit{{Name: "t", Resolve: byTier(t, tiers)}}}); err != nil {
+		t.Errorf("cost 5 within every tier: %v", err)
+	}
+	// Any other resolver's policy is known per request only: the same 500.
+	plan := ratebucket.Resolver(func(context.Context, string) (ratebucket.Resolved, error) {
+		return ratebucket.Resolved{Policy: algo.PerSecond(1).Burst(5), Name: "free"}, nil
+	})
+	resolved, err := base.With(Config{Cost: 10, Observer: ev.Observe, Limits: []Limit{{Name: "t", Resolve: plan}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := do(resolved.Handler(ok), "198.51.100.9:1"); w.Code != 500 || !errors.Is(ev.last(t).Err, algo.ErrCostExceedsCapacity) {
+		t.Errorf("cost 10 on a resolved burst 5: %d, %+v", w.Code, ev.last(t))
 	}
 }
 
@@ -243,7 +287,7 @@ func TestSkip(t *testing.T) {
 	st := &countingStore{Store: newStore(t, clk)}
 	var ev events
 	health := func(r *http.Request) bool { return r.URL.Path == "/healthz" }
-	h := newMW(t, Config{Store: st, Clock: clk, Skip: health, Observer: &ev, Limits: []Limit{{Policy: algo.PerSecond(1).Burst(1)}}}).Handler(ok)
+	h := newMW(t, Config{Store: st, Clock: clk, Skip: health, Observer: ev.Observe, Limits: []Limit{{Policy: algo.PerSecond(1).Burst(1)}}}).Handler(ok)
 	for range 5 {
 		if w := do(h, "198.51.100.7:1", func(r *http.Request) { r.URL.Path = "/healthz" }); w.Code != 200 || w.Header().Get("RateLimit") != "" {
 			t.Fatalf("health check: %d %v", w.Code, w.Header())
@@ -275,7 +319,7 @@ func TestObserver(t *testing.T) {
 	clk := newClock()
 	var ev events
 	mux := http.NewServeMux()
-	m := newMW(t, Config{Store: slowStore{newStore(t, clk), clk}, Clock: clk, Observer: &ev,
+	m := newMW(t, Config{Store: slowStore{newStore(t, clk), clk}, Clock: clk, Observer: ev.Observe,
 		Limits: []Limit{{Name: "burst", Policy: algo.PerSecond(1).Burst(1)}}})
 	mux.Handle("GET /api/{item}", m.Handler(ok))
 	do(mux, "198.51.100.7:1")
@@ -307,8 +351,6 @@ func TestConfigErrors(t *testing.T) {
 		{"duplicate names", Config{Limits: []Limit{{Name: "a", Policy: p}, {Name: "a", Policy: p}}}},
 		{"no policy", Config{Limits: []Limit{{Name: "a"}}}},
 		{"invalid policy", Config{Limits: []Limit{{Name: "a", Policy: algo.PerSecond(0).Burst(1)}}}},
-		{"invalid tier policy", Config{Limits: []Limit{{Name: "a", Tiers: map[string]algo.Policy{"x": {}}}}}},
-		{"bad tier name", Config{Limits: []Limit{{Name: "a", Tiers: map[string]algo.Policy{"x:y": p}}}}},
 		{"LogEvery too short", Config{LogEvery: time.Nanosecond}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -50,21 +50,13 @@ type Verdict struct {
 // Two modes are built in, [FailOpen] and [FailClosed]. A third, a local
 // fallback that keeps limiting in-process while the shared store is down,
 // is a FailMode returning a Verdict with a Result.
-type FailMode interface {
-	OnFailure(f Failure) Verdict
-}
-
-// FailModeFunc adapts a function to a [FailMode].
-type FailModeFunc func(f Failure) Verdict
-
-// OnFailure returns f(fl).
-func (f FailModeFunc) OnFailure(fl Failure) Verdict { return f(fl) }
+type FailMode func(f Failure) Verdict
 
 // FailOpen serves requests unlimited while the store fails: an outage of
 // the limiter is not an outage of the API. It is the default, and the
 // article's choice. The window it opens for abuse lasts as long as the
 // outage.
-var FailOpen FailMode = FailModeFunc(func(Failure) Verdict { return Verdict{Serve: true} })
+var FailOpen FailMode = func(Failure) Verdict { return Verdict{Serve: true} }
 
 // FailClosed refuses requests while the store fails, with 503 Service
 // Unavailable, Retry-After (retryAfter rounded up to whole seconds, at
@@ -75,7 +67,7 @@ var FailOpen FailMode = FailModeFunc(func(Failure) Verdict { return Verdict{Serv
 // Use it on routes where an unlimited attacker costs more than an outage:
 // login, payment, password reset, sign-up.
 func FailClosed(retryAfter time.Duration) FailMode {
-	return FailModeFunc(func(Failure) Verdict { return Verdict{RetryAfter: retryAfter} })
+	return func(Failure) Verdict { return Verdict{RetryAfter: retryAfter} }
 }
 
 // failed answers a request the limiter could not decide as v says, when
@@ -146,7 +138,7 @@ func (t *logThrottle) log(ctx context.Context, level slog.Level, msg string, att
 // Outcome is what happened to one request.
 type Outcome uint8
 
-// The outcomes an [Observer] sees.
+// The outcomes of an [Event].
 const (
 	// Allowed: every limit admitted the request; it was served.
 	Allowed Outcome = iota + 1
@@ -160,7 +152,7 @@ const (
 	FailedClosed
 	// Invalid: no decision could be asked for: the request had no key
 	// (400) or the configuration did not fit it, such as a cost above a
-	// capacity or a tier without a policy (500). Event.Err says which.
+	// capacity (500). Event.Err says which.
 	Invalid
 	// Refunded: the route's ChargeIf did not count the response of a
 	// request admitted earlier (reported then as Allowed), and its tokens
@@ -186,7 +178,12 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Event describes one request the middleware handled. Every field is of low
+// Event describes one request the middleware handled, for Config.Observer.
+// Metrics of the store calls come through the observer contract of package
+// observe, as they do from every entry point: give the middleware a Store
+// wrapped with observe.Wrap, and each decision reaches that
+// observe.Observer labelled with the request's route pattern and the
+// deciding limit's name (observe.Labels). Every field is of low
 // cardinality except Latency and Err: no key IDs, user ids or addresses
 // appear in it, so it can feed Prometheus labels or OpenTelemetry
 // attributes as it is.
@@ -221,27 +218,5 @@ type Event struct {
 	// refund that failed, the reason for Invalid, and nil otherwise.
 	Err error
 }
-
-// Observer receives an Event for every request the middleware handles, after
-// the decision and before the response is written or the next handler
-// runs, and a second one (Outcome [Refunded]) for a request whose charge
-// the route's ChargeIf gave back after its handler returned. It is called
-// on the request's goroutine: keep it fast, and safe for simultaneous use.
-//
-// Metrics of the store calls come through the observer contract of package
-// observe, as they do from every entry point: give the middleware a Store
-// wrapped with observe.Wrap, and each decision reaches that observe.Observer
-// labelled with the request's route pattern and the deciding limit's name
-// (observe.Labels). The Observer here adds what only the middleware knows:
-// requests skipped, invalid, or served or refused while the store failed.
-type Observer interface {
-	Observe(ctx context.Context, e Event)
-}
-
-// ObserverFunc adapts a function to an [Observer].
-type ObserverFunc func(ctx context.Context, e Event)
-
-// Observe calls f(ctx, e).
-func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

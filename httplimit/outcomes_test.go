@@ -38,7 +38,7 @@ func TestFailModes(t *testing.T) {
 	var logs bytes.Buffer
 	var ev events
 	down := &errStore{err: fmt.Errorf("redisstore: %w", errDown)}
-	feed := newMW(t, Config{Store: down, Clock: clk, Observer: &ev, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	feed := newMW(t, Config{Store: down, Clock: clk, Observer: ev.Observe, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	login, err := feed.With(Config{Fail: FailClosed(1500 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func (badInputStore) Take(context.Context, store.Request) (algo.Result, error) {
 
 func TestStoreInputErrorsAreNotOutages(t *testing.T) {
 	var ev events
-	h := newMW(t, Config{Store: badInputStore{}, Observer: &ev, Logger: slog.New(slog.DiscardHandler)}).Handler(ok)
+	h := newMW(t, Config{Store: badInputStore{}, Observer: ev.Observe, Logger: slog.New(slog.DiscardHandler)}).Handler(ok)
 	if w := do(h, "198.51.100.7:1"); w.Code != 500 || ev.last(t).Outcome != Invalid {
 		t.Errorf("%d, event %+v; want 500 and Invalid", w.Code, ev.last(t))
 	}
@@ -120,7 +120,7 @@ func TestFallbackVerdict(t *testing.T) {
 	local := newStore(t, clk)
 	var ev events
 	var seen []store.Request
-	fallback := FailModeFunc(func(f Failure) Verdict {
+	fallback := FailMode(func(f Failure) Verdict {
 		seen = f.Takes
 		mr, err := local.TakeMulti(f.Request.Context(), f.Takes)
 		if err != nil {
@@ -128,7 +128,7 @@ func TestFallbackVerdict(t *testing.T) {
 		}
 		return Verdict{Result: &mr}
 	})
-	h := newMW(t, Config{Store: &errStore{err: errDown}, Clock: clk, Observer: &ev, Fail: fallback,
+	h := newMW(t, Config{Store: &errStore{err: errDown}, Clock: clk, Observer: ev.Observe, Fail: fallback,
 		Logger: slog.New(slog.DiscardHandler), Limits: twoLimits()}).Handler(ok)
 	if got := admitted(h, 7, "198.51.100.7:1"); got != 5 {
 		t.Errorf("fallback admitted %d of 7, want the burst of 5", got)
@@ -145,7 +145,7 @@ func TestFallbackVerdict(t *testing.T) {
 	}
 
 	// A Verdict whose Result does not match the takes is not applied.
-	broken := FailModeFunc(func(Failure) Verdict { return Verdict{Result: &store.MultiResult{}, Serve: true} })
+	broken := FailMode(func(Failure) Verdict { return Verdict{Result: &store.MultiResult{}, Serve: true} })
 	h = newMW(t, Config{Store: &errStore{err: errDown}, Fail: broken, Logger: slog.New(slog.DiscardHandler)}).Handler(ok)
 	if w := do(h, "198.51.100.7:1"); w.Code != 200 || w.Header().Get("RateLimit") != "" {
 		t.Errorf("broken verdict: %d %v; want served open", w.Code, w.Header())

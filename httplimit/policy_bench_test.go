@@ -35,8 +35,8 @@ func BenchmarkPolicies(b *testing.B) {
 		limits []Limit
 	}{
 		{"static", []Limit{{Name: "burst", Policy: big}}},
-		{"resolved-cached", []Limit{{Name: "burst", Resolve: ResolveByID(cache.Resolve)}}},
-		{"resolved-direct", []Limit{{Name: "burst", Resolve: ResolveByID(direct)}}},
+		{"resolved-cached", []Limit{{Name: "burst", Resolve: cache}}},
+		{"resolved-direct", []Limit{{Name: "burst", Resolve: ratebucket.Resolver(direct)}}},
 		{"shadow", []Limit{{Name: "burst", Policy: big}, {Name: "new", Policy: big, Shadow: true}}},
 		{"2-limits", []Limit{{Name: "burst", Policy: big}, {Name: "new", Policy: big}}},
 	}

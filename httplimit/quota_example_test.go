@@ -21,7 +21,7 @@ func ExampleLimit_quota() {
 	mw, err := httplimit.New(httplimit.Config{
 		Store: st,
 		Clock: clk,
-		Key:   httplimit.User,
+		Key:   httplimit.User(nil),
 		Limits: []httplimit.Limit{
 			{Name: "burst", Policy: algo.PerSecond(2).Burst(100)},
 			{Name: "daily", Policy: algo.Quota(3, algo.Day, 0)},

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 func TestQuotaBesideBurst(t *testing.T) {
 	clk := newClock() // 2026-01-01 00:00:00.25 UTC
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: &ev, Limits: []Limit{
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: ev.Observe, Limits: []Limit{
 		{Name: "burst", Policy: algo.PerSecond(2).Burst(100)},
 		{Name: "daily", Policy: algo.Quota(5, algo.Day, 0)},
 		{Name: "monthly", Policy: algo.Quota(1000, algo.Month, 0)},
@@ -61,9 +62,9 @@ func TestQuotaBesideBurst(t *testing.T) {
 // requests of their cost left, then longest until full.
 func TestCloserToDenying(t *testing.T) {
 	clk := newClock()
-	priced := func(*http.Request, Key) (ratebucket.Resolved, error) {
+	priced := ratebucket.Resolver(func(context.Context, string) (ratebucket.Resolved, error) {
 		return ratebucket.Resolved{Policy: algo.PerSecond(1).Burst(10), Cost: 3}, nil
-	}
+	})
 	for _, c := range []struct {
 		name   string
 		limits []Limit
@@ -77,7 +78,7 @@ func TestCloserToDenying(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var ev events
-			m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: &ev, Limits: c.limits})
+			m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: ev.Observe, Limits: c.limits})
 			do(m.Handler(ok), "192.0.2.1:1")
 			if e := ev.last(t); e.Limit != c.want {
 				t.Errorf("decider %q, want %q", e.Limit, c.want)

@@ -17,18 +17,15 @@ import (
 // request's reservation then failed in the store ("not an operation of a
 // calendar quota") and FailOpen served it: 10 of 10 admitted against a
 // quota of 5, on memstore and redisstore alike. New, and With for a route,
-// now refuse it, naming the limit (and tier), with an error that matches
+// now refuse it, naming the limit, with an error that matches
 // ErrInvalidConfig and algo.ErrQuotaUnsupported.
 func TestDelayOnQuotaRefusedAtNew(t *testing.T) {
 	quota := algo.Quota(5, algo.Day, 0)
-	burst := algo.PerSecond(2).Burst(5)
 	for _, c := range []struct {
 		name, want string
 		cfg        Config
 	}{
 		{"policy", `limit "daily"`, Config{Delay: time.Second, Limits: []Limit{{Name: "daily", Policy: quota}}}},
-		{"tier", `limit "api" tier "free"`, Config{Delay: time.Second, Limits: []Limit{{Name: "api", Policy: burst,
-			Tiers: map[string]algo.Policy{"paid": burst, "free": quota}}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.cfg.Store = newStore(t, newClock())
@@ -68,7 +65,7 @@ func TestQuotaUnsupportedIsInvalid(t *testing.T) {
 	}
 	defer s.Close()
 	var ev events
-	m := newMW(t, Config{Store: s, Observer: &ev, Logger: slog.New(slog.DiscardHandler),
+	m := newMW(t, Config{Store: s, Observer: ev.Observe, Logger: slog.New(slog.DiscardHandler),
 		Limits: []Limit{{Name: "daily", Policy: algo.Quota(5, algo.Day, 0)}}})
 	if w := do(m.Handler(ok), "192.0.2.1:1"); w.Code != http.StatusInternalServerError {
 		t.Fatalf("code %d, want 500", w.Code)

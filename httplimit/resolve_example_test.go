@@ -23,7 +23,7 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { 
 // Each tenant's plan, read at runtime through a cache: a request is
 // limited by its tenant's plan, and one whose plan cannot be read goes to
 // the route's FailMode (here 503), never to a default plan.
-func ExampleResolveByID() {
+func ExampleResolver() {
 	clk := clock.NewMock()
 	st, _ := memstore.New(memstore.Config{Clock: clk})
 	plans := map[string]ratebucket.Resolved{ // the plan database
@@ -40,10 +40,10 @@ func ExampleResolveByID() {
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  st,
 		Clock:  clk,
-		Key:    httplimit.User,
+		Key:    httplimit.User(nil),
 		Fail:   httplimit.FailClosed(time.Second),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Limits: []httplimit.Limit{{Name: "api", Resolve: httplimit.ResolveByID(cache.Resolve)}},
+		Limits: []httplimit.Limit{{Name: "api", Resolve: cache}},
 	})
 	if err != nil {
 		fmt.Println(err)

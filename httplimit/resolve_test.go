@@ -91,8 +91,8 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 	clk := newClock()
 	db := newTenants()
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User, Observer: &ev,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil), Observer: ev.Observe,
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	h := m.Handler(ok)
 	if got := statuses(h, 3, asUser("alice", "")); !slices.Equal(got, []int{200, 200, 429}) {
 		t.Errorf("free tenant: %v, want its burst of 2", got)
@@ -118,8 +118,8 @@ func TestResolvePolicyPerTenant(t *testing.T) {
 	}
 
 	// Tiers as a resolver: the tier names the policy, not the key.
-	tiers := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByTier(map[string]algo.Policy{"paid": algo.PerMinute(60).Burst(3)})}}})
+	tiers := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
+		Limits: []Limit{{Name: "api", Resolve: byTier(t, map[string]algo.Policy{"paid": algo.PerMinute(60).Burst(3)})}}})
 	if got := statuses(tiers.Handler(ok), 4, asUser("dave", "paid")); !slices.Equal(got, []int{200, 200, 200, 429}) {
 		t.Errorf("paid tier: %v, want its burst of 3", got)
 	}
@@ -136,10 +136,10 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	cs := &countingStore{Store: newStore(t, clk)}
 	var ev events
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := newMW(t, Config{Store: cs, Clock: clk, Key: User, Observer: &ev, Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
-	closed := newMW(t, Config{Store: cs, Clock: clk, Key: User, Observer: &ev, Fail: FailClosed(2 * time.Second), Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	open := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Observer: ev.Observe, Logger: quiet,
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
+	closed := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Observer: ev.Observe, Fail: FailClosed(2 * time.Second), Logger: quiet,
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	for _, tc := range []struct {
 		user string
 		want error
@@ -164,8 +164,8 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 	// decision for the store's observer too, under the route's labels.
 	var failed []observe.Decision
 	obs := observe.Funcs{Decision: func(_ context.Context, d observe.Decision) { failed = append(failed, d) }}
-	observed := newMW(t, Config{Store: observe.Wrap(cs, "memory", obs), Clock: clk, Key: User, Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	observed := newMW(t, Config{Store: observe.Wrap(cs, "memory", obs), Clock: clk, Key: User(nil), Logger: quiet,
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/feed", observed.Handler(ok))
 	if w := do(mux, "192.0.2.1:1", asUser("nobody", "")); w.Code != 200 {
@@ -175,8 +175,8 @@ func TestResolveFailureIsTheFailMode(t *testing.T) {
 		failed[0].Route != "GET /api/feed" || failed[0].Policy != "api" {
 		t.Errorf("store observer saw %+v; want one failed decision of route GET /api/feed, policy api", failed)
 	}
-	unknownTier := newMW(t, Config{Store: cs, Clock: clk, Key: User, Fail: FailClosed(time.Second), Logger: quiet,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByTier(map[string]algo.Policy{"paid": freePlan.Policy})}}})
+	unknownTier := newMW(t, Config{Store: cs, Clock: clk, Key: User(nil), Fail: FailClosed(time.Second), Logger: quiet,
+		Limits: []Limit{{Name: "api", Resolve: byTier(t, map[string]algo.Policy{"paid": freePlan.Policy})}}})
 	if w := do(unknownTier.Handler(ok), "192.0.2.1:1", asUser("erin", "trial")); w.Code != 503 {
 		t.Errorf("unknown tier under FailClosed: %d, want 503", w.Code)
 	}
@@ -191,8 +191,8 @@ func TestResolveCachedPlanChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(cache.Resolve)}}})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
+		Limits: []Limit{{Name: "api", Resolve: cache}}})
 	limit := func() string {
 		return do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")).Header().Get("X-RateLimit-Limit")
 	}
@@ -212,10 +212,9 @@ func TestResolveCachedPlanChange(t *testing.T) {
 
 func TestResolveConfig(t *testing.T) {
 	s := newStore(t, newClock())
-	res := ResolveByID(newTenants().resolve)
+	res := ratebucket.Resolver(newTenants().resolve)
 	for name, cfg := range map[string]Config{
-		"Resolve and Policy": {Store: s, Limits: []Limit{{Resolve: res, Policy: DefaultPolicy}}},
-		"Resolve and Tiers":  {Store: s, Limits: []Limit{{Resolve: res, Tiers: map[string]algo.Policy{"paid": DefaultPolicy}}}},
+		"Resolve and Policy": {Store: s, Limits: []Limit{{Resolve: res, Policy: defaultPolicy}}},
 		"Resolve and Delay":  {Store: s, Limits: []Limit{{Resolve: res}}, Delay: time.Second},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
@@ -231,8 +230,8 @@ func TestResolveConfig(t *testing.T) {
 func TestResolvePlanChangeKeepsTheBucket(t *testing.T) {
 	clk := newClock()
 	db := newTenants()
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User,
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(db.resolve)}}})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil),
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(db.resolve)}}})
 	h := m.Handler(ok)
 	statuses(h, 2, asUser("alice", "")) // drains free's 2
 	db.set("alice", proPlan)            // 10 a second, burst 5
@@ -254,9 +253,9 @@ func TestResolvePlanChangeKeepsTheBucket(t *testing.T) {
 func TestResolvedCapacityBelowCost(t *testing.T) {
 	clk := newClock()
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User, Observer: &ev, Cost: 3,
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Key: User(nil), Observer: ev.Observe, Cost: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Limits: []Limit{{Name: "api", Resolve: ResolveByID(newTenants().resolve)}}})
+		Limits: []Limit{{Name: "api", Resolve: ratebucket.Resolver(newTenants().resolve)}}})
 	w := do(m.Handler(ok), "192.0.2.1:1", asUser("alice", "")) // free: burst 2
 	if e := ev.last(t); w.Code != 500 || e.Outcome != Invalid || !errors.Is(e.Err, algo.ErrCostExceedsCapacity) {
 		t.Errorf("%d, %+v; want 500 Invalid with ErrCostExceedsCapacity", w.Code, e)

@@ -24,7 +24,7 @@ func ExampleMiddleware_With_routes() {
 
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  st, // a memstore, or a redisstore to share the limit across instances
-		Key:    httplimit.UserOr(httplimit.IP),
+		Key:    httplimit.User(httplimit.IP),
 		Limits: []httplimit.Limit{{Policy: algo.PerMinute(60).Burst(10)}},
 	})
 	login, err := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})

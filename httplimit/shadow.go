@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// Shadow limits (Limit.Shadow, Config.Shadow), to roll out a new limit
+// Shadow limits (Limit.Shadow), to roll out a new limit
 // safely. A shadow limit's bucket is charged, and its decisions counted
 // and reported, but it never refuses a request.
 //
@@ -103,17 +104,15 @@ func (m *Middleware) shadows() (some, all bool) {
 	return some, all
 }
 
-// checkShadow marks every limit shadow for a shadow route, and refuses
-// what would hold or refuse requests a shadow route must serve.
-func (m *Middleware) checkShadow(cfg Config) error {
-	for i := range m.limits {
-		m.limits[i].shadow = m.limits[i].shadow || cfg.Shadow
-	}
+// checkShadow refuses what would hold or refuse requests that shadow
+// limits must let through: Delay with any shadow limit, and a
+// Concurrency limit on a route of shadow limits only.
+func (m *Middleware) checkShadow(conc Concurrency, delay time.Duration) error {
 	some, all := m.shadows()
 	switch {
-	case all && cfg.Concurrency.Policy != (algo.LeasePolicy{}):
+	case all && conc.Policy != (algo.LeasePolicy{}):
 		return fmt.Errorf("%w: a route whose limits are all shadow limits cannot have a Concurrency limit, which would refuse requests", ErrInvalidConfig)
-	case some && cfg.Delay != 0:
+	case some && delay != 0:
 		return fmt.Errorf("%w: Delay cannot hold requests of a route with a shadow limit", ErrInvalidConfig)
 	}
 	m.shadow = some

@@ -43,9 +43,9 @@ func TestRedisResolveAndShadow(t *testing.T) {
 				"globex": {Policy: algo.PerHour(1).Burst(4), Name: "pro"},
 			}
 			shadow := algo.PerHour(1).Burst(3)
-			mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t), Key: httplimit.User,
+			mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t), Key: httplimit.User(nil),
 				Limits: []httplimit.Limit{
-					{Name: "plan", Resolve: httplimit.ResolveByID(func(_ context.Context, id string) (ratebucket.Resolved, error) {
+					{Name: "plan", Resolve: ratebucket.Resolver(func(_ context.Context, id string) (ratebucket.Resolved, error) {
 						return plans[id], nil
 					})},
 					{Name: "new", Policy: shadow, Shadow: true},
@@ -95,7 +95,7 @@ func TestRedisResolveAndShadow(t *testing.T) {
 // day on the server's clock.
 func quotaRoute(t *testing.T, st store.Store) {
 	t.Helper()
-	mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t) + "quota:", Key: httplimit.User,
+	mw, err := httplimit.New(httplimit.Config{Store: st, Prefix: redistest.Prefix(t) + "quota:", Key: httplimit.User(nil),
 		Limits: []httplimit.Limit{
 			{Name: "burst", Policy: algo.PerSecond(2).Burst(100)},
 			{Name: "daily", Policy: algo.Quota(3, algo.Day, 0)},

@@ -26,9 +26,9 @@ func ExampleLimit_shadow() {
 			{Name: "burst", Policy: algo.PerSecond(2).Burst(100)},
 			{Name: "hourly", Policy: algo.PerHour(2).Burst(2), Shadow: true},
 		},
-		Observer: httplimit.ObserverFunc(func(_ context.Context, e httplimit.Event) {
+		Observer: func(_ context.Context, e httplimit.Event) {
 			fmt.Printf("%s shadow-denied=%q ", e.Outcome, e.ShadowDenied)
-		}),
+		},
 	})
 	if err != nil {
 		fmt.Println(err)

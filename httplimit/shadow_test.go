@@ -45,7 +45,7 @@ func TestShadowChargesItsOwnBucket(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
 			var ev events
-			m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: &ev, Limits: []Limit{
+			m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: ev.Observe, Limits: []Limit{
 				{Name: "burst", Policy: algo.PerMinute(1).Burst(tc.enforced)},
 				{Name: "new", Policy: algo.PerMinute(1).Burst(tc.shadow), Shadow: true},
 			}})
@@ -96,7 +96,11 @@ func TestShadowReported(t *testing.T) {
 	if got := log.outcomes(); !slices.Equal(got, want) {
 		t.Errorf("shadow first: decisions %v, want %v", got, want)
 	}
-	all := newMW(t, Config{Store: s, Clock: clk, Prefix: "all:", Shadow: true, Limits: limits})
+	allShadow := slices.Clone(limits)
+	for i := range allShadow {
+		allShadow[i].Shadow = true
+	}
+	all := newMW(t, Config{Store: s, Clock: clk, Prefix: "all:", Limits: allShadow})
 	do(all.Handler(ok), "192.0.2.1:1")
 	want = []string{"burst:allowed", "new:allowed"}
 	if got := log.outcomes(); !slices.Equal(got, want) {
@@ -127,8 +131,7 @@ func TestShadowReported(t *testing.T) {
 func TestShadowRoute(t *testing.T) {
 	clk := newClock()
 	var ev events
-	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: &ev, Limits: []Limit{{Name: "login", Policy: algo.PerMinute(1).Burst(2)}}},
-		Config{Shadow: true})
+	m := newMW(t, Config{Store: newStore(t, clk), Clock: clk, Observer: ev.Observe, Limits: []Limit{{Name: "login", Policy: algo.PerMinute(1).Burst(2), Shadow: true}}})
 	if got := statuses(m.Handler(ok), 4); !slices.Equal(got, []int{200, 200, 200, 200}) {
 		t.Errorf("statuses %v, want all served", got)
 	}
@@ -189,7 +192,7 @@ func TestShadowFailureIsNotTheRoutes(t *testing.T) {
 	clk := newClock()
 	var logs bytes.Buffer
 	var ev events
-	m := newMW(t, Config{Store: failKeys{newStore(t, clk), ":new:"}, Clock: clk, Observer: &ev, Fail: FailClosed(time.Second),
+	m := newMW(t, Config{Store: failKeys{newStore(t, clk), ":new:"}, Clock: clk, Observer: ev.Observe, Fail: FailClosed(time.Second),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Limits: []Limit{
 			{Name: "burst", Policy: algo.PerMinute(1).Burst(1)},
 			{Name: "new", Policy: algo.PerMinute(1).Burst(1), Shadow: true},

@@ -57,7 +57,7 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 	for i := range cfg.instances {
 		be := f.backends[i%len(f.backends)]
 		hc := demoLimits(cfg)
-		hc.Store, hc.Observer, hc.Logger = f.observedStore(be), f.obs, logger
+		hc.Store, hc.Observer, hc.Logger = f.observedStore(be), f.obs.Observe, logger
 		if cfg.fail == "closed" {
 			hc.Fail = httplimit.FailClosed(time.Second)
 		}
@@ -92,7 +92,7 @@ func startFleet(ctx context.Context, e *env, cfg *demoConfig) (f *demoFleet, err
 // demoLimits is the middleware's configuration without its store: one
 // limit of the demo's policy, keyed by user, else by IP.
 func demoLimits(cfg *demoConfig) httplimit.Config {
-	return httplimit.Config{Limits: []httplimit.Limit{{Policy: cfg.policy}}, Key: httplimit.UserOr(httplimit.IP)}
+	return httplimit.Config{Limits: []httplimit.Limit{{Policy: cfg.policy}}, Key: httplimit.User(httplimit.IP)}
 }
 
 // stores returns the number of independent stores: one when the instances
@@ -165,7 +165,7 @@ func feed(w http.ResponseWriter, _ *http.Request) {
 
 // trustUserHeader stands in for an app's authentication middleware: it
 // takes the user id from the named header and puts it in the request
-// context with httplimit.WithUser, where httplimit.UserOr finds it.
+// context with httplimit.WithUser, where httplimit.User finds it.
 //
 // This is for the local demo ONLY. A client can send any header, so a real
 // app sets the user from a verified credential (a session, a signed token),
@@ -183,7 +183,7 @@ func trustUserHeader(header string, next http.Handler) http.Handler {
 	})
 }
 
-// demoObserver is the demo's httplimit.Observer: it counts outcomes and
+// demoObserver is the demo's httplimit Config.Observer: it counts outcomes and
 // records the latency of the limiter's own check (the store call inside the
 // middleware), as a user would feed Prometheus.
 type demoObserver struct {
@@ -193,7 +193,7 @@ type demoObserver struct {
 	firstErr error
 }
 
-// Observe implements httplimit.Observer.
+// Observe is the demo's httplimit Config.Observer.
 func (o *demoObserver) Observe(_ context.Context, ev httplimit.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

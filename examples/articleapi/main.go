@@ -114,11 +114,7 @@ func openStore(redisURL string) (store.Store, func(), error) {
 func newHandler(o options, st store.Store) (http.Handler, error) {
 	var cfg httplimit.IPConfig
 	if o.trustProxies != "" {
-		p, err := httplimit.ParsePrefixes(strings.Split(o.trustProxies, ",")...)
-		if err != nil {
-			return nil, err
-		}
-		cfg.TrustedProxies = p
+		cfg.TrustedProxies = strings.Split(o.trustProxies, ",")
 	}
 	ips, err := httplimit.NewClientIP(cfg)
 	if err != nil {
@@ -130,7 +126,7 @@ func newHandler(o options, st store.Store) (http.Handler, error) {
 	}
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  st,
-		Key:    httplimit.UserOr(ips.Key),
+		Key:    httplimit.User(ips.Key),
 		Limits: []httplimit.Limit{{Name: "burst", Policy: policy}},
 	})
 	if err != nil {
