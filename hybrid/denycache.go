@@ -87,6 +87,7 @@ type DenyCacheConfig struct {
 // no goroutines.
 type DenyCache struct {
 	primary store.Store
+	src     sourced // primary, when it is one of this package's wrappers
 	clock   store.Clock
 	margin  int64 // µs; negative: exact, no drift allowance
 	cache   *boundCache
@@ -149,8 +150,10 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 	case cfg.ClockMargin > 0:
 		margin = (cfg.ClockMargin + time.Microsecond - 1).Microseconds() // rounded up
 	}
+	src, _ := primary.(sourced)
 	c := &DenyCache{
 		primary: primary,
+		src:     src,
 		clock:   cfg.Clock,
 		margin:  margin,
 		track:   track,
@@ -170,16 +173,18 @@ func NewDenyCache(primary store.Store, cfg DenyCacheConfig) (*DenyCache, error) 
 // the primary's answer and error. Bad input always reaches the primary, so
 // its errors come back unchanged. After Close it returns [store.ErrClosed].
 func (c *DenyCache) Take(ctx context.Context, req store.Request) (algo.Result, error) {
-	res, _, err := c.takeFrom(ctx, req)
+	if err := ctx.Err(); err != nil {
+		return algo.Result{}, err
+	}
+	res, _, err := c.take(ctx, req)
 	return res, err
 }
 
-func (c *DenyCache) takeFrom(ctx context.Context, r store.Request) (algo.Result, bool, error) {
+// take is Take after the context check (see sourced). It checks no input:
+// the primary does, and deny answers only what eligible admits.
+func (c *DenyCache) take(ctx context.Context, r store.Request) (algo.Result, bool, error) {
 	if c.closed.Load() {
 		return algo.Result{}, false, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return algo.Result{}, false, err
 	}
 	if res, ok := c.deny(r); ok {
 		c.hit(ctx, -1)
@@ -187,7 +192,14 @@ func (c *DenyCache) takeFrom(ctx context.Context, r store.Request) (algo.Result,
 	}
 	seq, t0 := c.seq.Add(1), c.now()
 	c.calls.Add(1)
-	res, primary, err := takeFrom(ctx, c.primary, r)
+	var res algo.Result
+	var err error
+	primary := true
+	if c.src != nil {
+		res, primary, err = c.src.take(ctx, r)
+	} else {
+		res, err = c.primary.Take(ctx, r)
+	}
 	if r.Refundable {
 		c.unlearn(r.Key) // it may have charged: what the cache knew is stale
 	} else if err == nil && primary {
@@ -197,9 +209,10 @@ func (c *DenyCache) takeFrom(ctx context.Context, r store.Request) (algo.Result,
 }
 
 // lookup returns the bound kept for a request that may be answered from
-// the cache, with the elapsed times at now.
+// the cache, with the elapsed times at now. The caller has checked that the
+// cache is open.
 func (c *DenyCache) lookup(key string, p algo.Policy, cost int64) (b bound, e, eff int64, ok bool) {
-	if c.closed.Load() || !eligible(key, p, cost) {
+	if !eligible(key, p, cost) {
 		return bound{}, 0, 0, false
 	}
 	if b, ok = c.cache.get(key); !ok || b.Policy() != p {
@@ -232,7 +245,7 @@ func (c *DenyCache) deny(r store.Request) (algo.Result, bool) {
 // when there is one and the bound's own otherwise. A call marked
 // refundable is never answered locally.
 func (c *DenyCache) denyDown(r store.Request) (algo.Result, bool) {
-	if r.Refundable {
+	if r.Refundable || c.closed.Load() {
 		return algo.Result{}, false
 	}
 	b, e, eff, ok := c.lookup(r.Key, r.Policy, r.Cost)
@@ -271,16 +284,17 @@ func (c *DenyCache) forgetLocal() { c.cache.dropLocal() }
 // would answer for it alone absent other traffic. Otherwise the primary
 // decides.
 func (c *DenyCache) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
-	mr, _, err := c.takeMultiFrom(ctx, reqs)
+	if err := ctx.Err(); err != nil {
+		return store.MultiResult{}, err
+	}
+	mr, _, err := c.takeMulti(ctx, reqs)
 	return mr, err
 }
 
-func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error) {
+// takeMulti is TakeMulti after the context check (see sourced).
+func (c *DenyCache) takeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error) {
 	if c.closed.Load() {
 		return store.MultiResult{}, false, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return store.MultiResult{}, false, err
 	}
 	if mr, ok := c.denyMulti(reqs); ok {
 		c.hit(ctx, mr.Denied)
@@ -288,7 +302,14 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 	}
 	seq, t0 := c.seq.Add(1), c.now()
 	c.calls.Add(1)
-	mr, primary, err := takeMultiFrom(ctx, c.primary, reqs)
+	var mr store.MultiResult
+	var err error
+	primary := true
+	if c.src != nil {
+		mr, primary, err = c.src.takeMulti(ctx, reqs)
+	} else {
+		mr, err = c.primary.TakeMulti(ctx, reqs)
+	}
 	if refundable(reqs) {
 		for _, r := range reqs {
 			c.unlearn(r.Key)
@@ -308,10 +329,10 @@ func (c *DenyCache) takeMultiFrom(ctx context.Context, reqs []store.Request) (st
 }
 
 // denyMulti returns the local answer to reqs, if the cache can prove a
-// denial. A call marked refundable is never answered locally.
+// denial. A call marked refundable is never answered locally. The caller
+// has checked that the cache is open.
 func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
-	// Bad input (a key named twice, say) is the primary's to report.
-	if c.closed.Load() || len(reqs) == 0 || refundable(reqs) || store.CheckRequests(reqs, store.MaxKeyLen(-1)) != nil {
+	if len(reqs) == 0 || refundable(reqs) {
 		return store.MultiResult{}, false
 	}
 	now := c.now()
@@ -331,7 +352,9 @@ func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
 		}
 		mr.Results[i] = res
 	}
-	if mr.Denied < 0 {
+	// Bad input (a key named twice, say) is the primary's to report: the
+	// requests are checked only when the cache would answer them.
+	if mr.Denied < 0 || store.CheckRequests(reqs, store.MaxKeyLen(-1)) != nil {
 		return store.MultiResult{}, false
 	}
 	mr.Denied = -1
@@ -342,6 +365,14 @@ func (c *DenyCache) denyMulti(reqs []store.Request) (store.MultiResult, bool) {
 	}
 	c.denied.Add(1)
 	return mr, true
+}
+
+// denyDownMulti is denyMulti for a Fallback whose primary is failing.
+func (c *DenyCache) denyDownMulti(reqs []store.Request) (store.MultiResult, bool) {
+	if c.closed.Load() {
+		return store.MultiResult{}, false
+	}
+	return c.denyMulti(reqs)
 }
 
 // refundable reports whether any of reqs is marked Refundable.
@@ -382,8 +413,8 @@ func (c *DenyCache) elapsed(b *bound, now time.Time) (e, eff int64) {
 // would be denied, so keys well under their limit cost no memory. An
 // existing entry is always refreshed.
 func (c *DenyCache) learn(key string, p algo.Policy, cost int64, seq uint64, t0 time.Time, res algo.Result, charged, insert bool) {
-	if !eligible(key, p, max(cost, 1)) || c.refunded != nil && c.refunded(key) {
-		return
+	if p.Unit() <= 0 || c.refunded != nil && c.refunded(key) {
+		return // a quota: no bound to keep (the primary validated the rest)
 	}
 	if seq <= c.forgot.Load() {
 		return // started before a Forget: may describe the state before a reset

@@ -127,6 +127,7 @@ type FallbackConfig struct {
 // waits at most Timeout for the primary.
 type Fallback struct {
 	primary, local store.Store
+	src            sourced // primary, when it is one of this package's wrappers
 	cfg            FallbackConfig
 	br             breaker
 	obs            observer
@@ -198,7 +199,8 @@ func NewFallback(primary, local store.Store, cfg FallbackConfig) (*Fallback, err
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f := &Fallback{primary: primary, local: local, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, defaultFallbackName)}
+	src, _ := primary.(sourced)
+	f := &Fallback{primary: primary, src: src, local: local, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, defaultFallbackName)}
 	f.br.cfg = cfg
 	f.br.windowStart = cfg.Clock.Now()
 	f.br.notify = f.report
@@ -247,31 +249,82 @@ func (f *Fallback) Stats() FallbackStats {
 
 // Take asks the primary through the breaker, or answers by Mode.
 func (f *Fallback) Take(ctx context.Context, req store.Request) (algo.Result, error) {
-	res, _, err := f.takeFrom(ctx, req)
+	if err := ctx.Err(); err != nil {
+		return algo.Result{}, err
+	}
+	res, _, err := f.take(ctx, req)
 	return res, err
+}
+
+// take is Take after the context check (see sourced): the primary's
+// answer, or degrade's. It checks no input unless it degrades: the primary
+// does.
+func (f *Fallback) take(ctx context.Context, r store.Request) (algo.Result, bool, error) {
+	if f.closed.Load() {
+		return algo.Result{}, false, store.ErrClosed
+	}
+	t, ok := f.admit()
+	if !ok {
+		res, err := f.degrade(ctx, r, nil)
+		return res, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	var res algo.Result
+	var err error
+	primary := true
+	if f.src != nil {
+		res, primary, err = f.src.take(cctx, r)
+	} else {
+		res, err = f.primary.Take(cctx, r)
+	}
+	cancel()
+	if !f.failed(ctx, t, primary, err) {
+		return res, primary, err
+	}
+	res, err = f.degrade(ctx, r, err)
+	return res, false, err
 }
 
 // TakeMulti is Take for multi-limit takes: all are charged or none, on
 // the primary or, in LocalFallback mode, on the local store.
 func (f *Fallback) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, error) {
-	mr, _, err := f.takeMultiFrom(ctx, reqs)
+	if err := ctx.Err(); err != nil {
+		return store.MultiResult{}, err
+	}
+	mr, _, err := f.takeMulti(ctx, reqs)
 	return mr, err
 }
 
-func (f *Fallback) takeFrom(ctx context.Context, r store.Request) (algo.Result, bool, error) {
-	return guard(f, ctx,
-		func(ctx context.Context) (algo.Result, bool, error) { return takeFrom(ctx, f.primary, r) },
-		func(cause error) (algo.Result, error) { return f.degrade(ctx, r, cause) })
-}
-
-func (f *Fallback) takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error) {
-	return guard(f, ctx,
-		func(ctx context.Context) (store.MultiResult, bool, error) { return takeMultiFrom(ctx, f.primary, reqs) },
-		func(cause error) (store.MultiResult, error) { return f.degradeMulti(ctx, reqs, cause) })
+// takeMulti is take for multi-limit takes.
+func (f *Fallback) takeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error) {
+	if f.closed.Load() {
+		return store.MultiResult{}, false, store.ErrClosed
+	}
+	t, ok := f.admit()
+	if !ok {
+		mr, err := f.degradeMulti(ctx, reqs, nil)
+		return mr, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	var mr store.MultiResult
+	var err error
+	primary := true
+	if f.src != nil {
+		mr, primary, err = f.src.takeMulti(cctx, reqs)
+	} else {
+		mr, err = f.primary.TakeMulti(cctx, reqs)
+	}
+	cancel()
+	if !f.failed(ctx, t, primary, err) {
+		return mr, primary, err
+	}
+	mr, err = f.degradeMulti(ctx, reqs, err)
+	return mr, false, err
 }
 
 // guard runs call on the primary through the breaker, with the deadline,
-// and answers with degrade what the primary does not.
+// and answers with degrade what the primary does not: take's steps for the
+// calls around a take (ops, leases), which are not on the hot path.
 func guard[T any](f *Fallback, ctx context.Context, call func(context.Context) (T, bool, error), degrade func(error) (T, error)) (T, bool, error) {
 	if f.closed.Load() {
 		var zero T
@@ -281,25 +334,45 @@ func guard[T any](f *Fallback, ctx context.Context, call func(context.Context) (
 		var zero T
 		return zero, false, err
 	}
-	t, ok := f.br.allow(f.cfg.Clock.Now())
+	t, ok := f.admit()
 	if !ok {
-		f.degraded.Add(1)
 		res, err := degrade(nil)
 		return res, false, err
 	}
-	f.calls.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	res, primary, err := call(cctx)
 	cancel()
+	if !f.failed(ctx, t, primary, err) {
+		return res, primary, err
+	}
+	res, err = degrade(err)
+	return res, false, err
+}
+
+// admit asks the breaker whether a call may go to the primary now, and
+// counts it as a primary call or as degraded.
+func (f *Fallback) admit() (ticket, bool) {
+	t, ok := f.br.allow(f.cfg.Clock.Now())
+	if ok {
+		f.calls.Add(1)
+	} else {
+		f.degraded.Add(1)
+	}
+	return t, ok
+}
+
+// failed records the outcome of a primary call admitted with t, and
+// reports whether the caller must answer by degrading: the call failed and
+// the caller is still waiting for an answer.
+func (f *Fallback) failed(ctx context.Context, t ticket, primary bool, err error) bool {
 	o := classify(ctx, primary, err)
 	f.br.done(f.cfg.Clock.Now(), t, o, err)
 	if o != failure || ctx.Err() != nil {
-		return res, primary, err // nobody is waiting for a degraded answer
+		return false // nobody is waiting for a degraded answer
 	}
 	f.failures.Add(1)
 	f.degraded.Add(1)
-	res, err = degrade(err)
-	return res, false, err
+	return true
 }
 
 // classify tells what a primary call proved about the primary. A caller
@@ -356,7 +429,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 		return store.MultiResult{}, fmt.Errorf("hybrid: %w", err)
 	}
 	if d, ok := f.primary.(denier); ok {
-		if mr, ok := d.denyMulti(reqs); ok {
+		if mr, ok := d.denyDownMulti(reqs); ok {
 			d.hit(ctx, mr.Denied)
 			return mr, nil
 		}
@@ -381,8 +454,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 			return mr, nil
 		}
 	}
-	mr, _, err := takeMultiFrom(ctx, f.local, scaled)
-	return mr, err
+	return f.local.TakeMulti(ctx, scaled)
 }
 
 // openErr is the FailClosed error: ErrOpen wrapping the primary's failure.

@@ -19,14 +19,18 @@ var (
 	ErrOpen = errors.New("hybrid: primary store unavailable")
 )
 
-// sourced is implemented by this package's wrappers so that they compose:
-// the bool reports whether the answer came from the innermost primary store
-// (Redis, say) rather than from a local cache or fallback. A DenyCache learns
-// only from primary answers, and a Fallback's breaker counts only primary
-// answers as proof that the primary is healthy.
+// sourced is implemented by this package's wrappers so that they compose.
+// Its methods are the wrapper's Take and TakeMulti after the entry's
+// context check, which the outermost wrapper makes once for the chain; the
+// bool reports whether the answer came from the innermost primary store
+// (Redis, say) rather than from a local cache or fallback. A DenyCache
+// learns only from primary answers, and a Fallback's breaker counts only
+// primary answers as proof that the primary is healthy: each wrapper asks
+// its primary directly (its src field, nil for a plain store), so the bool
+// crosses one frame, from the wrapper that knows to the one that uses it.
 type sourced interface {
-	takeFrom(ctx context.Context, r store.Request) (algo.Result, bool, error)
-	takeMultiFrom(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error)
+	take(ctx context.Context, r store.Request) (algo.Result, bool, error)
+	takeMulti(ctx context.Context, reqs []store.Request) (store.MultiResult, bool, error)
 }
 
 // denier is implemented by DenyCache: the local denials it can prove
@@ -36,28 +40,10 @@ type sourced interface {
 // forgets them when the primary is back (forgetLocal).
 type denier interface {
 	denyDown(r store.Request) (algo.Result, bool)
-	denyMulti(reqs []store.Request) (store.MultiResult, bool)
+	denyDownMulti(reqs []store.Request) (store.MultiResult, bool)
 	charge(r store.Request)
 	forgetLocal()
 	hit(ctx context.Context, i int) // reports a local denial
-}
-
-// takeFrom calls s, telling whether the answer came from a primary store.
-func takeFrom(ctx context.Context, s store.Store, r store.Request) (algo.Result, bool, error) {
-	if w, ok := s.(sourced); ok {
-		return w.takeFrom(ctx, r)
-	}
-	res, err := s.Take(ctx, r)
-	return res, true, err
-}
-
-// takeMultiFrom is takeFrom for multi-limit takes.
-func takeMultiFrom(ctx context.Context, s store.Store, reqs []store.Request) (store.MultiResult, bool, error) {
-	if w, ok := s.(sourced); ok {
-		return w.takeMultiFrom(ctx, reqs)
-	}
-	mr, err := s.TakeMulti(ctx, reqs)
-	return mr, true, err
 }
 
 // systemClock is the default clock: time.Now, whose monotonic reading makes
