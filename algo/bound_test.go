@@ -25,7 +25,7 @@ func TestPropDenyBoundSound(t *testing.T) {
 		s, res := take(t, algo.TokenBucket{}, p, s, t0, cost)
 		b, ok := p.DenyBound(cost, res, res.Allowed)
 		if !ok {
-			t.Fatalf("LearnDenyBound refused a token bucket's own answer %+v", res)
+			t.Fatalf("Policy.DenyBound refused a token bucket's own answer %+v", res)
 		}
 		quiet := s  // the bucket with no other traffic
 		var e int64 // µs since t0, moving forward

@@ -31,7 +31,7 @@ type bound struct {
 }
 
 // learn returns the bound implied by res, the primary's answer to a request
-// of cost under p started at local time t0 (see algo.LearnDenyBound).
+// of cost under p started at local time t0 (see algo.Policy.DenyBound).
 func learn(p algo.Policy, t0 time.Time, cost int64, res algo.Result, charged bool) (bound, bool) {
 	db, ok := p.DenyBound(cost, res, charged)
 	return bound{DenyBound: db, t0: t0}, ok

@@ -121,7 +121,7 @@
 // ratebucket.ConcurrencyLimiter over it bounds the requests of a client in
 // flight across a fleet. Each AcquireLease, ReleaseLease and RenewLease is
 // one call of a second embedded script, lease.lua, the Lua twin of
-// algo.AcquireLease, ReleaseLease and RenewLease step for step, on the
+// algo.LeasePolicy.Acquire, Leases.Release and LeasePolicy.Renew step for step, on the
 // server clock (or Config.Clock) and auto-pipelined like Take. A key's
 // leases are a sorted set at Config.LeasePrefix + key ("lease:rb:" + key
 // by default, never a bucket's key), each lease id scored by its expiry

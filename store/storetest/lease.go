@@ -96,7 +96,7 @@ func (m *leaseModel) acquire(t *rapid.T, k *leaseKey, id string) algo.LeaseResul
 	case err != nil:
 		t.Fatalf("AcquireLease(%q, %v, %q) at +%v: %v", k.key, k.p, id, m.e.clk.Now().Sub(Start), err)
 	case got != want:
-		t.Fatalf("AcquireLease(%q, %v, %q) at +%v = %+v; algo.AcquireLease says %+v",
+		t.Fatalf("AcquireLease(%q, %v, %q) at +%v = %+v; algo.LeasePolicy.Acquire says %+v",
 			k.key, k.p, id, m.e.clk.Now().Sub(Start), got, want)
 	case got.Allowed != (held || liveBefore < k.p.Limit):
 		t.Fatalf("AcquireLease(%q) with %d live leases (limit %d; this id live: %v) = %+v", id, liveBefore, k.p.Limit, held, got)
