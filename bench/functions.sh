@@ -46,7 +46,7 @@ for round in $(seq "$ROUNDS"); do
         target=$sha; [ "$mode" = fcall ] && target=$name
         cli FLUSHALL >/dev/null; cli CONFIG RESETSTAT >/dev/null
         [ -z "${CALLGRIND:-}" ] || callgrind_control -z "$pid" >/dev/null 2>&1
-        out=$(redis-benchmark -p "$port" -n "$N" -c 50 -P "$P" "${rand[@]}" --csv "$mode" "$target" 1 "$key" st 100 500000 1 1)
+        out=$(redis-benchmark -p "$port" -n "$N" -c 50 -P "$P" "${rand[@]}" --csv "$mode" "$target" 2 "$key" pol:rb: 100:500000:1 1)
         rps+=("$(echo "$out" | tail -1 | cut -d, -f2 | tr -d '"' | cut -d. -f1)")
         if [ -n "${CALLGRIND:-}" ]; then # thousands of instructions per call, instead of µs
           ir=$(callgrind_control -e Ir "$pid" 2>/dev/null | awk '$1 == "Th" { gsub(",", "", $3); n += $3 } END { print n }')

@@ -219,10 +219,10 @@ func TestBatchRefusedWritesNothing(t *testing.T) {
 	pre := redistest.Prefix(t)
 	k0, k1, k2, reg := pre+"k0", pre+"k1", pre+"k2", "pol:"+pre
 	// A day's quota of 100 in UTC: refill -(kind 1 + 4*(offset 0 + 86399)).
-	qRefill := fmt.Sprint(-(1 + 4*86399))
-	// The bucket policy (10, 1000, 1) gets its number first, so that the
-	// fast path takes the first key (absent) before it meets the second.
-	if err := redisstore.Script().Run(ctx, rdb, []string{k0, reg}, "stp", 10, 1000, 1, 1).Err(); err != nil {
+	quota := fmt.Sprintf("100:0:%d", -(1 + 4*86399))
+	// The bucket policy 10:1000:1 gets its number first, so that the fast
+	// path takes the first key (absent) before it meets the second.
+	if err := redisstore.Script().Run(ctx, rdb, []string{k0, reg}, "10:1000:1", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -231,20 +231,20 @@ func TestBatchRefusedWritesNothing(t *testing.T) {
 		args []any
 		k1   string // what k1 holds before and after: "" absent
 	}{
-		{"fast path, bad cost", []string{k1, k2, reg}, []any{"stp", 10, 1000, 1, 1, 10, 1000, 1, 11}, ""},
-		{"fast path, bad unit", []string{k1, k2, reg}, []any{"stp", 10, 1000, 1, 1, 10, 0, 1, 1}, ""},
-		{"fast path without a registry", []string{k1, k2}, []any{"st", 10, 1000, 1, 1, 10, 1000, 1, -1}, ""},
-		{"general path (a quota first), bad cost", []string{k1, k2, reg}, []any{"stp", 100, 0, qRefill, 1, 10, 1000, 1, 11}, ""},
-		{"general path (a new policy first), bad cost", []string{k1, k2, reg}, []any{"stp", 7, 1000, 1, 1, 10, 1000, 1, 11}, ""},
-		{"refund", []string{k1, k2}, []any{"sr", 10, 1000, 1, 1, 10, 1000, 1, 11}, "5000"},
-		{"keeping corrupt keys", []string{k1, k2, reg}, []any{"stkp", 10, 1000, 1, 1, 10, 1000, 1, 1}, ""},
+		{"fast path, bad cost", []string{k1, k2, reg}, []any{"10:1000:1", 1, "10:1000:1", 11}, ""},
+		{"fast path, bad unit", []string{k1, k2, reg}, []any{"10:1000:1", 1, "10:0:1", 1}, ""},
+		{"fast path, a negative cost", []string{k1, k2, reg}, []any{"st", "10:1000:1", 1, "10:1000:1", -1}, ""},
+		{"general path (a quota first), bad cost", []string{k1, k2, reg}, []any{quota, 1, "10:1000:1", 11}, ""},
+		{"general path (a new policy first), bad cost", []string{k1, k2, reg}, []any{"7:1000:1", 1, "10:1000:1", 11}, ""},
+		{"refund", []string{k1, k2, reg}, []any{"sr", "10:1000:1", 1, "10:1000:1", 11}, "500000000"},
+		{"keeping corrupt keys", []string{k1, k2, reg}, []any{"stk", "10:1000:1", 1, "10:1000:1", 1}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := rdb.Del(ctx, k1, k2).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if c.k1 != "" {
-				if err := rdb.Set(ctx, k1, c.k1, time.Hour).Err(); err != nil { // a bucket 5 tokens short
+				if err := rdb.Set(ctx, k1, c.k1, time.Hour).Err(); err != nil { // a bucket 5 tokens short, policy 0
 					t.Fatal(err)
 				}
 			}
@@ -270,30 +270,33 @@ func TestBatchRefusedWritesNothing(t *testing.T) {
 }
 
 // TestBatchOfOneKeyNamedTwice: a batch naming a key twice takes from it
-// twice, the second take after the first, with or without a registry.
+// twice, the second take after the first, on the fast path (the policy
+// numbered first) and on the general path (a new policy, numbered by the
+// first take).
 func TestBatchOfOneKeyNamedTwice(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := ctxT(t)
 	pre := redistest.Prefix(t)
-	for _, reg := range []bool{false, true} {
-		k := fmt.Sprintf("%stwice%v", pre, reg)
-		keys, call := []string{k, k}, "st"
-		if reg {
-			keys, call = []string{k, k, "pol:" + pre}, "stp"
+	reg := "pol:" + pre
+	// A bucket of 3 refilled one token an hour.
+	const pol, hour = "3:3600000000:1", 3600_000_000
+	for _, numbered := range []bool{false, true} {
+		k := fmt.Sprintf("%stwice%v", pre, numbered)
+		if numbered {
+			if err := redisstore.Script().Run(ctx, rdb, []string{pre + "other", reg}, pol, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		// A bucket of 3 refilled one token an hour.
-		args := []any{call, 3, 3600_000_000, 1, 2, 3, 3600_000_000, 1, 2}
-		vals, err := redisstore.Script().Run(ctx, rdb, keys, args...).Int64Slice()
+		vals, err := redisstore.Script().Run(ctx, rdb, []string{k, k, reg}, pol, 2, pol, 2).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
 		// {now, all admitted, then per take admitted, remaining, retry,
 		// reset}: 2 of 3 taken, 1 left, full in 2 hours; then 2 more
 		// denied, 1 left, one hour until the second token.
-		const hour = 3600_000_000
 		if want := []int64{0, 1, 1, 0, 2 * hour, 0, 1, hour, 2 * hour}; len(vals) != 10 || !slices.Equal(vals[1:], want) {
-			t.Fatalf("registry %v: reply %v, want [now %v]", reg, vals, want)
+			t.Fatalf("numbered %v: reply %v, want [now %v]", numbered, vals, want)
 		}
 	}
 }

@@ -34,11 +34,12 @@ func genStoredLevel(t *rapid.T, p algo.Policy) int64 {
 }
 
 // seedServer writes a state drawn for p at key in the server-clock
-// encoding, debt included, and returns it: a stamp at most the time to
+// encoding (its policy by number in the registry reg, or in full), debt
+// included, and returns it: a stamp at most the time to
 // refill the deficit ago (less a second, so that the key has not expired
 // when it is read), or up to a minute ahead (a server clock that stepped
 // back). A full bucket is no key at all.
-func seedServer(rt *rapid.T, rdb redis.UniversalClient, key string, p algo.Policy) algo.State {
+func seedServer(rt *rapid.T, rdb redis.UniversalClient, key, reg string, p algo.Policy) algo.State {
 	ctx := context.Background()
 	st := algo.State{Level: genStoredLevel(rt, p)}
 	now, err := rdb.Time(ctx).Result()
@@ -51,10 +52,11 @@ func seedServer(rt *rapid.T, rdb redis.UniversalClient, key string, p algo.Polic
 		return algo.State{}
 	}
 	st.Stamp = now.UnixMicro() - back
-	v, e := serverValue(st.Level, st.Stamp, p.Refill())
-	if st.Level > p.Capacity()*p.Unit() && rapid.Bool().Draw(rt, "marked") {
-		v = "-" + v // as the script writes debt; a bare one (a shrunk policy's) reads the same
+	n := int64(-1) // the long form, or the short one with the policy's number
+	if rapid.Bool().Draw(rt, "short") && st.Level < 92233720368547 {
+		n = number(rt, rdb, reg, p)
 	}
+	v, e := serverValue(st.Level, st.Stamp, p, n)
 	if err := rdb.Do(ctx, "SET", key, v, "PXAT", e).Err(); err != nil {
 		rt.Fatal(err)
 	}
@@ -78,11 +80,7 @@ func TestStoredStatesMatchAlgo(t *testing.T) {
 		s := newStore(t, rdb, redisstore.Config{Clock: clk, Prefix: fmt.Sprintf("%s%d:", redistest.Prefix(t), run), TTLMargin: -1})
 		p := genEdgePolicy(rt, "")
 		st := algo.State{Level: genStoredLevel(rt, p), Stamp: min(max(clk.Now().UnixMicro()+genEdgeStep(rt, p).Microseconds(), 0), algo.MaxTime)}
-		v := fmt.Sprintf("%d:%d", st.Level, st.Stamp)
-		if st.Level > p.Capacity()*p.Unit() && rapid.Bool().Draw(rt, "marked") {
-			v = "-" + v // as the script writes debt; a bare one (a shrunk policy's) reads the same
-		}
-		if err := rdb.Set(ctx, s.Key("k"), v, 0).Err(); err != nil {
+		if err := rdb.Set(ctx, s.Key("k"), clientValue(st.Level, st.Stamp, p), 0).Err(); err != nil {
 			rt.Fatal(err)
 		}
 		for step := range rapid.IntRange(1, 20).Draw(rt, "ops") {

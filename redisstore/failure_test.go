@@ -112,7 +112,7 @@ func TestNoReplayAfterTimeout(t *testing.T) {
 		}, 1},
 		{"control: plain EvalSha replays", func(ctx context.Context, rdb *redis.Client, s *redisstore.Store) error {
 			sha := redis.NewScript(scriptSrc).Hash()
-			return rdb.EvalSha(ctx, sha, []string{s.Key("k")}, "st", p.Capacity(), p.Unit(), p.Refill(), 1).Err()
+			return rdb.EvalSha(ctx, sha, []string{s.Key("k"), "pol:" + s.Key("")}, policyField(p), 1).Err()
 		}, 4},
 	}
 	for _, tc := range tests {

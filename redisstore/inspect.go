@@ -134,7 +134,8 @@ func (s *Store) ResetPolicies(ctx context.Context, keys ...string) error {
 	}
 	regs := map[string]bool{}
 	for _, k := range keys {
-		regs[s.regs.key(s.prefix+k)] = true
+		reg, _ := s.regs.key(s.prefix + k)
+		regs[reg] = true
 	}
 	pipe := s.rdb.Pipeline()
 	for r := range regs {

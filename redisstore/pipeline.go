@@ -73,10 +73,10 @@ const (
 // Takes of one bucket each (Take on the server clock) that leave in one
 // pipeline share one script call: a batch of takes, per policy registry
 // (so per slot on a cluster), which the script decides key by key, each as
-// a take alone, in order, at one server time (WIRE.md, "Pipelines"). The
+// a take alone, in order, at one server time (WIRE.md, "Calling it"). The
 // script's own cost per call, about a third of a lone take's, is paid once
-// per batch: 84k instructions of Redis per take alone, 57.3k each in
-// fours, 50.0k in eights. A take that would fail the others (KeepCorrupt),
+// per batch: 72.0k instructions of Redis per take alone, 45.4k each in
+// fours, 39.7k in eights. A take that would fail the others (KeepCorrupt),
 // a quota's and every call on a Ring are sent as their own call.
 type PipelineConfig struct {
 	// Disabled turns auto-pipelining off: each call is its own round
@@ -150,7 +150,7 @@ type call struct {
 	// see written), and how it was sent (see markUntil).
 	wrote atomic.Int32
 	until atomic.Int64
-	mark  written // the call's letters argument
+	mark  written // the argument that marks the call written (see fillArgs)
 	// The alarm's list of timed calls, in order of dl; guarded by the
 	// pipeliner's mu.
 	prev, next *call
@@ -158,10 +158,11 @@ type call struct {
 	// What args point to (see fillArgs).
 	keys []string
 	nums []int64
+	pols []policyArg
 	// batch: the call may share one script call with others (see
 	// exec): a take of one bucket, args laid out as fillArgs lays it:
-	// verb, target, 2, the key, the registry, the call, then capacity,
-	// unit, refill and cost.
+	// verb, target, 2, the key, the registry (the mark), the call's
+	// letters if any, then the policy and the cost.
 	batch bool
 }
 
@@ -195,7 +196,7 @@ func (c *call) free() {
 	clear(c.args)
 	clear(c.keys)
 	c.ctx, c.dl, c.timed, c.cmd, c.dctx, c.batch, c.mark.word = nil, time.Time{}, false, nil, deadlineCtx{}, false, nil
-	c.args, c.keys, c.nums = c.args[:0], c.keys[:0], c.nums[:0]
+	c.args, c.keys, c.nums, c.pols = c.args[:0], c.keys[:0], c.nums[:0], c.pols[:0]
 	c.state.Store(queued)
 	c.wrote.Store(unwritten)
 	c.until.Store(0)
@@ -549,8 +550,8 @@ type sender struct {
 }
 
 // takes is a group of calls that share one script call (see exec): args
-// is that call's command, cmd its reply, mark its letters, which mark
-// every call of the group written.
+// is that call's command, cmd its reply, mark its registry argument, which
+// marks every call of the group written.
 type takes struct {
 	calls []*call
 	args  []any
@@ -562,7 +563,8 @@ type takes struct {
 // with the batchable call head: the same verb and script, the same
 // registry (so on a cluster the same slot) and the same call letters.
 func joins(head, c *call) bool {
-	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && c.keys[1] == head.keys[1] && sameWord(c.mark.word, head.mark.word)
+	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && sameWord(c.mark.word, head.mark.word) &&
+		len(c.args) == len(head.args) && (len(c.args) == 7 || c.args[5] == head.args[5])
 }
 
 // exit ends a writer of l; p.mu is held.
@@ -760,10 +762,10 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 }
 
 // takeBatch appends to args one script call for the takes of g's calls,
-// each of one bucket (wire v3: a take with several keys, each alone, in
-// order): the verb and script, the keys, the registry, the call (g's mark,
-// which marks each call written), then each take's capacity, unit, refill
-// and cost. The other arguments are the calls' own.
+// each of one bucket (a take with several keys, each alone, in order):
+// the verb and script, the keys, the registry (g's mark, which marks each
+// call written), the call's letters if any, then each take's policy and
+// cost. The other arguments are the calls' own.
 func takeBatch(args []any, g *takes) []any {
 	calls := g.calls
 	head := calls[0]
@@ -772,9 +774,10 @@ func takeBatch(args []any, g *takes) []any {
 	for _, c := range calls {
 		args = append(args, c.args[3])
 	}
-	args = append(args, head.args[4], &g.mark)
+	args = append(args, &g.mark)
+	args = append(args, head.args[5:len(head.args)-2]...) // the call's letters, if any
 	for _, c := range calls {
-		args = append(args, c.args[6:10]...)
+		args = append(args, c.args[len(c.args)-2:]...)
 	}
 	return args
 }

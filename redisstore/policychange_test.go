@@ -261,8 +261,8 @@ func genPolicy(t *rapid.T) algo.Policy {
 
 // TestPolicyChangeMemory measures, on the server clock with a 20-byte
 // key, MEMORY USAGE of a bucket written under one policy and then under
-// another (a converted bucket is stored as any other: 72 B, as before
-// version 3), of one in the long form (past 100 policies), and of the
+// another (a converted bucket is stored as any other: 72 B), of one in
+// the long form (past 100 policies), and of the
 // registry with 1, 10 and 100 policies:
 //
 //	go test -run TestPolicyChangeMemory -v ./redisstore/

@@ -326,7 +326,8 @@ func (d *differential) cancel() {
 // at the time the script used (the *Now helpers return Redis's TIME):
 // takes, refunds, partial grants, reservations (into debt) and
 // cancellations of the tickets they gave, in any order, from a state
-// written in the wire encoding (seedServer: debt included, or none). The
+// written in the wire encoding (seedServer: debt included, or none; the
+// policy named by number or in full). The
 // answers must be identical, denials and peeks included. After a call that
 // wrote, the stored state (the stamp rebuilt from the key's expiry)
 // must be algo's too, and the key must expire at the first millisecond at
@@ -344,7 +345,7 @@ func TestServerClockMatchesAlgo(t *testing.T) {
 		run++
 		key := fmt.Sprintf("k%d", run)
 		p := genEdgePolicy(rt, "")
-		st := seedServer(rt, rdb, s.Key(key), p)
+		st := seedServer(rt, rdb, s.Key(key), "pol:"+s.Key(""), p)
 		var open []algo.Ticket
 		for step := range rapid.IntRange(1, 30).Draw(rt, "ops") {
 			prev := st

@@ -108,6 +108,7 @@ func TestQuotaServerClock(t *testing.T) {
 				p := drawQuota(t)
 				i++
 				key := fmt.Sprintf("%s{%d}quota", prefix, i)
+				reg := fmt.Sprintf("pol:%s{%d}", prefix, i) // a registry in the keys' slot
 				var s algo.State
 				bucket := fmt.Sprintf("%s{%d}burst", prefix, i)
 				bp := algo.PerSecond(float64(rapid.Int64Range(1, 1000).Draw(t, "rate"))).Burst(rapid.Int64Range(1, 10).Draw(t, "burst"))
@@ -116,8 +117,7 @@ func TestQuotaServerClock(t *testing.T) {
 					cost := rapid.Int64Range(0, p.Capacity()).Draw(t, "cost")
 					if rapid.Bool().Draw(t, "multi") {
 						bcost := rapid.Int64Range(0, bp.Capacity()).Draw(t, "bucket cost")
-						v, err := script.Run(ctx, rdb, []string{bucket, key}, "sm",
-							bp.Capacity(), bp.Unit(), bp.Refill(), bcost, p.Capacity(), p.Unit(), p.Refill(), cost).Result()
+						v, err := script.Run(ctx, rdb, []string{bucket, key, reg}, "sm", policyField(bp), bcost, policyField(p), cost).Result()
 						if err != nil {
 							t.Fatalf("script: %v", err)
 						}
@@ -136,7 +136,7 @@ func TestQuotaServerClock(t *testing.T) {
 						continue
 					}
 					before := serverNow(t, key)
-					v, err := script.Run(ctx, rdb, []string{key}, "st", p.Capacity(), p.Unit(), p.Refill(), cost).Result()
+					v, err := script.Run(ctx, rdb, []string{key, reg}, policyField(p), cost).Result()
 					if err != nil {
 						t.Fatalf("script: %v", err)
 					}
@@ -190,7 +190,7 @@ func TestQuotaClientClockBoundaries(t *testing.T) {
 		}
 		i++
 		key := fmt.Sprintf("%s%d", prefix, i)
-		v, err := script.Run(ctx, rdb, []string{key}, "ct", now, -1, p.Capacity(), p.Unit(), p.Refill(), 1).Result()
+		v, err := script.Run(ctx, rdb, []string{key, "pol:" + prefix}, "ct", now, -1, policyField(p), 1).Result()
 		if err != nil {
 			t.Fatalf("script: %v", err)
 		}
@@ -256,7 +256,7 @@ func TestQuotaWireExamples(t *testing.T) {
 	rdb, script := redistest.Start(t).Client(), quotaScript(t)
 	key := redistest.Prefix(t) + "wire"
 	now := time.Date(2026, 2, 28, 18, 29, 59, 0, time.UTC) // 23:59:59 at UTC+05:30
-	v, err := script.Run(context.Background(), rdb, []string{key}, "ct", now.UnixMicro(), -1, 500, 0, -424797, 500).Int64Slice()
+	v, err := script.Run(context.Background(), rdb, []string{key, key + ":reg"}, "ct", now.UnixMicro(), -1, "500:0:-424797", 500).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,22 +285,24 @@ func TestQuotaCorrupt(t *testing.T) {
 		{"a hash", "c", func(k string) { rdb.HSet(ctx, k, "tokens", 1) }, 1},
 		{"server-clock digits read by a client clock", "c", func(k string) { rdb.Set(ctx, k, "3", 0) }, 2},
 		{"garbage, client clock", "c", func(k string) { rdb.Set(ctx, k, "3:x", 0) }, 3},
-		{"a client-clock value read by the server clock", "s", func(k string) { rdb.Set(ctx, k, "3:99", time.Hour) }, 2},
+		{"a draft's client-clock value", "c", func(k string) { rdb.Set(ctx, k, "3:99", 0) }, 3},
+		{"a client-clock value read by the server clock", "s", func(k string) { rdb.Set(ctx, k, "3:99:10:0:-345597", time.Hour) }, 2},
 		{"garbage, server clock", "s", func(k string) { rdb.Set(ctx, k, "-3", time.Hour) }, 3},
 		{"digits with no expiry", "s", func(k string) { rdb.Set(ctx, k, "3", 0) }, 4},
 	} {
 		key := fmt.Sprintf("%s%d", prefix, i)
 		args := func(call string) []any {
 			if c.clock == "s" {
-				return []any{call, p.Capacity(), p.Unit(), p.Refill(), 1}
+				return []any{call, policyField(p), 1}
 			}
-			return []any{call, now, -1, p.Capacity(), p.Unit(), p.Refill(), 1}
+			return []any{call, now, -1, policyField(p), 1}
 		}
+		keys := []string{key, "pol:" + prefix}
 		c.write(key)
-		if err := script.Run(ctx, rdb, []string{key}, args(c.clock+"tk")...).Err(); err == nil || !strings.HasPrefix(err.Error(), "RBCORRUPT") {
+		if err := script.Run(ctx, rdb, keys, args(c.clock+"tk")...).Err(); err == nil || !strings.HasPrefix(err.Error(), "RBCORRUPT") {
 			t.Errorf("%s, kept: %v, want RBCORRUPT", c.name, err)
 		}
-		v, err := script.Run(ctx, rdb, []string{key}, args(c.clock+"t")...).Int64Slice()
+		v, err := script.Run(ctx, rdb, keys, args(c.clock+"t")...).Int64Slice()
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -315,23 +317,20 @@ func TestQuotaCorrupt(t *testing.T) {
 	}
 	// A count of 50 under a quota of 10 reads as 10.
 	key := prefix + "shrunk"
-	rdb.Set(ctx, key, fmt.Sprintf("50:%d", end), 0)
-	v, err := script.Run(ctx, rdb, []string{key}, "ct", now, -1, p.Capacity(), p.Unit(), p.Refill(), 0).Int64Slice()
+	rdb.Set(ctx, key, fmt.Sprintf("50:%d:%s", end, policyField(p)), 0)
+	v, err := script.Run(ctx, rdb, []string{key, "pol:" + prefix}, "ct", now, -1, policyField(p), 0).Int64Slice()
 	_, want, _ := algo.TokenBucket{}.Take(p, algo.State{Level: 50, Stamp: end}, now, 0)
 	if err != nil || v[3] != want.Remaining || v[5] != want.ResetAfter.Microseconds() {
 		t.Errorf("a count of 50 under 10: reply %v, %v; algo says %+v", v, err, want)
 	}
 }
 
-// TestQuotaValuesWithRegistry: with conversions on (a registry, "…p")
-// a quota's value names its policy: on the server clock the version 3
-// integer of its number (u = 0) with PEXPIREAT at the period's end, and
-// on the client clock "<count>:<end>:<capacity>:0:<refill>". A value of
-// version 2 (the count's digits; "<count>:<end>") is read as the call's
-// own count when its end is a period end of the call's calendar, and
-// starts afresh otherwise (another calendar's, or a bucket's), as
-// algo.TokenBucket.Rebase has it; a call without a registry reads it as
-// version 2 did, whatever its end.
+// TestQuotaValuesWithRegistry: a quota's value names its policy: on the
+// server clock the short value of its number (count*10^5 + number: u = 0)
+// with PEXPIREAT at the period's end, on the client clock
+// "<count>:<end>:<capacity>:0:<refill>". A value of another quota of the
+// same calendar keeps its count; one of another calendar (or a bucket's)
+// starts afresh, as algo.TokenBucket.Rebase has it.
 func TestQuotaValuesWithRegistry(t *testing.T) {
 	rdb, script, prefix := redistest.Start(t).Client(), quotaScript(t), redistest.Prefix(t)
 	ctx := context.Background()
@@ -348,58 +347,31 @@ func TestQuotaValuesWithRegistry(t *testing.T) {
 		}
 		return v
 	}
-	// Written with a registry, each clock.
-	run([]string{key, reg}, "ctp", now, -1, p.Capacity(), p.Unit(), p.Refill(), 3)
+	run([]string{key, reg}, "ct", now, -1, policyField(p), 3)
 	if got, want := rdb.Get(ctx, key).Val(), fmt.Sprintf("3:%d:10:0:%d", end, p.Refill()); got != want {
-		t.Errorf("client clock with a registry stored %q, want %q", got, want)
+		t.Errorf("client clock stored %q, want %q", got, want)
 	}
 	rdb.Del(ctx, key)
-	run([]string{key, reg}, "stp", p.Capacity(), p.Unit(), p.Refill(), 3)
-	n, err := rdb.HGet(ctx, reg, fmt.Sprintf("10:0:%d", p.Refill())).Int64()
+	run([]string{key, reg}, policyField(p), 3)
+	n, err := rdb.HGet(ctx, reg, policyField(p)).Int64()
 	if err != nil {
 		t.Fatalf("the quota has no number in the registry: %v", err)
 	}
-	v := rdb.Get(ctx, key).Val()
-	if want := fmt.Sprint(9007199254740993000 + 3*100_000 + n); v != want {
-		t.Errorf("server clock with a registry stored %q, want %s (count 3, u 0, number %d)", v, want, n)
-	}
-	// Version 2's values, read with and without a registry. The server
-	// clock's cases expire their keys at the end of the server's own day
-	// (TIME), not of the fixed now's: a key whose expiry has passed reads
-	// as absent, whatever the date the test runs on.
-	tm, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, srvEnd := p.QuotaPeriod(tm.UnixMicro())
-	if srvEnd-tm.UnixMicro() < 10e6 {
-		t.Skip("within 10s of midnight UTC on the server's clock: the day's keys below would expire during the test")
+	if v, want := rdb.Get(ctx, key).Val(), fmt.Sprint(3*100_000+n); v != want {
+		t.Errorf("server clock stored %q, want %s (count 3, u 0, number %d)", v, want, n)
 	}
 	for _, c := range []struct {
 		name  string
-		clock string
-		write func()
-		reg   bool
-		left  int64 // remaining after a peek
+		value string
+		left  int64 // remaining after a peek under p
 	}{
-		{"digits expiring at the day's end", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(srvEnd)) }, true, 7},
-		{"digits expiring within the day", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(srvEnd-1500)) }, true, 10},
-		{"digits expiring within the day, no registry", "s", func() { rdb.Set(ctx, key, "3", 0); rdb.PExpireAt(ctx, key, time.UnixMicro(srvEnd-1500)) }, false, 7},
-		{"count:end at the day's end", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end), 0) }, true, 7},
-		{"count:end at a later midnight", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end+86400e6*4), 0) }, true, 7},
-		{"count:end at another offset's midnight", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end-3600e6), 0) }, true, 10},
-		{"count:end at another offset's midnight, no registry", "c", func() { rdb.Set(ctx, key, fmt.Sprintf("3:%d", end-3600e6), 0) }, false, 7},
+		{"the same quota", fmt.Sprintf("3:%d:%s", end, policyField(p)), 7},
+		{"a larger quota of the same calendar", fmt.Sprintf("3:%d:20:0:%d", end, p.Refill()), 7},
+		{"a quota of another offset", fmt.Sprintf("3:%d:10:0:%d", end-3600e6, algo.Quota(10, algo.Day, -time.Hour).Refill()), 10},
+		{"a bucket", fmt.Sprintf("3:%d:10:1000:1", now), 10},
 	} {
-		c.write()
-		keys, call := []string{key}, c.clock+"t"
-		if c.reg {
-			keys, call = append(keys, reg), call+"p"
-		}
-		args := []any{call, p.Capacity(), p.Unit(), p.Refill(), 0}
-		if c.clock == "c" {
-			args = []any{call, now, -1, p.Capacity(), p.Unit(), p.Refill(), 0}
-		}
-		if v := run(keys, args...); v[3] != c.left {
+		rdb.Set(ctx, key, c.value, 0)
+		if v := run([]string{key, reg}, "ct", now, -1, policyField(p), 0); v[3] != c.left {
 			t.Errorf("%s: a peek leaves %d, want %d (reply %v)", c.name, v[3], c.left, v)
 		}
 	}

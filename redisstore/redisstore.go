@@ -72,9 +72,8 @@
 // small hash per cluster slot ("pol:" + prefix, with a hash tag for the
 // slot on a cluster: 440 bytes by MEMORY USAGE with 10 policies), so a
 // bucket stays one integer of 72 bytes; past 100 policies in a slot, or
-// for a deficit above about 4.3e12 level units, the value names its
-// policy in full (104 bytes). WIRE.md ("Policy changes", wire version 3)
-// has the details. On a *redis.Ring each shard keeps a registry of its
+// for a deficit above about 9.2e13 level units, the value names its
+// policy in full (104 bytes). WIRE.md ("Policy changes") has the details. On a *redis.Ring each shard keeps a registry of its
 // own under the one name: a Ring sends a call to its first key's shard
 // and a single server takes any key, so a bucket and the registry its
 // value names are always on one server, as on a cluster's slot.
@@ -107,13 +106,11 @@
 // else store.ErrNotTogether). A refund of 0, or to a key Redis does not
 // hold (a full bucket), writes nothing; a cancel writes only what it gives
 // back. The debt is at most one full bucket: a key in debt holds its
-// deficit with a leading "-", still one integer (72 bytes by MEMORY USAGE
-// at a 20-byte key, as any bucket), and expires when the bucket is full
-// again, debt included. A Ticket's At is a time on the bucket's clock
-// (Redis's, by default), so a reservation made through one Store can be
-// cancelled through another. These calls are version 2 of the wire
-// contract (WIRE.md): a caller still running version 1 of the script
-// reports a bucket in debt as corrupt rather than reading it as empty.
+// deficit as any bucket does, still one integer (72 bytes by MEMORY USAGE
+// at a 20-byte key), and expires when the bucket is full again, debt
+// included. A Ticket's At is a time on the bucket's clock (Redis's, by
+// default), so a reservation made through one Store can be cancelled
+// through another.
 //
 // # Requests in flight
 //
@@ -414,7 +411,7 @@ type Store struct {
 	clk         store.Clock
 	timeout     time.Duration
 	maxKey      int    // the longest key accepted, in bytes, without the prefix
-	keep        string // "k" with KeepCorrupt: the call's third letter
+	keep        string // "k" with KeepCorrupt: a letter of the call
 	onRepair    func(key string, err error)
 	margin      int64 // ms; -1: no expiry (client clock only)
 	marginArg   any   // margin, boxed once
@@ -422,7 +419,7 @@ type Store struct {
 	pipe        *pipeliner // nil: pipelining disabled
 	fo          *failover  // nil: not a cluster client
 	fn          *functions // nil: EVALSHA (Config.Functions unset)
-	change      string     // the call's last letter: "p" or "q" (Config.OnPolicyChange); every call names the registry
+	change      string     // the call's last letter: "" or "q" (Config.OnPolicyChange); every call names the registry
 	regs        *registries
 	closed      atomic.Bool
 }
@@ -457,7 +454,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	switch cfg.OnPolicyChange {
 	case algo.KeepTokens:
-		s.change = "p"
+		s.change = ""
 	case algo.Proportional:
 		s.change = "q"
 	default:

@@ -37,10 +37,16 @@ func TestCorruptState(t *testing.T) {
 		{"garbage string", server, func(k string) error { return rdb.Set(ctxT(t), k, "garbage", 0).Err() }},
 		{"digits without expiry", server, func(k string) error { return rdb.Set(ctxT(t), k, "123456", 0).Err() }},
 		{"too many digits", server, func(k string) error { return rdb.Set(ctxT(t), k, "99999999999999999999", time.Hour).Err() }},
-		{"client format under server clock", server, func(k string) error { return rdb.Set(ctxT(t), k, "5:6", time.Hour).Err() }},
+		{"client format under server clock", server, func(k string) error { return rdb.Set(ctxT(t), k, "5:6:"+policyField(p), time.Hour).Err() }},
 		{"server format under client clock", client, func(k string) error { return rdb.Set(ctxT(t), k, "5006", time.Hour).Err() }},
 		{"client format, bad stamp", client, func(k string) error { return rdb.Set(ctxT(t), k, "5:x", time.Hour).Err() }},
-		{"client format, huge deficit", client, func(k string) error { return rdb.Set(ctxT(t), k, "9007199254740993:6", time.Hour).Err() }},
+		{"client format, huge deficit", client, func(k string) error {
+			return rdb.Set(ctxT(t), k, "9007199254740993:6:"+policyField(p), time.Hour).Err()
+		}},
+		{"long form, huge deficit", server, func(k string) error {
+			return rdb.Set(ctxT(t), k, "=9007199254740993:6:"+policyField(p), time.Hour).Err()
+		}},
+		{"a draft's client format", client, func(k string) error { return rdb.Set(ctxT(t), k, "5:6", time.Hour).Err() }},
 		{"empty string", client, func(k string) error { return rdb.Set(ctxT(t), k, "", time.Hour).Err() }},
 	}
 	for _, tc := range tests {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,22 +26,25 @@ var script = redis.NewScript(scriptSrc)
 // Script returns the embedded token-bucket script, for tools that load it
 // ahead of time (Script().Load) or measure it, such as redis-benchmark
 // running one Take of cost 1 on a bucket of 100 refilled 2 per second with
-// the server clock:
+// the server clock (the bucket's key, then the policy registry; the
+// policy as capacity:unit:refill, then the cost):
 //
-//	redis-benchmark EVALSHA <Script().Hash()> 1 rb:k st 100 500000 1 1
+//	redis-benchmark EVALSHA <Script().Hash()> 2 rb:k pol:rb: 100:500000:1 1
 //
-// The arguments are KEYS, then the call (clock "s" server or "c" client,
-// then op "t" take, "m" multi, "i" inspect, "r" refund, "a" take at most,
-// "v" reserve or "x" cancel), for a client clock now in µs and the TTL
-// margin in ms (-1: none), and per key capacity, Policy.Unit,
-// Policy.Refill and the op's own: cost (or n), a reservation's maxWait
-// after it, a cancel's ticket instead (see tokenbucket.lua). They are a
-// versioned contract, written down in WIRE.md beside the script
-// ([WireVersion]): other runtimes call the same script and share buckets
-// with this package.
+// The keys are the buckets' and the registry of their slot; the arguments
+// are the call (clock "s" server or "c" client, then op "t" take, "m"
+// multi, "i" inspect, "r" refund, "a" take at most, "v" reserve or "x"
+// cancel, then "k" to keep corrupt keys and "q" for proportional policy
+// changes; a take on the server clock, "st", is left out), for a client
+// clock now in µs and the TTL margin in ms (-1: none), and per key the
+// policy (capacity, Policy.Unit and Policy.Refill, joined by colons) and
+// the op's own: cost (or n), a reservation's maxWait after it, a cancel's
+// ticket instead (see tokenbucket.lua). They are a versioned contract,
+// written down in WIRE.md beside the script ([WireVersion]): other
+// runtimes call the same script and share buckets with this package.
 func Script() *redis.Script { return script }
 
-// Script ops (the second letter of ARGV[1]).
+// Script ops (the second letter of the call).
 const (
 	opTake    = "t"
 	opMulti   = "m"
@@ -214,44 +218,66 @@ func repairError(key string, kind int64) error {
 // Arguments boxed once, so that building a call does not allocate them.
 var (
 	argSHA  any = script.Hash()
-	argCall     = map[string][]byte{} // clock+op, and "k" to keep corrupt keys (not inspect's): see written
+	argCall     = map[string]any{} // the call's letters: clock, op, "k" (KeepCorrupt, not inspect's), "q" (Proportional)
 )
 
 func init() {
 	for _, clock := range []string{"s", "c"} {
 		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost, opReserve, opCancel} {
-			for _, change := range []string{"p", "q"} { // Config.OnPolicyChange
-				argCall[clock+op+change] = []byte(clock + op + change)
-				if op != opInspect {
-					argCall[clock+op+"k"+change] = []byte(clock + op + "k" + change)
+			for _, keep := range []string{"", "k"} {
+				for _, change := range []string{"", "q"} { // Config.OnPolicyChange
+					w := clock + op + keep + change
+					argCall[w] = w
 				}
 			}
 		}
 	}
+	argCall["st"] = nil // the common call is left out
 }
 
-// scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, keys,
-// the call, for a client clock now and the margin, then per key capacity,
-// unit, refill and cost, with opReserve's maxWait after them, and for
-// opCancel the ticket (At, Units, Mark) instead of the cost (see
-// tokenbucket.lua). in carries those two; it may be nil for other ops.
+// policyArg is a policy as the script reads it, "capacity:unit:refill",
+// written into the call's own storage so that a reused call allocates
+// nothing (go-redis asks for the bytes as it writes the command).
+type policyArg struct{ b []byte }
+
+func (p *policyArg) set(q algo.Policy) {
+	p.b = strconv.AppendInt(p.b[:0], q.Capacity(), 10)
+	p.b = append(p.b, ':')
+	p.b = strconv.AppendInt(p.b, q.Unit(), 10)
+	p.b = append(p.b, ':')
+	p.b = strconv.AppendInt(p.b, q.Refill(), 10)
+}
+
+// MarshalBinary returns the policy's bytes.
+func (p *policyArg) MarshalBinary() ([]byte, error) { return p.b, nil }
+
+// String returns the policy, for logs.
+func (p *policyArg) String() string { return string(p.b) }
+
+// scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, the
+// keys and the registry, the call (none for a take on the server clock),
+// for a client clock now and the margin, then per key its policy and cost,
+// with opReserve's maxWait after them, and for opCancel the ticket (At,
+// Units, Mark) instead of the cost (see tokenbucket.lua). in carries those
+// two; it may be nil for other ops.
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request, in *inspected) []any {
 	c := new(call)
 	s.fillArgs(c, op, clock, now, reqs, in)
 	return c.args
 }
 
-// fillArgs builds scriptArgs' command in c.args. The keys and numbers are
-// kept in c and the arguments point to them (go-redis writes a *string and
-// a *int64 as it writes a string and an int64), so that a reused call
-// boxes nothing.
+// fillArgs builds scriptArgs' command in c.args. The keys, policies and
+// numbers are kept in c and the arguments point to them (go-redis writes a
+// *string and a *int64 as it writes a string and an int64), so that a
+// reused call boxes nothing. The registry's argument is c.mark, which
+// marks the call written as go-redis writes it (see written).
 func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Request, in *inspected) {
-	per := 4 // capacity, unit, refill, cost
+	per := 1 // cost
 	switch op {
 	case opReserve:
-		per = 5 // and maxWait
+		per = 2 // and maxWait
 	case opCancel:
-		per = 6 // the ticket instead of the cost
+		per = 3 // the ticket instead of the cost
 	}
 	nums := per * len(reqs)
 	if clock != "s" {
@@ -259,7 +285,8 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 	}
 	c.nums = slices.Grow(c.nums[:0], nums)[:nums]
 	c.keys = slices.Grow(c.keys[:0], len(reqs)+1)[:len(reqs)]
-	args := slices.Grow(c.args[:0], 4+len(reqs)+nums+2)
+	c.pols = slices.Grow(c.pols[:0], len(reqs))[:len(reqs)]
+	args := slices.Grow(c.args[:0], 5+2*len(reqs)+nums+2)
 	verb, target := s.fn.head() // EVALSHA or FCALL
 	// The keys, then the policy registry of the first one's slot or shard.
 	args = append(args, verb, target, len(reqs)+1)
@@ -267,14 +294,17 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 		c.keys[i] = s.prefix + r.Key
 		args = append(args, &c.keys[i])
 	}
-	c.keys = append(c.keys, s.regs.key(c.keys[0]))
-	args = append(args, &c.keys[len(reqs)])
+	reg, regBytes := s.regs.key(c.keys[0])
+	c.keys = append(c.keys, reg)
+	c.mark.word = regBytes
+	args = append(args, &c.mark)
 	keep := s.keep
 	if op == opInspect {
 		keep = "" // inspect never repairs
 	}
-	c.mark.word = argCall[clock+op+keep+s.change]
-	args = append(args, &c.mark)
+	if w := argCall[clock+op+keep+s.change]; w != nil {
+		args = append(args, w)
+	}
 	// A take of one bucket on the server clock may share a script call
 	// with others (see pipeliner.exec): not one that keeps corrupt keys
 	// (its error would fail the others), not a quota's (the batch's fast
@@ -287,16 +317,16 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 		args = append(args, &n[0], s.marginArg)
 		n = n[1:]
 	}
-	for _, r := range reqs {
-		p := r.Policy
-		n[0], n[1], n[2] = p.Capacity(), p.Unit(), p.Refill()
+	for i, r := range reqs {
+		c.pols[i].set(r.Policy)
+		args = append(args, &c.pols[i])
 		switch op {
 		case opReserve:
-			n[3], n[4] = r.Cost, in.wait
+			n[0], n[1] = r.Cost, in.wait
 		case opCancel:
-			n[3], n[4], n[5] = in.ticket.At, in.ticket.Units, in.ticket.Mark
+			n[0], n[1], n[2] = in.ticket.At, in.ticket.Units, in.ticket.Mark
 		default:
-			n[3] = r.Cost
+			n[0] = r.Cost
 		}
 		for i := range per {
 			args = append(args, &n[i])

@@ -51,20 +51,21 @@ const (
 // drops the connection it had begun to write on.
 var errWithdrawn = fmt.Errorf("redisstore: the call was withdrawn at its deadline: %w", context.DeadlineExceeded)
 
-// written is the call's letters, ARGV[1] of the script call, as the
-// argument go-redis writes: it asks for the bytes (encoding.BinaryMarshaler)
-// as it writes the command into the connection's buffer, right before it
-// flushes it, so written learns, for each of the calls the command carries
-// (one, or a batch of takes), that it may have left. Nothing else in
-// go-redis asks for them on the way (String is for logs); a command whose
-// call was withdrawn fails to write instead.
+// written is an argument of a script call that go-redis writes (the
+// bucket script's registry key, the lease script's letters): it asks for
+// the bytes (encoding.BinaryMarshaler) as it writes the command into the
+// connection's buffer, right before it flushes it, so written learns, for
+// each of the calls the command carries (one, or a batch of takes), that
+// it may have left. Nothing else in go-redis asks for them on the way
+// (String is for logs); a command whose call was withdrawn fails to write
+// instead.
 type written struct {
 	word  []byte
 	calls []*call
 	one   [1]*call // calls of a call's own mark
 }
 
-// MarshalBinary marks the calls written and returns the letters, or fails
+// MarshalBinary marks the calls written and returns the bytes, or fails
 // if one of them was withdrawn.
 func (w *written) MarshalBinary() ([]byte, error) {
 	for _, c := range w.calls {
@@ -75,11 +76,12 @@ func (w *written) MarshalBinary() ([]byte, error) {
 	return w.word, nil
 }
 
-// String returns the letters.
+// String returns the bytes, for logs.
 func (w *written) String() string { return string(w.word) }
 
-// sameWord reports whether a and b are the same letters: each word is one
-// slice of argWords, shared by every call that uses it.
+// sameWord reports whether a and b are the same bytes: each word (a
+// registry's name, the lease script's letters) is one slice, shared by
+// every call that uses it.
 func sameWord(a, b []byte) bool { return &a[0] == &b[0] }
 
 // withdraw makes sure that go-redis never writes c's command, which it has

@@ -91,29 +91,36 @@ func crc16(s string) uint16 {
 type registries struct {
 	one   string   // a single server's registry, or each Ring shard's (one name)
 	slots []string // a cluster's, by slot; made on first use
-	once  *sync.Once
-	base  string
+	// The same names as bytes, for the script call's argument (written),
+	// made once so that a call allocates none.
+	oneBytes   []byte
+	slotsBytes [][]byte
+	once       *sync.Once
+	base       string
 }
 
 func newRegistries(r router, prefix string) registries {
 	base := "pol:" + prefix
 	if r == cluster {
-		return registries{base: base, once: new(sync.Once), slots: make([]string, 16384)}
+		return registries{base: base, once: new(sync.Once), slots: make([]string, 16384), slotsBytes: make([][]byte, 16384)}
 	}
-	return registries{one: base}
+	return registries{one: base, oneBytes: []byte(base)}
 }
 
-// key returns the registry of the bucket at Redis key bucket.
-func (rg *registries) key(bucket string) string {
+// key returns the registry of the bucket at Redis key bucket, and its name
+// as bytes.
+func (rg *registries) key(bucket string) (string, []byte) {
 	if rg.once == nil {
-		return rg.one
+		return rg.one, rg.oneBytes
 	}
 	rg.once.Do(func() {
 		for sl, tag := range slotTags() {
 			rg.slots[sl] = rg.base + "{" + tag + "}"
+			rg.slotsBytes[sl] = []byte(rg.slots[sl])
 		}
 	})
-	return rg.slots[Slot(bucket)]
+	sl := Slot(bucket)
+	return rg.slots[sl], rg.slotsBytes[sl]
 }
 
 // slotTags returns, for each cluster slot, the shortest base-36 number

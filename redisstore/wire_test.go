@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -38,11 +39,48 @@ func TestWireVersion(t *testing.T) {
 }
 
 // serverValue is WIRE.md's server-clock encoding of deficit d and stamp t
-// under refill: the value and its PEXPIREAT in ms.
-func serverValue(d, t, refill int64) (string, int64) {
-	idle := t + (d+refill-1)/refill
+// under policy p, numbered n in its registry (n < 0: none, the long form):
+// the value and its PEXPIREAT in ms.
+func serverValue(d, t int64, p algo.Policy, n int64) (string, int64) {
+	idle := t + (d+p.Refill()-1)/p.Refill()
 	e := (idle + 999) / 1000
-	return strconv.FormatInt(d*1000+e*1000-idle, 10), e
+	if n < 0 {
+		return fmt.Sprintf("=%d:%d:%d:%d:%d", d, e*1000-idle, p.Capacity(), p.Unit(), p.Refill()), e
+	}
+	return fmt.Sprintf("%d%05d", d, (e*1000-idle)*100+n), e
+}
+
+// clientValue is WIRE.md's client-clock encoding of deficit d and stamp t
+// under policy p.
+func clientValue(d, t int64, p algo.Policy) string {
+	return fmt.Sprintf("%d:%d:%d:%d:%d", d, t, p.Capacity(), p.Unit(), p.Refill())
+}
+
+// policyField is p as the script names it: its registry's field.
+func policyField(p algo.Policy) string {
+	return fmt.Sprintf("%d:%d:%d", p.Capacity(), p.Unit(), p.Refill())
+}
+
+// number returns p's number in the registry reg, numbering it as the
+// script does when it has none (WIRE.md, "The registry").
+func number(t interface {
+	Helper()
+	Fatal(...any)
+}, rdb redis.UniversalClient, reg string, p algo.Policy) int64 {
+	t.Helper()
+	ctx := context.Background()
+	f := policyField(p)
+	n, err := rdb.HGet(ctx, reg, f).Int64()
+	if err == redis.Nil {
+		if n, err = rdb.HIncrBy(ctx, reg, "#", 1).Result(); err == nil {
+			n--
+			err = rdb.HSet(ctx, reg, f, n, n, f).Err()
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // wire is a raw caller of the script: what another runtime does.
@@ -68,23 +106,31 @@ func (w wire) must(keys []string, args ...any) []int64 {
 
 // TestWireExamples checks WIRE.md's worked examples and reply layouts
 // with raw script calls, as another runtime makes them: a burst of 100 at
-// 2/s is capacity 100, unit 500000, refill 1.
+// 2/s is the policy 100:500000:1 (capacity 100, unit 500000, refill 1).
 func TestWireExamples(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	w, pre := wire{t, rdb}, redistest.Prefix(t)
-	pol := []any{100, 500000, 1}
-	if v, e := serverValue(500000, 1700000000000123, 1); v != "500000877" || e != 1700000000501 {
-		t.Errorf("server encoding of the example = %s, PEXPIREAT %d; WIRE.md says 500000877, 1700000000501", v, e)
+	reg, pol := "pol:"+pre, "100:500000:1"
+	p := algo.PerSecond(2).Burst(100)
+	if v, e := serverValue(500000, 1700000000000123, p, 0); v != "50000087700" || e != 1700000000501 {
+		t.Errorf("server encoding of the example = %s, PEXPIREAT %d; WIRE.md says 50000087700, 1700000000501", v, e)
+	}
+	if f := policyField(p); f != pol {
+		t.Errorf("the policy's field = %s, WIRE.md says %s", f, pol)
 	}
 
-	// Server clock: a take on an absent key stores the encoding of (500000, now).
+	// Server clock, the common call (no call letters): a take on an absent
+	// key numbers the policy 0 and stores the encoding of (500000, now).
 	k := pre + "server"
-	r := w.must([]string{k}, append([]any{"st"}, append(pol, 1)...)...)
+	r := w.must([]string{k, reg}, pol, 1)
 	now := r[0]
 	if want := []int64{now, 1, 1, 99, 0, 500000}; fmt.Sprint(r) != fmt.Sprint(want) {
-		t.Errorf("st reply %v, want %v", r, want)
+		t.Errorf("take reply %v, want %v", r, want)
 	}
-	v, e := serverValue(500000, now, 1)
+	if got := rdb.HGetAll(ctxT(t), reg).Val(); fmt.Sprint(got) != fmt.Sprint(map[string]string{"#": "1", pol: "0", "0": pol}) {
+		t.Errorf("registry %v, want the policy numbered 0", got)
+	}
+	v, e := serverValue(500000, now, p, 0)
 	if got, _ := rdb.Get(ctxT(t), k).Result(); got != v {
 		t.Errorf("stored %q, want %q", got, v)
 	}
@@ -92,74 +138,79 @@ func TestWireExamples(t *testing.T) {
 		t.Errorf("PEXPIREAT %v, want %d ms", got, e)
 	}
 
-	// Server clock, read side: a value written by the contract's formula (a
-	// stamp an hour ahead, so it is kept) decodes to its deficit and stamp.
-	k = pre + "decode"
+	// Server clock, read side: values written by the contract's formula (a
+	// stamp an hour ahead, so it is kept), short and long, decode to their
+	// deficit and stamp.
 	stamp := now + time.Hour.Microseconds() + 123
-	v, e = serverValue(3*500000+7, stamp, 1)
-	if err := rdb.Do(ctxT(t), "SET", k, v, "PXAT", e).Err(); err != nil {
-		t.Fatal(err)
-	}
-	r = w.must([]string{k}, append([]any{"si"}, append(pol, 0)...)...)
-	if r[6] != 3*500000+7 || r[7] != stamp || r[3] != 96 {
-		t.Errorf("si on %s (PXAT %d) = %v; want deficit %d, stamp %d, 96 remaining", v, e, r, 3*500000+7, stamp)
+	for _, n := range []int64{0, -1} {
+		k = fmt.Sprint(pre, "decode", n)
+		v, e = serverValue(3*500000+7, stamp, p, n)
+		if err := rdb.Do(ctxT(t), "SET", k, v, "PXAT", e).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r = w.must([]string{k, reg}, "si", pol, 0)
+		if r[6] != 3*500000+7 || r[7] != stamp || r[3] != 96 {
+			t.Errorf("si on %s (PXAT %d) = %v; want deficit %d, stamp %d, 96 remaining", v, e, r, 3*500000+7, stamp)
+		}
 	}
 
 	// Client clock: WIRE.md's example, exactly.
 	k = pre + "client"
-	r = w.must([]string{k}, append([]any{"ct", 1700000000000000, 60000}, append(pol, 1)...)...)
+	r = w.must([]string{k, reg}, "ct", 1700000000000000, 60000, pol, 1)
 	if want := []int64{1700000000000000, 1, 1, 99, 0, 500000}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("ct reply %v, want %v", r, want)
 	}
-	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "500000:1700000000000000" {
-		t.Errorf("stored %q, want 500000:1700000000000000", got)
+	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "500000:1700000000000000:100:500000:1" {
+		t.Errorf("stored %q, want 500000:1700000000000000:100:500000:1", got)
 	}
 	if ttl, _ := rdb.PTTL(ctxT(t), k).Result(); ttl <= 60*time.Second || ttl > 60500*time.Millisecond {
 		t.Errorf("PTTL %v, want at most 60500 ms (0.5 s to full, plus the margin)", ttl)
 	}
 
 	// Layouts: inspect of an absent key, and a denied multi-take.
-	r = w.must([]string{pre + "absent"}, append([]any{"si"}, append(pol, 0)...)...)
+	r = w.must([]string{pre + "absent", reg}, "si", pol, 0)
 	if want := []int64{r[0], 1, 1, 100, 0, 0, 0, 0, -2}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("si on an absent key = %v, want %v", r, want)
 	}
-	mk, slow := []string{pre + "{m}a", pre + "{m}b"}, []any{100, 1_800_000_000, 1} // 2 per hour
-	w.must(mk[1:], append([]any{"st"}, append(slow, 100)...)...)
-	r = w.must(mk, append(append([]any{"sm"}, append(slow, 1)...), append(slow, 1)...)...)
+	mk, slow := []string{pre + "{m}a", pre + "{m}b", reg}, "100:1800000000:1" // 2 per hour
+	w.must([]string{mk[1], reg}, slow, 100)
+	r = w.must(mk, "sm", slow, 1, slow, 1)
 	if want := []int64{r[0], 0, 1, 99, 0, 1_800_000_000, 0, 0, r[8], r[9]}; fmt.Sprint(r) != fmt.Sprint(want) || r[8] <= 0 || r[8] > 1_800_000_000 {
 		t.Errorf("denied sm = %v, want %v with a retry-after of at most one token", r, want)
 	}
 	if n, _ := rdb.Exists(ctxT(t), mk[0]).Result(); n != 0 {
 		t.Error("a denied multi-take charged the bucket that admitted")
 	}
-	if _, err := w.call([]string{k}, "sz", 100, 500000, 1, 1); err == nil || !regexp.MustCompile(`^RBARG`).MatchString(err.Error()) {
-		t.Errorf("an unknown op: %v, want RBARG (what an older script answers a newer call)", err)
+	for _, bad := range [][]any{{"sz", pol, 1}, {"stp", pol, 1}, {"100:500000", 1}, {pol}} {
+		if _, err := w.call([]string{k, reg}, bad...); err == nil || !regexp.MustCompile(`^RBARG`).MatchString(err.Error()) {
+			t.Errorf("%v: %v, want RBARG", bad, err)
+		}
 	}
 
-	// Version 2, client clock: a take of 100, then a reservation of 1
-	// (maxWait 1 s) at the same now put the bucket in debt, stored with a
-	// "-"; the reservation's reply ends with its delay and ticket. A cancel
-	// 1 ms later gives its 500000 units back; a refund of 10 tokens and a
-	// partial grant of up to 7 follow. WIRE.md's example, exactly.
+	// Client clock: a take of 100, then a reservation of 1 (maxWait 1 s) at
+	// the same now put the bucket in debt; the reservation's reply ends with
+	// its delay and ticket. A cancel 1 ms later gives its 500000 units back;
+	// a refund of 10 tokens and a partial grant of up to 7 follow. WIRE.md's
+	// example, exactly.
 	k, now = pre+"debt", 1700000000000000
 	client := func(op string, at int64, args ...any) []int64 {
 		t.Helper()
-		return w.must([]string{k}, append([]any{op, at, 60000}, append(pol, args...)...)...)
+		return w.must([]string{k, reg}, append([]any{op, at, 60000, pol}, args...)...)
 	}
 	client("ct", now, 100)
 	r = client("cv", now, 1, 1000000)
 	if want := []int64{now, 1, 1, 0, 0, 50500000, 500000, now + 500000, 500000, 50000000}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("cv reply %v, want %v", r, want)
 	}
-	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "-50500000:1700000000000000" {
-		t.Errorf("stored %q, want -50500000:1700000000000000", got)
+	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "50500000:1700000000000000:100:500000:1" {
+		t.Errorf("stored %q, want 50500000:1700000000000000:100:500000:1", got)
 	}
 	r = client("cx", now+1000, now+500000, 500000, 50000000)
 	if want := []int64{now + 1000, 1, 1, 0, 0, 49999000, 1}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("cx reply %v, want %v", r, want)
 	}
-	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "49999000:1700000000001000" {
-		t.Errorf("stored %q, want 49999000:1700000000001000", got)
+	if got, _ := rdb.Get(ctxT(t), k).Result(); got != "49999000:1700000000001000:100:500000:1" {
+		t.Errorf("stored %q, want 49999000:1700000000001000:100:500000:1", got)
 	}
 	r = client("cr", now+1000, 10)
 	if want := []int64{now + 1000, 1, 1, 10, 0, 44999000}; fmt.Sprint(r) != fmt.Sprint(want) {
@@ -170,73 +221,14 @@ func TestWireExamples(t *testing.T) {
 		t.Errorf("ca reply %v, want %v", r, want)
 	}
 	// A refund of several keys, one of them absent (nothing written there).
-	mk = []string{pre + "{r}a", pre + "{r}b"}
-	w.must(mk[:1], append([]any{"st"}, append(pol, 5)...)...)
-	r = w.must(mk, append(append([]any{"sr"}, append(pol, 2)...), append(pol, 2)...)...)
+	mk = []string{pre + "{r}a", pre + "{r}b", reg}
+	w.must([]string{mk[0], reg}, pol, 5)
+	r = w.must(mk, "sr", pol, 2, pol, 2)
 	if want := []int64{r[0], 1, 1, 97, 0, r[5], 1, 100, 0, 0}; fmt.Sprint(r) != fmt.Sprint(want) || r[5] <= 1000000 || r[5] > 1500000 {
 		t.Errorf("sr reply %v, want %v with a reset-after of at most 1.5 s", r, want)
 	}
 	if n, _ := rdb.Exists(ctxT(t), mk[1]).Result(); n != 0 {
 		t.Error("a refund to an absent key wrote it")
-	}
-}
-
-// TestWireVersion1ReadsDebtAsCorrupt: version 1 of the script, as released
-// (testdata/tokenbucket.v1.lua), and this one share every bucket that is
-// not in debt, each reading the other's values as its own; a bucket in debt,
-// which version 1 would read as merely empty, it reports as corrupt (kind
-// 3) on both clocks, and refuses under "k".
-func TestWireVersion1ReadsDebtAsCorrupt(t *testing.T) {
-	rdb := redistest.Start(t).Client()
-	w, pre := wire{t, rdb}, redistest.Prefix(t)
-	src, err := os.ReadFile("testdata/tokenbucket.v1.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := redis.NewScript(string(src))
-	call := func(s *redis.Script, key string, args ...any) ([]int64, error) {
-		return s.Run(ctxT(t), rdb, []string{key}, args...).Int64Slice()
-	}
-	pol := []any{100, 500000, 1}
-	now := time.Now().UnixMicro()
-	for _, clock := range []string{"s", "c"} {
-		head := []any{clock}
-		if clock == "c" {
-			head = []any{clock, now, 60000}
-		}
-		args := func(op string, rest ...any) []any {
-			a := append([]any{head[0].(string) + op}, head[1:]...)
-			return append(append(a, pol...), rest...)
-		}
-		// Not in debt: each reads the other's value as its own.
-		k := pre + clock + ":shared"
-		w.must([]string{k}, args("t", 30)...)
-		a, errA := call(v1, k, args("i", 0)...)
-		b, errB := w.call([]string{k}, args("i", 0)...)
-		if errA != nil || errB != nil || a[6] != b[6] || a[7] != b[7] || a[6] != 30*500000 {
-			t.Errorf("%s: inspect by version 1 %v (%v), by this one %v (%v); want the same 30 tokens' deficit", clock, a, errA, b, errB)
-		}
-		if _, err := call(v1, k, args("t", 10)...); err != nil {
-			t.Fatal(err)
-		}
-		if b := w.must([]string{k}, args("i", 0)...); b[6] != 40*500000 && clock == "c" {
-			t.Errorf("%s: after version 1's take of 10, inspect %v; want 40 tokens' deficit", clock, b)
-		}
-		// In debt: version 1 reports it, kind 3.
-		k = pre + clock + ":debt"
-		w.must([]string{k}, args("t", 100)...)
-		if r := w.must([]string{k}, args("v", 50, 60000000)...); r[2] != 1 || r[6] == 0 {
-			t.Fatalf("%s: reservation %v, want admitted with a delay", clock, r)
-		}
-		if v, _ := rdb.Get(ctxT(t), k).Result(); v[0] != '-' {
-			t.Fatalf("%s: a bucket in debt stored as %q, want a leading -", clock, v)
-		}
-		if _, err := call(v1, k, args("tk", 1)...); err == nil || !regexp.MustCompile(`^RBCORRUPT key `).MatchString(err.Error()) {
-			t.Errorf("%s: version 1 with k on a bucket in debt: %v, want RBCORRUPT", clock, err)
-		}
-		if r, err := call(v1, k, args("t", 1)...); err != nil || len(r) != 8 || r[6] != 1 || r[7] != 3 {
-			t.Errorf("%s: version 1 on a bucket in debt = %v, %v; want it repaired, reported as kind 3", clock, r, err)
-		}
 	}
 }
 
@@ -271,11 +263,15 @@ func TestWireOtherFormats(t *testing.T) {
 		{"article's script", func(k string) error {
 			return redis.NewScript(string(article)).Run(ctx, rdb, []string{k}, 100, 2, time.Now().UnixMilli(), 1).Err()
 		}, "c", 1},
-		{"client value, server clock", set("500000:1700000000000000", time.Hour), "s", 2},
-		{"server value, client clock", set("500000877", time.Hour), "c", 2},
+		{"client value, server clock", set("500000:1700000000000000:100:500000:1", time.Hour), "s", 2},
+		{"server value, client clock", set("50000087700", time.Hour), "c", 2},
+		{"long form, client clock", set("=500000:877:100:500000:1", time.Hour), "c", 2},
 		{"later version, server clock", set("2|500000|877", time.Hour), "s", 3},
 		{"later version, client clock", set("2|500000:1700000000000000", time.Hour), "c", 3},
-		{"digits without expiry", set("500000877", 0), "s", 4},
+		{"a draft's client value", set("500000:1700000000000000", time.Hour), "c", 3},
+		{"a draft's debt", set("-50500000877", time.Hour), "s", 3},
+		{"long form, no policy", set("=500000:877:100:0:1", time.Hour), "s", 3},
+		{"digits without expiry", set("50000087700", 0), "s", 4},
 	}
 	p := algo.PerSecond(2).Burst(100)
 	for i, c := range cases {
@@ -288,16 +284,17 @@ func TestWireOtherFormats(t *testing.T) {
 			if c.clock == "c" {
 				args = append(args, time.Now().UnixMicro(), 60000)
 			}
-			args = append(args, p.Capacity(), p.Unit(), p.Refill(), 1)
+			args = append(args, policyField(p), 1)
+			keys := []string{k, pre + "reg"}
 			typ, _ := rdb.Type(ctx, k).Result()
-			if _, err := w.call([]string{k}, args...); err == nil || !regexp.MustCompile(`^RBCORRUPT key `).MatchString(err.Error()) {
+			if _, err := w.call(keys, args...); err == nil || !regexp.MustCompile(`^RBCORRUPT key `).MatchString(err.Error()) {
 				t.Fatalf("keep (%s): %v, want RBCORRUPT", args[0], err)
 			}
 			if after, _ := rdb.Type(ctx, k).Result(); after != typ {
 				t.Fatalf("keep changed the key's type from %s to %s", typ, after)
 			}
 			args[0] = c.clock + "t"
-			r := w.must([]string{k}, args...)
+			r := w.must(keys, args...)
 			_, want, err := algo.TokenBucket{}.Take(p, algo.State{Level: p.Capacity() * p.Unit(), Stamp: r[0]}, r[0], 1)
 			if err != nil {
 				t.Fatal(err)
@@ -311,7 +308,7 @@ func TestWireOtherFormats(t *testing.T) {
 			}
 			args[0] = c.clock + "i"
 			args[len(args)-1] = 0
-			if r := w.must([]string{k}, args...); r[6] != p.Capacity()*p.Unit() {
+			if r := w.must(keys, args...); r[6] != p.Capacity()*p.Unit() {
 				t.Fatalf("inspect after the repair = %v; want an empty bucket stamped at the repair", r)
 			}
 		})

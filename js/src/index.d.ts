@@ -4,7 +4,7 @@
 import type { Cluster, Redis } from 'ioredis';
 
 /** The wire contract version this package implements (redisstore/WIRE.md). */
-export declare const WIRE_VERSION: 3;
+export declare const WIRE_VERSION: 1;
 /** The key prefix when none is given, as in Go: "rb:". */
 export declare const DEFAULT_PREFIX: string;
 /** How long a call may take, in ms, when no timeout is given: 1000. */

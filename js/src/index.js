@@ -12,7 +12,7 @@ import { Policy } from './policy.js';
 export { Policy, Rate, per, perSecond, perMinute, perHour, perDay } from './policy.js';
 
 /** The wire contract version this package implements (redisstore/WIRE.md). */
-export const WIRE_VERSION = 3;
+export const WIRE_VERSION = 1;
 /** The key prefix when none is given, as in Go. */
 export const DEFAULT_PREFIX = 'rb:';
 /** How long a call may take, in ms, when no timeout is given. */
@@ -117,8 +117,8 @@ export class RateBucket {
     // hash tags apart.
     if (/[{}]/.test(prefix)) throw new TypeError(`ratebucket: prefix ${JSON.stringify(prefix)} contains a brace`);
     if (corrupt !== 'repair' && corrupt !== 'keep') throw new TypeError(`ratebucket: corrupt must be 'repair' or 'keep', not ${corrupt}`);
-    const change = { 'keep-tokens': 'p', proportional: 'q' }[onPolicyChange];
-    if (!change) throw new TypeError(`ratebucket: onPolicyChange must be 'keep-tokens' or 'proportional', not ${onPolicyChange}`);
+    const change = { 'keep-tokens': '', proportional: 'q' }[onPolicyChange];
+    if (change === undefined) throw new TypeError(`ratebucket: onPolicyChange must be 'keep-tokens' or 'proportional', not ${onPolicyChange}`);
     this.change = change;
     const { lua, sha } = loadScript(options.scriptPath);
     this.client = client;
@@ -214,10 +214,12 @@ export class RateBucket {
         if (slots.size > 1) throw new RateBucketError('RB_CROSSSLOT', 'ratebucket: keys in several Cluster slots; put a hash tag such as {user:42} in them');
       }
     }
+    // The call's letters (WIRE.md, "The script"): left out for a take.
     const call = 's' + op + (op === 'i' ? '' : this.keep) + this.change;
     const first = this.key(reqs[0].key);
-    const args = [reqs.length + 1, ...reqs.map((r) => this.key(r.key)), this.registry(first), call];
-    for (const { policy: p, cost } of reqs) args.push(p.capacity, p.unit, p.refill, cost);
+    const args = [reqs.length + 1, ...reqs.map((r) => this.key(r.key)), this.registry(first)];
+    if (call !== 'st') args.push(call);
+    for (const { policy: p, cost } of reqs) args.push(`${p.capacity}:${p.unit}:${p.refill}`, cost);
     let vals;
     try {
       vals = await this.#send(() => this.client[this.command](...args));
