@@ -161,7 +161,7 @@ func MeasureMemory(ctx context.Context, c *redis.Client, l Limiter, keys []strin
 	if m.Keys, err = c.DBSize(ctx).Result(); err != nil {
 		return m, err
 	}
-	// redisstore's policy registries (wire v3: "pol:" + prefix, one per
+	// redisstore's policy registries ("pol:" + prefix, one per
 	// cluster slot) are not buckets.
 	regs, err := c.Keys(ctx, "pol:*").Result()
 	if err != nil {

@@ -252,7 +252,7 @@ func captureCeilings(ctx context.Context, c *redis.Client, cells []cell, cfg con
 		if err != nil {
 			return nil, fmt.Errorf("%s: capture: %w", cl.impl.Name, err)
 		}
-		// One key, or two: ratebucket's second (wire v3) is the policy
+		// One key, or two: ratebucket's second is the policy
 		// registry, one per prefix, which the replay keeps as captured.
 		if len(cmd) < 4 || (cmd[2] != "1" && (cmd[2] != "2" || len(cmd) < 5)) {
 			return nil, fmt.Errorf("%s: captured %q: want one key, or a key and its registry", cl.impl.Name, cmd)
