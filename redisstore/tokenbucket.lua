@@ -17,45 +17,46 @@
 -- most two full buckets) every level formed, in the order written, is at
 -- most 2^53. a % b is exact for a <= 2^52; above, math.fmod is used.
 --
--- Speed (callgrind, bench/scriptcost.sh): a call pays about 1.2k
--- instructions an argument, 3k to 12k a Redis command, 2k a string
--- formatted, 0.7k to build a function (closures are made anew on every
--- call), 0.4k to call one and 40 a Lua instruction. So the common take has
--- a path of its own; the general path decides each key in one pass of
+-- Speed (callgrind, bench/scriptcost.sh): a call pays about 15k, 1.1k an
+-- argument, 3k to 11k a Redis command (TIME 7k), 5k a table replied and
+-- 0.5k a field, 1.9k a string formatted, 0.5k a library call, 0.7k to build
+-- a closure (anew each call) and 45 a Lua instruction. So the common take
+-- has a path of its own; the general path decides each key in one pass of
 -- straight code, and the uncommon cases build what they need when needed.
 
 -- The common call, a take on the server clock ("st", "stq" or none; several
 -- keys are a batch, each taken alone, in order, at one time) of buckets
 -- absent or holding a short value of the call's policy, not in debt, is the
--- general path's take written straight: 72.0k instructions a take on 100k
--- random keys, 64.1k on a hot key, 45.4k a key in fours, against 86.2k,
--- 77.7k and 54.9k through the general path. The general path takes anything
--- else, from the first key this one does not take, at the same time (FIRST,
--- NOW, REPLY): the keys before it stay decided and written.
+-- general path's take written straight: 72.6k instructions a take on 100k
+-- random keys, 63.8k on a hot key, 41.3k a key in fours, against 87.0k,
+-- 78.7k and 56.2k through the general path. The general path takes
+-- anything else, from the first key this one does not take, at the same
+-- time (FIRST, NOW, REPLY): the keys before it stay decided and written.
 local FIRST, NOW, REPLY = 1
 do
-  local A, o = ARGV, 1 -- o: the index of the first policy
+  local A, nk, o = ARGV, #KEYS - 1, 1 -- o: the index of the first policy
   if A[1] == 'st' or A[1] == 'stq' then o = 2 end
-  local nk = #KEYS - 1
   if nk >= 1 and #A == o - 1 + 2 * nk then
     -- Every key's policy and cost first (a call's letters are no policy):
     -- nothing is written for a call this path does not take.
-    local ps, cap, unit, refill, full, num, cost
-    local i = 1
+    local i, ps, cap, unit, refill, full, num, costarg, cost = 1
     for b = #A - 1, o, -2 do -- backwards, to keep the first key's
       if A[b] ~= ps then
-        ps = A[b]
+        ps, costarg = A[b], nil
         cap, unit, refill = string.match(ps, '^([1-9]%d*):([1-9]%d*):([1-9]%d*)$')
         if not cap then i = nk + 2 break end
         cap, unit, refill = cap + 0, unit + 0, refill + 0
         full = cap * unit
         if cap > 1000000000000 or refill > 4503599627370496 or full > 4503599627370496 then i = nk + 2 break end
       end
-      cost = tonumber(A[b + 1])
-      if not cost or cost % 1 ~= 0 or cost < 0 or cost > cap then i = nk + 2 break end
+      if A[b + 1] ~= costarg then -- (a batch's costs are mostly one string, read once)
+        costarg = A[b + 1]
+        cost = tonumber(costarg)
+        if not cost or cost % 1 ~= 0 or cost < 0 or cost > cap then i = nk + 2 break end
+      end
     end
-    local call, reply, now = redis.call
-    local lastkey, lastd, lastt -- the state the previous take left (a hot key in a batch)
+    local call, reply, now, lastkey, lastd, lastt = redis.call -- last*: the state the previous take left (a hot key in a batch)
+    local lastvalue, valuearg, lastms, msarg -- the last write, formatted: fresh keys in a batch write alike (-2.6k a key in fours)
     while i <= nk do
       local b = o + 2 * (i - 1)
       if A[b] ~= ps then
@@ -68,21 +69,20 @@ do
         num = tonumber(call('HGET', KEYS[nk + 1], ps))
         if not num then break end
       end
-      if i > 1 then cost = A[b + 1] + 0 end
+      if i > 1 and A[b + 1] ~= costarg then costarg = A[b + 1] cost = costarg + 0 end
       local key, d, t = KEYS[i], 0, 0
       if key == lastkey then
         d, t = lastd, lastt
       else
         local v = redis.pcall('GET', key)
         if v then -- d*10^5 + u*100 + num below 2^53, with the stamp from the expiry
-          if type(v) ~= 'string' or #v > 15 or not string.find(v, '^%d+$') then break end
+          if #v == 0 or #v > 15 or not string.find(v, '^%d+$') then break end -- (an error is a table, of length 0)
           local x = v + 0
           if x % 100 ~= num then break end
           local u = (x % 100000 - num) / 100
           d = (x - x % 100000) / 100000
           if d > full then break end
-          local e = call('PEXPIRETIME', key)
-          local r = d % refill
+          local e, r = call('PEXPIRETIME', key), d % refill
           t = e * 1000 - ((d - r) / refill + u) -- E*1000 - ceil(d/refill) - u
           if r > 0 then t = t - 1 end
           if e < 0 or t < 0 or e > 9007199254740 then break end
@@ -109,12 +109,15 @@ do
         reset = (d - r) / refill + (r > 0 and 1 or 0)
       end
       local rem = (full - d - (full - d) % unit) / unit
-      if ok == 1 and cost > 0 then -- written as the general path writes it
-        if d >= 90071992547 then break end -- a value past 2^53: the general path's
+      if ok == 1 and cost > 0 then -- written as the general path writes it (past 2^53: by it)
+        if d >= 90071992547 then break end
         local idle = now + reset
-        local ms = (idle - idle % 1000) / 1000
-        if idle % 1000 > 0 then ms = ms + 1 end
-        call('SET', key, string.format('%d', d * 100000 + (ms * 1000 - idle) * 100 + num), 'PXAT', string.format('%d', ms))
+        local ms = (idle + 999 - (idle + 999) % 1000) / 1000
+        local value = d * 100000 + (ms * 1000 - idle) * 100 + num
+        if value ~= lastvalue or ms ~= lastms then
+          lastvalue, lastms, valuearg, msarg = value, ms, string.format('%d', value), string.format('%d', ms)
+        end
+        call('SET', key, valuearg, 'PXAT', msarg)
         lastkey, lastd, lastt = key, d, now
       else
         lastkey, lastd, lastt = key, d0, t
