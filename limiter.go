@@ -57,7 +57,9 @@ type Config struct {
 	// once; Reserve and TakeAtMost return [store.ErrUnsupported], since they
 	// would hold or cut a request. Use a shadow limiter apart from the
 	// enforced ones (its own prefix and call): its decision never blocks
-	// theirs, and theirs never skips its count. Default: false.
+	// theirs, and theirs never skips its count. This is what a shadow
+	// take is everywhere: httplimit's Limit.Shadow takes through a shadow
+	// Limiter. Default: false.
 	Shadow bool
 	// Refundable marks every take and reservation of the limiter as one
 	// whose tokens may be given back later, perhaps by another instance

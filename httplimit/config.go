@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -64,12 +65,12 @@ type Limit struct {
 	// route with Delay cannot have one. Default: none.
 	Resolve Resolver
 	// Shadow makes this a shadow limit, to roll out a new limit safely
-	// (envoy's shadow_mode, NGINX's limit_req_dry_run): its bucket is
-	// charged and its decisions reported (to the store's Observer as
-	// observe.OutcomeShadowDenied, in Event.ShadowDenied, and in the draft
-	// headers with [ShadowHeaders]), but it never refuses a request.
-	// See "Shadow limits" in the package doc for what it charges.
-	// Default: false, the limit is enforced.
+	// (envoy's shadow_mode, NGINX's limit_req_dry_run): it is taken as a
+	// shadow ratebucket.Limiter takes (ratebucket.Config.Shadow: charged,
+	// reported, never refusing), apart from the enforced limits; a route
+	// reports it in Event.ShadowDenied, Decision.Shadow and, with
+	// [ShadowHeaders], the draft headers. See "Shadow limits" in the
+	// package doc. Default: false, the limit is enforced.
 	Shadow bool
 }
 
@@ -229,6 +230,8 @@ type limit struct {
 	prefix  string // Config.Prefix + name + ":"
 	resolve Resolver
 	shadow  bool
+	// shadowed takes a shadow limit of a fixed Policy (see shadowTake).
+	shadowed *ratebucket.Limiter
 }
 
 // bucketKey returns the store key of the bucket of key class and ID (as

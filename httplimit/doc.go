@@ -179,14 +179,15 @@
 // # Shadow limits
 //
 // A Limit with Shadow set (on each of a route's limits, to put the whole
-// route in shadow) is computed, charged and reported but never refuses a request: how a
+// route in shadow) is taken as a shadow ratebucket.Limiter takes
+// (ratebucket.Config.Shadow: charged, reported, never refusing): how a
 // new limit is rolled out (envoy's shadow_mode, NGINX's
-// limit_req_dry_run). Its bucket is charged by a take of its own for
-// every request, as if it were enforced alone, so a shadow refusal never
-// blocks the enforced limits and an enforced refusal never skips the
-// shadow count. Refusals reach the store's Observer as shadow_denied and
-// the Event as ShadowDenied; [ShadowHeaders] also lists shadow limits in
-// the draft fields.
+// limit_req_dry_run). Its take is its own, for every request, as if it
+// were enforced alone, so a shadow refusal never blocks the enforced
+// limits and an enforced refusal never skips the shadow count. Refusals
+// reach the store's Observer as shadow_denied and the Event as
+// ShadowDenied; [ShadowHeaders] also lists shadow limits in the draft
+// fields.
 //
 //	mw, _ := httplimit.New(httplimit.Config{Limits: []httplimit.Limit{
 //		{Name: "burst", Policy: algo.PerSecond(2).Burst(100)},

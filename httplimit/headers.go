@@ -73,9 +73,10 @@ type Decision struct {
 	// limit with 4 left that refills in seconds.
 	Decider int
 	// Shadow holds the answers of the route's shadow limits
-	// (Limit.Shadow), in the order of the limits: they took no part in
-	// Allowed, RetryAfter or Decider. A shadow limit whose take failed is
-	// missing.
+	// (Limit.Shadow), in the order of the limits, as a shadow
+	// ratebucket.Limiter answers: Allowed, with a positive RetryAfter
+	// when the limit would have refused. They took no part in Allowed,
+	// RetryAfter or Decider. A shadow limit whose take failed is missing.
 	Shadow []LimitResult
 	// Concurrency is the store's answer to the route's [Concurrency]
 	// limit (Limit 0 when it has none). When it refused the request, the

@@ -193,6 +193,9 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if err := m.checkDelay(cfg.Delay, cfg.Clock); err != nil {
 		return nil, err
 	}
+	if err := m.shadowLimiters(); err != nil {
+		return nil, err
+	}
 	if m.conc != nil {
 		if m.inflight, err = newInFlight(m.store, m.conc, cfg.Concurrency.Policy); err != nil {
 			return nil, err

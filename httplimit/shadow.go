@@ -1,46 +1,41 @@
 package httplimit
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// Shadow limits (Limit.Shadow), to roll out a new limit
-// safely. A shadow limit's bucket is charged, and its decisions counted
-// and reported, but it never refuses a request.
+// Shadow limits (Limit.Shadow): each is taken by a shadow
+// ratebucket.Limiter (ratebucket.Config.Shadow says what a shadow take
+// charges and reports), by a Take of its own, apart from the enforced
+// limits' take and from the other shadow limits', for every request the
+// route asks its limits about. A shadow refusal therefore never blocks
+// the enforced limits nor gives their tokens back, and a refusal by an
+// enforced limit (or by the Concurrency limit) never skips the shadow
+// count: its bucket shows what enforcing it alone would do to the route's
+// traffic as it arrives, the count envoy's shadow_mode keeps. (Enforced
+// beside the others in one atomic take, a request another limit refused
+// would not have charged it: a shadow limit is at most as full as that.)
+// A shadow charge stands when ChargeIf gives the enforced limits' tokens
+// back.
 //
-// What a shadow limit charges: its own bucket, exactly as the limit would
-// charge it if it were enforced alone. Each shadow limit is taken by a
-// Take of its own, made apart from the enforced limits' take (and from
-// the other shadow limits'), for every request the route asks its limits
-// about: so a shadow refusal never blocks the enforced limits nor gives
-// their tokens back, and a refusal by an enforced limit (or by the
-// Concurrency limit) never skips the shadow count. A shadow limit that
-// refuses charges nothing, as an enforced one would not; one that admits
-// is charged. Its bucket therefore shows what enforcing it would do to
-// the route's traffic as it arrives, the count envoy's shadow_mode keeps.
-// (Enforced beside the others in one atomic take, a request another limit
-// refused would not have charged it: a shadow limit is at most as full as
-// that.) A shadow charge stands when ChargeIf gives the enforced limits'
-// tokens back.
-//
-// What is reported: each shadow take reaches the store's Observer with
-// observe.Labels.Shadow set, so a refusal is observe.OutcomeShadowDenied under
-// the limit's name; the request's Event names the first shadow limit
-// that would have refused it in ShadowDenied; Decision.Shadow holds their
-// results; and the RateLimit-Policy and RateLimit fields list them only
-// with [ShadowHeaders]. The X-RateLimit fields, Retry-After and the status
-// never reflect a shadow limit. A shadow take that fails is logged (at
-// most once per LogEvery) and reported to the store's Observer as an
-// error; the request goes on as if the shadow limit were not there: the
-// FailMode is for the enforced limits.
+// What the route adds to the shadow Limiter's report: the observers see
+// the route and the limit's name; the request's Event names the first
+// shadow limit that would have refused it in ShadowDenied;
+// Decision.Shadow holds their answers; and the RateLimit-Policy and
+// RateLimit fields list them only with [ShadowHeaders]. The X-RateLimit
+// fields, Retry-After and the status never reflect a shadow limit. A
+// shadow take that fails is logged (at most once per LogEvery) and
+// reported to the store's Observer as an error; the request goes on as if
+// the shadow limit were not there: the FailMode is for the enforced
+// limits.
 
 // shadowTakes makes the takes of the shadow limits of d, moving their
 // results from d.Limits to d.Shadow, and returns the enforced takes.
@@ -54,7 +49,7 @@ func (m *Middleware) shadowTakes(r *http.Request, d *Decision, takes []store.Req
 			enforced, limits = append(enforced, q), append(limits, d.Limits[i])
 			continue
 		}
-		res, err := m.store.Take(shadowContext(r, l.name), q)
+		res, err := m.shadowTake(r, l, q)
 		if err != nil {
 			if r.Context().Err() == nil {
 				m.log.log(r.Context(), slog.LevelError, "httplimit: shadow limit failed", slog.String("pattern", r.Pattern),
@@ -65,7 +60,7 @@ func (m *Middleware) shadowTakes(r *http.Request, d *Decision, takes []store.Req
 		lr := d.Limits[i]
 		lr.Result = res
 		d.Shadow = append(d.Shadow, lr)
-		if !res.Allowed && ev.ShadowDenied == "" {
+		if res.RetryAfter > 0 && ev.ShadowDenied == "" { // it would have refused
 			ev.ShadowDenied = l.name
 		}
 	}
@@ -73,14 +68,41 @@ func (m *Middleware) shadowTakes(r *http.Request, d *Decision, takes []store.Req
 	return enforced
 }
 
-// shadowContext returns the context of a shadow limit's take: r's,
-// labelled with the route, the limit's name and the shadow mark when some
-// store is observed.
-func shadowContext(r *http.Request, name string) context.Context {
-	if !observe.Active() {
-		return r.Context()
+// shadowTake takes q for the shadow limit l as a shadow
+// ratebucket.Limiter takes (ratebucket.Config.Shadow, where what a shadow
+// take is is said once): charged only when it admits, reported to the
+// observers as a shadow decision, answered Allowed with the RetryAfter a
+// refusal would have imposed. The Limiter is l's, or for a limit that
+// resolves its policy one made for q's. The context is r's, labelled
+// with the route and the limit's name when some store is observed.
+func (m *Middleware) shadowTake(r *http.Request, l *limit, q store.Request) (algo.Result, error) {
+	lim := l.shadowed
+	if lim == nil {
+		var err error
+		if lim, err = ratebucket.NewLimiter(m.store, q.Policy, ratebucket.Config{Shadow: true}); err != nil {
+			return algo.Result{}, err
+		}
 	}
-	return observe.WithLabels(r.Context(), observe.Labels{Route: r.Pattern, Policy: name, Shadow: true})
+	ctx := r.Context()
+	if observe.Active() {
+		ctx = observe.WithLabels(ctx, observe.Labels{Route: r.Pattern, Policy: l.name})
+	}
+	return lim.Take(ctx, q.Key, q.Cost)
+}
+
+// shadowLimiters gives each shadow limit of a fixed Policy its shadow
+// ratebucket.Limiter over the route's store, once.
+func (m *Middleware) shadowLimiters() error {
+	for i := range m.limits {
+		if l := &m.limits[i]; l.shadow && l.policy != (algo.Policy{}) {
+			lim, err := ratebucket.NewLimiter(m.store, l.policy, ratebucket.Config{Shadow: true})
+			if err != nil {
+				return fmt.Errorf("%w: limit %q: %w", ErrInvalidConfig, l.name, err)
+			}
+			l.shadowed = lim
+		}
+	}
+	return nil
 }
 
 // shadowOnly serves a request of a route whose limits are all shadow

@@ -403,11 +403,9 @@ func (s *Service) take(ctx context.Context, reqs []store.Request, charge bool) (
 		res, err := s.opt.Store.TakeMulti(ctx, reqs)
 		if err == nil && !res.Allowed {
 			// A bucket that would have admitted was not charged: report
-			// the tokens it still has, as a peek would.
+			// it as it is, as a peek would (Remaining and ResetAfter).
 			for i, r := range res.Results {
-				if r.Allowed {
-					res.Results[i].Remaining = min(reqs[i].Policy.Capacity(), r.Remaining+reqs[i].Cost)
-				}
+				res.Results[i] = algo.TokenBucket{}.Uncharged(reqs[i].Policy, r, reqs[i].Cost)
 			}
 		}
 		return res, err

@@ -116,6 +116,43 @@ func TestResponseHeaders(t *testing.T) {
 	wantHeaders(t, resp.ResponseHeadersToAdd, "")
 }
 
+// TestRefusedTakeChargesNothingVisible: when one limit refuses a request
+// taken atomically, a limit that would have admitted it is reported as a
+// peek at its bucket sees it, tokens and duration_until_reset alike
+// (algo.TokenBucket.Uncharged), not as if it had been charged: before,
+// its reset was one token's refill (6s) too late.
+func TestRefusedTakeChargesNothingVisible(t *testing.T) {
+	const two = `domain: two
+descriptors:
+  - key: client
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+      burst: 4
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+`
+	cfg, err := rls.Parse("two.yaml", []byte(two))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []backend{memory, onRedis(t)} {
+		t.Run(b.name, func(t *testing.T) {
+			clk := storetest.NewClock()
+			s, _ := b.open(t, clk)
+			a := &asker{t: t, r: serve(t, cfg, rls.Options{Store: s, Clock: clk}, nil), domain: "two"}
+			a.want("OK [OK/3 OK/0]", d("client=a"), d("user=u"))
+			a.wait(0, 6*time.Second)
+			a.want("OVER_LIMIT [OK/3 OVER_LIMIT/0]", d("client=a"), d("user=u"))
+			a.wait(0, 6*time.Second) // as charged, it was 12s
+			a.wantD("OK [OK/3]", hits(desc("client=a"), 0))
+			a.wait(0, 6*time.Second)
+		})
+	}
+}
+
 func wantHeaders(t *testing.T, hs []*core.HeaderValue, want string) {
 	t.Helper()
 	var got []string

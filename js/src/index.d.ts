@@ -94,6 +94,12 @@ export interface TakeResult extends Result {
   now: number;
 }
 
+/** What reserve answers: a TakeResult and the wait before proceeding. */
+export interface ReserveResult extends TakeResult {
+  /** Allowed: µs to wait before proceeding (0 when the bucket held the tokens). */
+  delayUs: number;
+}
+
 export interface MultiResult {
   /** Every bucket admitted, and all were charged. */
   allowed: boolean;
@@ -163,6 +169,10 @@ export declare class RateBucket {
   registry(bucket: string): string;
   /** Takes cost (default 1) tokens, or denies with the exact wait; cost 0 peeks. */
   take(key: string, policy: Policy, cost?: number): Promise<TakeResult>;
+  /** Gives n (at most the capacity) tokens back, never above the capacity. */
+  refund(key: string, policy: Policy, n: number): Promise<TakeResult>;
+  /** Takes cost tokens now if they exist within maxWaitUs; proceed after delayUs. Refused: nothing charged. */
+  reserve(key: string, policy: Policy, cost: number, maxWaitUs: number): Promise<ReserveResult>;
   /** Takes from several buckets: all charged or none. */
   takeMulti(reqs: TakeRequest[]): Promise<MultiResult>;
   /** The bucket as it stands, nothing written. */
@@ -177,3 +187,27 @@ export declare function hashTag(key: string): string;
 export declare function slotTags(): string[];
 /** The Redis Cluster hash slot of key. */
 export declare function slot(key: string): number;
+
+/** A Limiter's policy: a capacity and exactly one of perSecond (whole tokens a second) and every (ms between tokens). */
+export interface LimiterPolicy {
+  capacity: number;
+  perSecond?: number;
+  every?: number;
+}
+
+/** The front door, as Go's ratebucket.NewLimiter: one policy over buckets in Redis, asked by key. */
+export declare class Limiter {
+  /** @throws {TypeError | RangeError} a policy that is not one, or outside algo's bounds (a fractional perSecond: use every) */
+  constructor(client: Redis | Cluster, policy: Policy | LimiterPolicy, options?: RateBucketOptions);
+  readonly policy: Policy;
+  /** The buckets it takes from. */
+  readonly bucket: RateBucket;
+  /** Takes one token. */
+  allow(key: string): Promise<TakeResult>;
+  /** Takes cost (default 1) tokens, or denies with the exact wait; cost 0 peeks. */
+  take(key: string, cost?: number): Promise<TakeResult>;
+  /** Gives cost tokens back, never above the capacity. */
+  refund(key: string, cost: number): Promise<TakeResult>;
+  /** Takes cost tokens now if they exist within maxWaitMs; proceed after delayUs. */
+  reserve(key: string, cost: number, maxWaitMs: number): Promise<ReserveResult>;
+}

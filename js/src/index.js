@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { Policy } from './policy.js';
 
 export { Policy, Rate, per, perSecond, perMinute, perHour, perDay } from './policy.js';
+export { Limiter } from './limiter.js';
 
 /** The wire contract version this package implements (redisstore/WIRE.md). */
 export const WIRE_VERSION = 1;
@@ -79,6 +80,11 @@ export function loadScript(path = SCRIPT_PATH) {
   }
   return { lua, sha: createHash('sha1').update(lua).digest('hex') };
 }
+
+// OWN is how many numbers of an op's own follow the per-key answers
+// (WIRE.md, "Reply"): inspect's deficit, stamp and PTTL; reserve's delay,
+// At, Units and Mark.
+const OWN = { i: 3, v: 4 };
 
 const KINDS = { 1: 'held another Redis type', 2: "held the other clock's format", 3: 'held a value that is not a bucket', 4: 'had a bad or missing expiry' };
 
@@ -165,6 +171,36 @@ export class RateBucket {
   }
 
   /**
+   * Gives n tokens back to the bucket at key, never above its capacity:
+   * for a request that should not count after all (Go's Store.Refund).
+   * @param {string} key
+   * @param {Policy} policy
+   * @param {number} n at most the capacity
+   * @returns {Promise<TakeResult>}
+   */
+  async refund(key, policy, n) {
+    const { now, results } = await this.#run('r', [{ key, policy, cost: n }]);
+    return { ...results[0], now };
+  }
+
+  /**
+   * Takes cost tokens now, even before they exist, if they exist within
+   * maxWaitUs (and one bucket's refill): the caller proceeds after
+   * delayUs. Refused, it charges nothing and has the exact retryAfterUs
+   * (Go's Store.Reserve).
+   * @param {string} key
+   * @param {Policy} policy
+   * @param {number} cost
+   * @param {number} maxWaitUs
+   * @returns {Promise<ReserveResult>}
+   */
+  async reserve(key, policy, cost, maxWaitUs) {
+    if (!Number.isSafeInteger(maxWaitUs) || maxWaitUs < 0) throw new RangeError(`ratebucket: invalid maxWait ${maxWaitUs} µs`);
+    const { now, results, extra } = await this.#run('v', [{ key, policy, cost, more: [maxWaitUs] }]);
+    return { ...results[0], delayUs: Number(extra[0]), now };
+  }
+
+  /**
    * Takes from several buckets atomically: if every bucket admits, all are
    * charged; otherwise none is, each result is what its bucket alone would
    * answer, and denied and retryAfterUs name the longest wait. On a Cluster
@@ -219,7 +255,7 @@ export class RateBucket {
     const first = this.key(reqs[0].key);
     const args = [reqs.length + 1, ...reqs.map((r) => this.key(r.key)), this.registry(first)];
     if (call !== 'st') args.push(call);
-    for (const { policy: p, cost } of reqs) args.push(`${p.capacity}:${p.unit}:${p.refill}`, cost);
+    for (const { policy: p, cost, more = [] } of reqs) args.push(`${p.capacity}:${p.unit}:${p.refill}`, cost, ...more);
     let vals;
     try {
       vals = await this.#send(() => this.client[this.command](...args));
@@ -230,7 +266,7 @@ export class RateBucket {
   }
 
   #parse(vals, op, reqs) {
-    const want = 2 + 4 * reqs.length + (op === 'i' ? 3 : 0);
+    const want = 2 + 4 * reqs.length + (OWN[op] ?? 0);
     if (!Array.isArray(vals) || vals.length < want || (vals.length - want) % 2 !== 0) {
       throw new RateBucketError('RB_SCRIPT', `ratebucket: script replied ${JSON.stringify(vals)}, want ${want} integers and pairs`);
     }

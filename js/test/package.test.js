@@ -36,15 +36,14 @@ test('package.json publishes the script', () => {
 const SMOKE = `
 import { fileURLToPath } from 'node:url';
 import Redis from 'ioredis';
-import { RateBucket, REDIS_OPTIONS, SCRIPT_PATH, perMinute } from '@ratebucket/ratebucket';
+import { Limiter, REDIS_OPTIONS, SCRIPT_PATH, perMinute } from '@ratebucket/ratebucket';
 import { rateLimit, userOr, ip } from '@ratebucket/ratebucket/express';
 
 const redis = new Redis({ port: Number(process.argv[2]), ...REDIS_OPTIONS });
-const limiter = new RateBucket(redis);
-const policy = perMinute(1).burst(2);
+const lim = new Limiter(redis, perMinute(1).burst(2));
 const allowed = [];
-for (let i = 0; i < 3; i++) allowed.push((await limiter.take('smoke', policy)).allowed);
-const mw = rateLimit({ limiter, policy, key: userOr(ip) });
+for (let i = 0; i < 3; i++) allowed.push((await lim.allow('smoke')).allowed);
+const mw = rateLimit({ limiter: lim.bucket, policy: lim.policy, key: userOr(ip) });
 console.log(JSON.stringify({ allowed, script: fileURLToPath(SCRIPT_PATH), middleware: typeof mw }));
 redis.disconnect();
 `;
@@ -61,7 +60,7 @@ test('npm pack gives a tarball that installs in an empty folder and runs', async
     assert.equal(tarball, 'ratebucket-ratebucket-0.1.0.tgz'.replace('0.1.0', pkg.version));
     const { stdout: list } = await run('tar', ['tzf', join(packDir, tarball)]);
     assert.deepEqual(list.trim().split('\n').map((f) => f.replace(/^package\//, '')).sort(),
-      ['README.md', 'package.json', 'src/express.d.ts', 'src/express.js', 'src/index.d.ts', 'src/index.js', 'src/policy.js', 'tokenbucket.lua']);
+      ['README.md', 'package.json', 'src/express.d.ts', 'src/express.js', 'src/index.d.ts', 'src/index.js', 'src/limiter.js', 'src/policy.js', 'tokenbucket.lua']);
     const tPack = performance.now();
 
     writeFileSync(join(appDir, 'package.json'), '{"name":"smoke","private":true,"type":"module"}\n');

@@ -1,6 +1,7 @@
-// The README's Express example, run as it stands: the first js block under
-// "## Express" in README.md, its imports resolved by the package's own
-// name, on a real redis-server; a client gets the burst, then 429s.
+// The README's examples, run as they stand: the first js block under
+// "## Use" and under "## Express" in README.md, their imports resolved by
+// the package's own name, on a real redis-server. The Limiter admits and
+// reserves; an Express client gets the burst, then 429s.
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -21,6 +22,27 @@ function readmeBlock(heading) {
   assert.ok(m, `no js block under ${heading}`);
   return m[1];
 }
+
+test("the README's Limiter example admits, refunds and reserves", async () => {
+  const srv = await startRedis();
+  try {
+    const child = spawn(process.execPath, ['--input-type=module'], {
+      cwd: js,
+      env: { ...process.env, REDIS_URL: `redis://127.0.0.1:${srv.port}` },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.stdin.end(readmeBlock('## Use'));
+    assert.equal(await exited, 0, stderr);
+    assert.deepEqual(JSON.parse(out), { allowed: true, limit: 100, remaining: 99, delayUs: 0 });
+  } finally {
+    await srv.stop();
+  }
+});
 
 test("the README's Express example admits the burst, then answers 429", async (t) => {
   const code = readmeBlock('## Express');

@@ -56,6 +56,7 @@ test('index.d.ts declares what src/index.js exports', () => {
   try {
     checkEntry(index, 'index.d.ts', {
       RateBucket: () => new index.RateBucket(client),
+      Limiter: () => new index.Limiter(client, { capacity: 1, perSecond: 1 }),
       RateBucketError: () => new index.RateBucketError('RB_TIMEOUT', 'x'),
       Rate: () => index.perSecond(1),
       Policy: () => index.perSecond(1).burst(1),

@@ -133,11 +133,10 @@ func testContext(t *testing.T, e *env) {
 
 // testClose: after Close every call fails with store.ErrClosed.
 func testClose(t *testing.T, e *env) {
-	c := e.s
 	p := algo.PerSecond(1).Burst(5)
 	key := e.key()
 	e.take(t, key, p, 1)
-	if err := c.Close(); err != nil {
+	if err := e.s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if res, err := e.s.Take(context.Background(), store.Request{Key: key, Policy: p, Cost: 1}); !errors.Is(err, store.ErrClosed) {
@@ -150,7 +149,7 @@ func testClose(t *testing.T, e *env) {
 	if res, err := e.s.TakeMulti(context.Background(), reqs); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("TakeMulti after Close = %+v, %v; want store.ErrClosed", res, err)
 	}
-	if err := c.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+	if err := e.s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("second Close: %v, want nil or store.ErrClosed", err)
 	}
 }

@@ -21,12 +21,11 @@ import (
 
 // testLeases checks the leases.
 func testLeases(t *testing.T, e *env) {
-	l := e.s
-	t.Run("model", func(t *testing.T) { testLeaseModel(t, e, l) })
-	t.Run("concurrent", func(t *testing.T) { testLeaseConcurrent(t, e, l) })
-	t.Run("namespace", func(t *testing.T) { testLeaseNamespace(t, e, l) })
-	t.Run("bad input", func(t *testing.T) { testLeaseBadInput(t, e, l) })
-	t.Run("close", func(t *testing.T) { testLeaseClose(t, e, l) }) // last: it closes the store
+	t.Run("model", func(t *testing.T) { testLeaseModel(t, e) })
+	t.Run("concurrent", func(t *testing.T) { testLeaseConcurrent(t, e) })
+	t.Run("namespace", func(t *testing.T) { testLeaseNamespace(t, e) })
+	t.Run("bad input", func(t *testing.T) { testLeaseBadInput(t, e) })
+	t.Run("close", func(t *testing.T) { testLeaseClose(t, e) }) // last: it closes the store
 }
 
 // leaseTTLs are at least a second, so that a Redis store expiring keys in
@@ -62,7 +61,6 @@ func (k *leaseKey) live(now int64) int64 {
 // leaseModel is the state machine of testLeaseModel.
 type leaseModel struct {
 	e       *env
-	l       store.Store
 	keys    []*leaseKey
 	ids     []string        // every id used so far, in order
 	crashed map[string]bool // ids of holders that never release or renew
@@ -91,7 +89,7 @@ func (m *leaseModel) acquire(t *rapid.T, k *leaseKey, id string) algo.LeaseResul
 	if k.ref, want, err = k.p.Acquire(k.ref, now, id); err != nil {
 		t.Fatalf("reference AcquireLease(%v, %q) at %d: %v", k.p, id, now, err)
 	}
-	got, err := m.l.AcquireLease(context.Background(), k.key, k.p, id)
+	got, err := m.e.s.AcquireLease(context.Background(), k.key, k.p, id)
 	switch {
 	case err != nil:
 		t.Fatalf("AcquireLease(%q, %v, %q) at +%v: %v", k.key, k.p, id, m.e.clk.Now().Sub(Start), err)
@@ -167,7 +165,7 @@ func (m *leaseModel) Release(t *rapid.T) {
 	if k.ref, want, err = k.ref.Release(now, id); err != nil {
 		t.Fatalf("reference ReleaseLease(%q): %v", id, err)
 	}
-	got, err := m.l.ReleaseLease(context.Background(), k.key, id)
+	got, err := m.e.s.ReleaseLease(context.Background(), k.key, id)
 	if err != nil || got != want || got != (k.ledger[id] > now) {
 		t.Fatalf("ReleaseLease(%q, %q) at +%v = %v, %v; algo says %v; its lease (expiry %d) live: %v",
 			k.key, id, m.e.clk.Now().Sub(Start), got, err, want, k.ledger[id], k.ledger[id] > now)
@@ -185,7 +183,7 @@ func (m *leaseModel) Renew(t *rapid.T) {
 	if k.ref, want, err = k.p.Renew(k.ref, now, id); err != nil {
 		t.Fatalf("reference RenewLease(%q): %v", id, err)
 	}
-	got, err := m.l.RenewLease(context.Background(), k.key, k.p, id)
+	got, err := m.e.s.RenewLease(context.Background(), k.key, k.p, id)
 	if err != nil || got != want || got != (k.ledger[id] > now) {
 		t.Fatalf("RenewLease(%q, %q) at +%v = %v, %v; algo says %v; its lease (expiry %d) live: %v",
 			k.key, id, m.e.clk.Now().Sub(Start), got, err, want, k.ledger[id], k.ledger[id] > now)
@@ -273,7 +271,7 @@ func (m *leaseModel) release(t *rapid.T, k *leaseKey, id string) {
 	if k.ref, _, err = k.ref.Release(now, id); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := m.l.ReleaseLease(context.Background(), k.key, id); err != nil || !got {
+	if got, err := m.e.s.ReleaseLease(context.Background(), k.key, id); err != nil || !got {
 		t.Fatalf("ReleaseLease(%q, %q) of a live lease = %v, %v; want true", k.key, id, got, err)
 	}
 	delete(k.ledger, id)
@@ -282,10 +280,10 @@ func (m *leaseModel) release(t *rapid.T, k *leaseKey, id string) {
 // testLeaseModel runs random acquires, crashes, releases, renewals and
 // clock moves on a few keys, against algo's functions on the same calls and
 // against the test's own ledger of grants (see leaseModel).
-func testLeaseModel(t *testing.T, e *env, l store.Store) {
+func testLeaseModel(t *testing.T, e *env) {
 	rapid.Check(t, func(t *rapid.T) {
 		e.clk.Set(rapid.SampledFrom([]time.Time{Start, time.UnixMicro(leaseLatest - 100*int64(algo.MaxLeaseTTL/time.Microsecond))}).Draw(t, "start"))
-		m := &leaseModel{e: e, l: l, crashed: map[string]bool{}}
+		m := &leaseModel{e: e, crashed: map[string]bool{}}
 		for i := range rapid.IntRange(1, 3).Draw(t, "keys") {
 			p := algo.LeasePolicy{
 				Limit: rapid.Int64Range(1, 4).Draw(t, fmt.Sprint("limit ", i)),
@@ -300,7 +298,7 @@ func testLeaseModel(t *testing.T, e *env, l store.Store) {
 // testLeaseConcurrent: goroutines acquiring on one key at a frozen clock
 // never hold more than the limit at once, and exactly the limit are
 // admitted when nobody releases.
-func testLeaseConcurrent(t *testing.T, e *env, l store.Store) {
+func testLeaseConcurrent(t *testing.T, e *env) {
 	const goroutines, attempts = 8, 25
 	p := algo.LeasePolicy{Limit: 5, TTL: time.Minute}
 	ctx := context.Background()
@@ -328,7 +326,7 @@ func testLeaseConcurrent(t *testing.T, e *env, l store.Store) {
 			key := e.key()
 			var admitted atomic.Int64
 			hammer(t, func(id string) error {
-				res, err := l.AcquireLease(ctx, key, p, id)
+				res, err := e.s.AcquireLease(ctx, key, p, id)
 				if res.Allowed {
 					admitted.Add(1)
 				}
@@ -344,7 +342,7 @@ func testLeaseConcurrent(t *testing.T, e *env, l store.Store) {
 		key := e.key()
 		var held, most atomic.Int64
 		hammer(t, func(id string) error {
-			res, err := l.AcquireLease(ctx, key, p, id)
+			res, err := e.s.AcquireLease(ctx, key, p, id)
 			if err != nil || !res.Allowed {
 				return err
 			}
@@ -352,7 +350,7 @@ func testLeaseConcurrent(t *testing.T, e *env, l store.Store) {
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
 			held.Add(-1) // before the release: the slot is no longer used
-			if ok, err := l.ReleaseLease(ctx, key, id); err != nil || !ok {
+			if ok, err := e.s.ReleaseLease(ctx, key, id); err != nil || !ok {
 				return fmt.Errorf("ReleaseLease of a live lease = %v, %v", ok, err)
 			}
 			return nil
@@ -360,16 +358,16 @@ func testLeaseConcurrent(t *testing.T, e *env, l store.Store) {
 		if most.Load() > p.Limit {
 			t.Fatalf("%d leases held at once, limit %d", most.Load(), p.Limit)
 		}
-		if res := leaseOK(t, l, key, p, "after"); res.Remaining != p.Limit-1 {
+		if res := e.leaseOK(t, key, p, "after"); res.Remaining != p.Limit-1 {
 			t.Fatalf("after every lease was released: %+v, want %d remaining", res, p.Limit-1)
 		}
 	})
 }
 
 // leaseOK acquires a lease and fails t unless it is admitted.
-func leaseOK(t tb, l store.Store, key string, p algo.LeasePolicy, id string) algo.LeaseResult {
+func (e *env) leaseOK(t tb, key string, p algo.LeasePolicy, id string) algo.LeaseResult {
 	t.Helper()
-	res, err := l.AcquireLease(context.Background(), key, p, id)
+	res, err := e.s.AcquireLease(context.Background(), key, p, id)
 	if err != nil || !res.Allowed {
 		t.Fatalf("AcquireLease(%q, %v, %q) = %+v, %v; want admitted", key, p, id, res, err)
 	}
@@ -377,17 +375,17 @@ func leaseOK(t tb, l store.Store, key string, p algo.LeasePolicy, id string) alg
 }
 
 // testLeaseNamespace: a key's bucket and its lease set are apart.
-func testLeaseNamespace(t *testing.T, e *env, l store.Store) {
+func testLeaseNamespace(t *testing.T, e *env) {
 	key := e.key()
 	bp, lp := algo.PerHour(1).Burst(1), algo.LeasePolicy{Limit: 1, TTL: time.Minute}
 	if res := e.take(t, key, bp, 1); !res.Allowed {
 		t.Fatalf("first Take = %+v", res)
 	}
-	leaseOK(t, l, key, lp, "a")
+	e.leaseOK(t, key, lp, "a")
 	if res := e.take(t, key, bp, 1); res.Allowed {
 		t.Fatalf("Take on an empty bucket whose key holds a lease = %+v, want denied", res)
 	}
-	if ok, err := l.ReleaseLease(context.Background(), key, "a"); err != nil || !ok {
+	if ok, err := e.s.ReleaseLease(context.Background(), key, "a"); err != nil || !ok {
 		t.Fatalf("ReleaseLease = %v, %v", ok, err)
 	}
 	if res := e.take(t, key, bp, 0); res.Remaining != 0 {
@@ -397,7 +395,7 @@ func testLeaseNamespace(t *testing.T, e *env, l store.Store) {
 
 // testLeaseBadInput: bad input, or a context that has ended, is an error
 // matching its sentinel and changes nothing.
-func testLeaseBadInput(t *testing.T, e *env, l store.Store) {
+func testLeaseBadInput(t *testing.T, e *env) {
 	p := algo.LeasePolicy{Limit: 2, TTL: time.Minute}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -433,11 +431,11 @@ func testLeaseBadInput(t *testing.T, e *env, l store.Store) {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			leaseOK(t, l, good, p, "held")
+			e.leaseOK(t, good, p, "held")
 			calls := map[string]func() error{
-				"AcquireLease": func() error { _, err := l.AcquireLease(ctx, key, tc.p, tc.id); return err },
-				"RenewLease":   func() error { _, err := l.RenewLease(ctx, key, tc.p, tc.id); return err },
-				"ReleaseLease": func() error { _, err := l.ReleaseLease(ctx, key, tc.id); return err },
+				"AcquireLease": func() error { _, err := e.s.AcquireLease(ctx, key, tc.p, tc.id); return err },
+				"RenewLease":   func() error { _, err := e.s.RenewLease(ctx, key, tc.p, tc.id); return err },
+				"ReleaseLease": func() error { _, err := e.s.ReleaseLease(ctx, key, tc.id); return err },
 			}
 			for _, name := range []string{"AcquireLease", "RenewLease", "ReleaseLease"} {
 				if name == "ReleaseLease" && errors.Is(tc.want, algo.ErrInvalidLeasePolicy) {
@@ -448,7 +446,7 @@ func testLeaseBadInput(t *testing.T, e *env, l store.Store) {
 				}
 			}
 			// "held" is still the only lease: re-acquiring it renews it.
-			if res := leaseOK(t, l, good, p, "held"); res.Remaining != 1 {
+			if res := e.leaseOK(t, good, p, "held"); res.Remaining != 1 {
 				t.Fatalf("after the bad calls, key holds %d leases, want 1", p.Limit-res.Remaining)
 			}
 		})
@@ -456,21 +454,20 @@ func testLeaseBadInput(t *testing.T, e *env, l store.Store) {
 }
 
 // testLeaseClose: after Close every lease call fails with store.ErrClosed.
-func testLeaseClose(t *testing.T, e *env, l store.Store) {
-	c := e.s
+func testLeaseClose(t *testing.T, e *env) {
 	p, key := algo.LeasePolicy{Limit: 1, TTL: time.Minute}, e.key()
-	leaseOK(t, l, key, p, "a")
-	if err := c.Close(); err != nil {
+	e.leaseOK(t, key, p, "a")
+	if err := e.s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	ctx := context.Background()
-	if res, err := l.AcquireLease(ctx, e.key(), p, "b"); !errors.Is(err, store.ErrClosed) {
+	if res, err := e.s.AcquireLease(ctx, e.key(), p, "b"); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("AcquireLease after Close = %+v, %v; want store.ErrClosed", res, err)
 	}
-	if ok, err := l.RenewLease(ctx, key, p, "a"); !errors.Is(err, store.ErrClosed) {
+	if ok, err := e.s.RenewLease(ctx, key, p, "a"); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("RenewLease after Close = %v, %v; want store.ErrClosed", ok, err)
 	}
-	if ok, err := l.ReleaseLease(ctx, key, "a"); !errors.Is(err, store.ErrClosed) {
+	if ok, err := e.s.ReleaseLease(ctx, key, "a"); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("ReleaseLease after Close = %v, %v; want store.ErrClosed", ok, err)
 	}
 }

@@ -16,17 +16,16 @@ import (
 
 // testMulti checks TakeMulti.
 func testMulti(t *testing.T, e *env) {
-	m := e.s
-	t.Run("reference", func(t *testing.T) { testMultiReference(t, e, m) })
-	t.Run("concurrent", func(t *testing.T) { testMultiConcurrent(t, e, m) })
-	t.Run("duplicate key", func(t *testing.T) { testMultiDuplicate(t, e, m) })
-	t.Run("bad input", func(t *testing.T) { testMultiBadInput(t, e, m) })
+	t.Run("reference", func(t *testing.T) { testMultiReference(t, e) })
+	t.Run("concurrent", func(t *testing.T) { testMultiConcurrent(t, e) })
+	t.Run("duplicate key", func(t *testing.T) { testMultiDuplicate(t, e) })
+	t.Run("bad input", func(t *testing.T) { testMultiBadInput(t, e) })
 }
 
 // testMultiReference: random multi-limit and single takes over a few keys
 // match the reference applied all-or-nothing: when any bucket denies,
 // nothing is charged and each Result is what that bucket alone answers.
-func testMultiReference(t *testing.T, e *env, m store.Store) {
+func testMultiReference(t *testing.T, e *env) {
 	rapid.Check(t, func(t *rapid.T) {
 		keys := e.tagged(3)
 		refs := []*ref{{p: genPolicy(t, "a ")}, {p: genPolicy(t, "b ")}, {p: genPolicy(t, "c ")}}
@@ -43,7 +42,7 @@ func testMultiReference(t *testing.T, e *env, m store.Store) {
 			for j, i := range idx {
 				reqs[j] = store.Request{Key: keys[i], Policy: refs[i].p, Cost: genCost(t, refs[i].p)}
 			}
-			checkMulti(t, e, m, refs, idx, reqs)
+			checkMulti(t, e, refs, idx, reqs)
 		}
 	})
 }
@@ -92,7 +91,7 @@ func sameMulti(got, want store.MultiResult) bool {
 // testMultiConcurrent: goroutines take from keys a and b together while
 // others take from a alone, at a frozen clock. Every charge must be whole:
 // b lost exactly what the multi-takes admitted, a that plus the singles.
-func testMultiConcurrent(t *testing.T, e *env, m store.Store) {
+func testMultiConcurrent(t *testing.T, e *env) {
 	const goroutines, attempts = 4, 20
 	p := algo.PerSecond(1).Burst(60)
 	keys := e.tagged(2)
@@ -102,7 +101,7 @@ func testMultiConcurrent(t *testing.T, e *env, m store.Store) {
 		wg.Go(func() {
 			for range attempts {
 				if g%2 == 0 {
-					res, err := m.TakeMulti(context.Background(), []store.Request{{Key: keys[0], Policy: p, Cost: 1}, {Key: keys[1], Policy: p, Cost: 1}})
+					res, err := e.s.TakeMulti(context.Background(), []store.Request{{Key: keys[0], Policy: p, Cost: 1}, {Key: keys[1], Policy: p, Cost: 1}})
 					if err != nil {
 						t.Errorf("TakeMulti: %v", err)
 						return
@@ -136,7 +135,7 @@ func testMultiConcurrent(t *testing.T, e *env, m store.Store) {
 
 // testMultiDuplicate: a key named twice is refused with
 // store.ErrDuplicateKey and charges nothing, or counts as the combined cost.
-func testMultiDuplicate(t *testing.T, e *env, m store.Store) {
+func testMultiDuplicate(t *testing.T, e *env) {
 	p := algo.PerSecond(1).Burst(5)
 	tests := []struct {
 		name     string
@@ -154,7 +153,7 @@ func testMultiDuplicate(t *testing.T, e *env, m store.Store) {
 				e.take(t, key, p, tc.before)
 			}
 			reqs := []store.Request{{Key: key, Policy: p, Cost: tc.costs[0]}, {Key: key, Policy: p, Cost: tc.costs[1]}}
-			res, err := m.TakeMulti(context.Background(), reqs)
+			res, err := e.s.TakeMulti(context.Background(), reqs)
 			left := p.Capacity() - tc.before
 			switch {
 			case errors.Is(err, store.ErrDuplicateKey):
@@ -174,7 +173,7 @@ func testMultiDuplicate(t *testing.T, e *env, m store.Store) {
 
 // testMultiBadInput: bad input anywhere in the request, or a done context,
 // is an error matching its sentinel and charges no bucket.
-func testMultiBadInput(t *testing.T, e *env, m store.Store) {
+func testMultiBadInput(t *testing.T, e *env) {
 	p := algo.PerSecond(1).Burst(5)
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -203,7 +202,7 @@ func testMultiBadInput(t *testing.T, e *env, m store.Store) {
 				bad.Key = keys[1]
 			}
 			reqs := []store.Request{{Key: keys[0], Policy: p, Cost: 1}, bad, {Key: keys[2], Policy: p, Cost: 1}}
-			res, err := m.TakeMulti(tc.ctx, reqs)
+			res, err := e.s.TakeMulti(tc.ctx, reqs)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("TakeMulti(%+v) = %+v, %v; want an error matching %v", reqs, res, err, tc.want)
 			}

@@ -40,7 +40,7 @@ func (e *env) same(t tb, op string, key string, got, want any) {
 
 // refund refunds n to key on both the store and the reference and
 // compares the answers.
-func (e *env) refund(t tb, rf store.Store, key string, r *ref, n int64) algo.Result {
+func (e *env) refund(t tb, key string, r *ref, n int64) algo.Result {
 	t.Helper()
 	now := e.clk.Now()
 	var want algo.Result
@@ -48,7 +48,7 @@ func (e *env) refund(t tb, rf store.Store, key string, r *ref, n int64) algo.Res
 		next, want, err = algo.TokenBucket{}.Refund(r.p, s, at, n)
 		return next, err
 	}, now)
-	got, err := rf.Refund(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
+	got, err := e.s.Refund(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
 	if err != nil {
 		t.Fatalf("Refund(%q, %v, %d): %v", key, r.p, n, err)
 	}
@@ -85,14 +85,13 @@ func mustSupport(t *testing.T, op string, err error) {
 
 // testRefund checks Refund and RefundMulti.
 func testRefund(t *testing.T, e *env) {
-	rf := e.s
-	_, err := rf.Refund(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
+	_, err := e.s.Refund(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
 	mustSupport(t, "Refund", err)
 	t.Run("reference", func(t *testing.T) {
 		// Takes, peeks and refunds of any size on one key match the
 		// reference, and a refund never raises the bucket above capacity.
 		e.interleave(t, "refund", func(t *rapid.T, key string, r *ref) {
-			if res := e.refund(t, rf, key, r, genCost(t, r.p)); res.Remaining > r.p.Capacity() || !res.Allowed {
+			if res := e.refund(t, key, r, genCost(t, r.p)); res.Remaining > r.p.Capacity() || !res.Allowed {
 				t.Fatalf("Refund answered %+v", res)
 			}
 		})
@@ -107,7 +106,7 @@ func testRefund(t *testing.T, e *env) {
 				e.clk.Add(genStep(t, p))
 				if c := genCost(t, p); rapid.Bool().Draw(t, "undo") {
 					if res := e.take(t, undone, p, c); res.Allowed {
-						if back, err := rf.Refund(context.Background(), store.Request{Key: undone, Policy: p, Cost: c}); err != nil || back != e.take(t, plain, p, 0) {
+						if back, err := e.s.Refund(context.Background(), store.Request{Key: undone, Policy: p, Cost: c}); err != nil || back != e.take(t, plain, p, 0) {
 							t.Fatalf("Take(%d)+Refund(%d) = %+v, %v; the untouched key peeks %+v", c, c, back, err, e.take(t, plain, p, 0))
 						}
 					}
@@ -119,10 +118,10 @@ func testRefund(t *testing.T, e *env) {
 			}
 		})
 	})
-	t.Run("multi", func(t *testing.T) { testRefundMulti(t, e, rf) })
+	t.Run("multi", func(t *testing.T) { testRefundMulti(t, e) })
 	t.Run("bad input", func(t *testing.T) {
 		testOpBadInput(t, e, "Refund", func(ctx context.Context, key string, p algo.Policy, n int64) error {
-			_, err := rf.Refund(ctx, store.Request{Key: key, Policy: p, Cost: n})
+			_, err := e.s.Refund(ctx, store.Request{Key: key, Policy: p, Cost: n})
 			return err
 		}, true)
 	})
@@ -131,7 +130,7 @@ func testRefund(t *testing.T, e *env) {
 
 // testRefundMulti: RefundMulti over a few keys matches the reference's
 // refunds, bad input anywhere or a key named twice refunds nothing.
-func testRefundMulti(t *testing.T, e *env, rf store.Store) {
+func testRefundMulti(t *testing.T, e *env) {
 	rapid.Check(t, func(t *rapid.T) {
 		keys := e.tagged(3)
 		refs := []*ref{{p: genPolicy(t, "a ")}, {p: genPolicy(t, "b ")}, {p: genPolicy(t, "c ")}}
@@ -152,7 +151,7 @@ func testRefundMulti(t *testing.T, e *env, rf store.Store) {
 					return next, err
 				}, e.clk.Now())
 			}
-			got, err := rf.RefundMulti(context.Background(), reqs)
+			got, err := e.s.RefundMulti(context.Background(), reqs)
 			if err != nil {
 				t.Fatalf("RefundMulti(%+v): %v", reqs, err)
 			}
@@ -189,7 +188,7 @@ func testRefundMulti(t *testing.T, e *env, rf store.Store) {
 				bad.Key = keys[1]
 			}
 			reqs := []store.Request{{Key: keys[0], Policy: p, Cost: 1}, bad, {Key: keys[2], Policy: p, Cost: 1}}
-			if res, err := rf.RefundMulti(tc.ctx, reqs); !errors.Is(err, tc.want) {
+			if res, err := e.s.RefundMulti(tc.ctx, reqs); !errors.Is(err, tc.want) {
 				t.Fatalf("RefundMulti(%+v) = %+v, %v; want an error matching %v", reqs, res, err, tc.want)
 			}
 			for _, k := range keys {
@@ -254,8 +253,7 @@ func testOpBadInput(t *testing.T, e *env, name string, op func(ctx context.Conte
 
 // testTakeAtMost checks TakeAtMost.
 func testTakeAtMost(t *testing.T, e *env) {
-	am := e.s
-	_, _, err := am.TakeAtMost(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
+	_, _, err := e.s.TakeAtMost(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0})
 	mustSupport(t, "TakeAtMost", err)
 	t.Run("reference", func(t *testing.T) {
 		// Partial grants, takes and peeks on one key match the
@@ -268,7 +266,7 @@ func testTakeAtMost(t *testing.T, e *env) {
 				next, wantG, want, err = algo.TokenBucket{}.TakeAtMost(r.p, s, at, n)
 				return next, err
 			}, e.clk.Now())
-			g, got, err := am.TakeAtMost(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
+			g, got, err := e.s.TakeAtMost(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
 			if err != nil {
 				t.Fatalf("TakeAtMost(%q, %v, %d): %v", key, r.p, n, err)
 			}
@@ -277,7 +275,7 @@ func testTakeAtMost(t *testing.T, e *env) {
 	})
 	t.Run("bad input", func(t *testing.T) {
 		testOpBadInput(t, e, "TakeAtMost", func(ctx context.Context, key string, p algo.Policy, n int64) error {
-			_, _, err := am.TakeAtMost(ctx, store.Request{Key: key, Policy: p, Cost: n})
+			_, _, err := e.s.TakeAtMost(ctx, store.Request{Key: key, Policy: p, Cost: n})
 			return err
 		}, false)
 	})
@@ -288,7 +286,6 @@ func testTakeAtMost(t *testing.T, e *env) {
 // and records when each admitted request proceeds.
 type reserver struct {
 	e     *env
-	rs    store.Store
 	key   string
 	r     *ref
 	open  []algo.Reservation // admitted, waiting, not cancelled
@@ -305,7 +302,7 @@ func (v *reserver) reserve(t tb, cost int64, maxWait time.Duration) algo.Reserva
 		next, want, err = algo.TokenBucket{}.Reserve(v.r.p, s, at, cost, int64(maxWait/time.Microsecond))
 		return next, err
 	}, now)
-	got, err := v.rs.Reserve(context.Background(), store.Request{Key: v.key, Policy: v.r.p, Cost: cost}, maxWait)
+	got, err := v.e.s.Reserve(context.Background(), store.Request{Key: v.key, Policy: v.r.p, Cost: cost}, maxWait)
 	if err != nil {
 		t.Fatalf("Reserve(%q, %v, %d, %v): %v", v.key, v.r.p, cost, maxWait, err)
 	}
@@ -330,7 +327,7 @@ func (v *reserver) cancel(t tb, i int) bool {
 		next, wantOK, want, err = algo.TokenBucket{}.Cancel(v.r.p, s, at, res.Ticket)
 		return next, err
 	}, v.e.clk.Now())
-	ok, got, err := v.rs.CancelReservation(context.Background(), v.key, v.r.p, res.Ticket)
+	ok, got, err := v.e.s.CancelReservation(context.Background(), v.key, v.r.p, res.Ticket)
 	if err != nil {
 		t.Fatalf("CancelReservation(%q, %+v): %v", v.key, res.Ticket, err)
 	}
@@ -387,8 +384,7 @@ func genWait(t *rapid.T, p algo.Policy) time.Duration {
 
 // testReserve checks Reserve and CancelReservation.
 func testReserve(t *testing.T, e *env) {
-	rs := e.s
-	_, err := rs.Reserve(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0}, 0)
+	_, err := e.s.Reserve(context.Background(), store.Request{Key: e.key(), Policy: algo.PerSecond(1).Burst(1), Cost: 0}, 0)
 	mustSupport(t, "Reserve", err)
 	t.Run("reference", func(t *testing.T) {
 		// Reservations, cancellations (of any open one, in any order, early
@@ -396,7 +392,7 @@ func testReserve(t *testing.T, e *env) {
 		// what proceeds keeps the law.
 		rapid.Check(t, func(t *rapid.T) {
 			p := genPolicy(t, "")
-			v := &reserver{e: e, rs: rs, key: e.key(), r: &ref{p: p}}
+			v := &reserver{e: e, key: e.key(), r: &ref{p: p}}
 			for range rapid.IntRange(1, 30).Draw(t, "ops") {
 				e.clk.Add(genStep(t, p))
 				switch op := rapid.IntRange(0, 3).Draw(t, "op"); {
@@ -417,7 +413,7 @@ func testReserve(t *testing.T, e *env) {
 		// freed places: what proceeds keeps the law.
 		rapid.Check(t, func(t *rapid.T) {
 			p := genPolicy(t, "")
-			v := &reserver{e: e, rs: rs, key: e.key(), r: &ref{p: p}}
+			v := &reserver{e: e, key: e.key(), r: &ref{p: p}}
 			v.take(t, p.Capacity())
 			token := (p.Unit() + p.Refill() - 1) / p.Refill()
 			step := func() {
@@ -445,7 +441,7 @@ func testReserve(t *testing.T, e *env) {
 		// request as a twin key that never reserved.
 		rapid.Check(t, func(t *rapid.T) {
 			p := genPolicy(t, "")
-			v := &reserver{e: e, rs: rs, key: e.key(), r: &ref{p: p}}
+			v := &reserver{e: e, key: e.key(), r: &ref{p: p}}
 			twin := e.key()
 			c := genCost(t, p)
 			e.take(t, twin, p, c)
@@ -470,16 +466,16 @@ func testReserve(t *testing.T, e *env) {
 			}
 		})
 	})
-	t.Run("concurrent", func(t *testing.T) { testReserveConcurrent(t, e, rs) })
+	t.Run("concurrent", func(t *testing.T) { testReserveConcurrent(t, e) })
 	t.Run("bad input", func(t *testing.T) {
 		testOpBadInput(t, e, "Reserve", func(ctx context.Context, key string, p algo.Policy, n int64) error {
-			_, err := rs.Reserve(ctx, store.Request{Key: key, Policy: p, Cost: n}, time.Second)
+			_, err := e.s.Reserve(ctx, store.Request{Key: key, Policy: p, Cost: n}, time.Second)
 			return err
 		}, true)
 		p := algo.PerSecond(1).Burst(5)
 		key := e.key()
 		e.take(t, key, p, 5)
-		if _, _, err := rs.CancelReservation(context.Background(), key, p, algo.Ticket{At: 1, Units: -1}); !errors.Is(err, algo.ErrInvalidReservation) {
+		if _, _, err := e.s.CancelReservation(context.Background(), key, p, algo.Ticket{At: 1, Units: -1}); !errors.Is(err, algo.ErrInvalidReservation) {
 			t.Fatalf("CancelReservation of a forged ticket: %v, want algo.ErrInvalidReservation", err)
 		}
 		if res := e.take(t, key, p, 0); res.Remaining != 0 || res.ResetAfter != 5*time.Second {
@@ -493,7 +489,7 @@ func testReserve(t *testing.T, e *env) {
 // a frozen clock with the longest wait. Exactly capacity are admitted at
 // once and capacity more with a delay (the debt is one bucket), at
 // distinct times one token's refill apart.
-func testReserveConcurrent(t *testing.T, e *env, rs store.Store) {
+func testReserveConcurrent(t *testing.T, e *env) {
 	const goroutines, attempts = 8, 25
 	p := algo.PerSecond(10).Burst(50)
 	key := e.key()
@@ -503,7 +499,7 @@ func testReserveConcurrent(t *testing.T, e *env, rs store.Store) {
 	for range goroutines {
 		wg.Go(func() {
 			for range attempts {
-				r, err := rs.Reserve(context.Background(), store.Request{Key: key, Policy: p, Cost: 1}, p.MaxDelay())
+				r, err := e.s.Reserve(context.Background(), store.Request{Key: key, Policy: p, Cost: 1}, p.MaxDelay())
 				if err != nil {
 					t.Errorf("Reserve: %v", err)
 					return
@@ -532,8 +528,7 @@ func testReserveConcurrent(t *testing.T, e *env, rs store.Store) {
 // testOpsClose: after Close, every operation the store has returns
 // store.ErrClosed.
 func testOpsClose(t *testing.T, e *env) {
-	c := e.s
-	if err := c.Close(); err != nil {
+	if err := e.s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	p, key, ctx := algo.PerSecond(1).Burst(5), e.key(), context.Background()

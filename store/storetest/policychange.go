@@ -16,8 +16,7 @@ import (
 // convert a live bucket whose policy changes exactly as
 // algo.TokenBucket.Rebase does under rule, the rule they were configured
 // with: a rapid state machine of takes, refunds, partial grants,
-// reservations, cancellations and multi-takes (each when the store
-// implements it) over a few keys, each call under one of two or three
+// reservations, cancellations and multi-takes over a few keys, each call under one of two or three
 // policies, with the clock moving forwards. The policies are token
 // buckets and calendar quotas (algo.Quota), the quotas often of one
 // calendar (a change keeps or scales their count) and sometimes of
@@ -172,43 +171,31 @@ func (m *changeModel) Take(t *rapid.T) {
 
 // Refund refunds up to the capacity, 0 included.
 func (m *changeModel) Refund(t *rapid.T) {
-	rf, ok := m.e.s.(store.Store)
-	if !ok {
-		t.Skip("no store.Store")
-	}
 	k, p := m.pick(t)
 	n := rapid.Int64Range(0, p.Capacity()).Draw(t, "n")
 	m.step(t, fmt.Sprintf("Refund(%d)", n), k, p, func(s algo.State, now int64) (algo.State, any, error) {
 		s, res, err := algo.TokenBucket{}.Refund(p, s, now, n)
 		return s, res, err
 	}, func(ctx context.Context) (any, error) {
-		return rf.Refund(ctx, store.Request{Key: k.key, Policy: p, Cost: n})
+		return m.e.s.Refund(ctx, store.Request{Key: k.key, Policy: p, Cost: n})
 	})
 }
 
 // AtMost grants up to n, n possibly above the capacity.
 func (m *changeModel) AtMost(t *rapid.T) {
-	am, ok := m.e.s.(store.Store)
-	if !ok {
-		t.Skip("no store.Store")
-	}
 	k, p := m.pickBucket(t)
 	n := rapid.Int64Range(0, 2*p.Capacity()).Draw(t, "n")
 	m.step(t, fmt.Sprintf("TakeAtMost(%d)", n), k, p, func(s algo.State, now int64) (algo.State, any, error) {
 		s, g, res, err := algo.TokenBucket{}.TakeAtMost(p, s, now, n)
 		return s, fmt.Sprint(g, res), err
 	}, func(ctx context.Context) (any, error) {
-		g, res, err := am.TakeAtMost(ctx, store.Request{Key: k.key, Policy: p, Cost: n})
+		g, res, err := m.e.s.TakeAtMost(ctx, store.Request{Key: k.key, Policy: p, Cost: n})
 		return fmt.Sprint(g, res), err
 	})
 }
 
 // Reserve reserves with a drawn wait: none, a token's time or a bucket's.
 func (m *changeModel) Reserve(t *rapid.T) {
-	rs, ok := m.e.s.(store.Store)
-	if !ok {
-		t.Skip("no store.Store")
-	}
 	k, p := m.pickBucket(t)
 	cost := genCost(t, p)
 	wait := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, 2*tokenUS(p)), rapid.Just(p.FillTime().Microseconds())).Draw(t, "wait")
@@ -216,7 +203,7 @@ func (m *changeModel) Reserve(t *rapid.T) {
 		s, res, err := algo.TokenBucket{}.Reserve(p, s, now, cost, wait)
 		return s, res, err
 	}, func(ctx context.Context) (any, error) {
-		return rs.Reserve(ctx, store.Request{Key: k.key, Policy: p, Cost: cost}, time.Duration(wait)*time.Microsecond)
+		return m.e.s.Reserve(ctx, store.Request{Key: k.key, Policy: p, Cost: cost}, time.Duration(wait)*time.Microsecond)
 	}).(algo.Reservation)
 	if res.Ticket != (algo.Ticket{}) {
 		k.ticket, k.tp = res.Ticket, p
@@ -226,10 +213,6 @@ func (m *changeModel) Reserve(t *rapid.T) {
 // Cancel cancels a key's last waiting reservation, under the policy it
 // was made with (the key may have changed policy since).
 func (m *changeModel) Cancel(t *rapid.T) {
-	rs, ok := m.e.s.(store.Store)
-	if !ok {
-		t.Skip("no store.Store")
-	}
 	k := rapid.SampledFrom(m.keys).Draw(t, "key")
 	if k.ticket == (algo.Ticket{}) {
 		t.Skip("no reservation to cancel")
@@ -239,17 +222,13 @@ func (m *changeModel) Cancel(t *rapid.T) {
 		s, back, res, err := algo.TokenBucket{}.Cancel(p, s, now, tk)
 		return s, fmt.Sprint(back, res), err
 	}, func(ctx context.Context) (any, error) {
-		back, res, err := rs.CancelReservation(ctx, k.key, p, tk)
+		back, res, err := m.e.s.CancelReservation(ctx, k.key, p, tk)
 		return fmt.Sprint(back, res), err
 	})
 }
 
 // Multi takes from several keys at once, each under a drawn policy.
 func (m *changeModel) Multi(t *rapid.T) {
-	mt, ok := m.e.s.(store.Store)
-	if !ok {
-		t.Skip("no store.Store")
-	}
 	idx := rapid.SliceOfNDistinct(rapid.IntRange(0, len(m.keys)-1), 1, len(m.keys), rapid.ID[int]).Draw(t, "keys")
 	reqs := make([]store.Request, len(idx))
 	refs := make([]*ref, len(idx))
@@ -260,7 +239,7 @@ func (m *changeModel) Multi(t *rapid.T) {
 		refs[j], all[j] = &ref{p: p, s: m.convert(t, k, p)}, j
 	}
 	want, next := expectMulti(t, m.e, refs, all, reqs)
-	got, err := mt.TakeMulti(context.Background(), reqs)
+	got, err := m.e.s.TakeMulti(context.Background(), reqs)
 	if err != nil {
 		t.Fatalf("TakeMulti(%+v): %v", reqs, err)
 	}

@@ -16,20 +16,15 @@ import (
 // takes match algo's on the same sequence across day, week, month and
 // year boundaries, leap days and the 2^53 µs bound; a denial is admitted
 // exactly at the next period's start and not a µs earlier; a refund gives
-// back to the period's count (store.Store); bad quotas
-// and costs above n are errors that charge nothing; and, when the store
-// implements store.Store, a quota beside a token bucket in one
+// back to the period's count; bad quotas and costs above n are errors
+// that charge nothing; and a quota beside a token bucket in one
 // multi-limit take charges both or neither.
 func testQuota(t *testing.T, e *env) {
 	t.Run("reference", func(t *testing.T) { testQuotaReference(t, e) })
 	t.Run("retry at the boundary", func(t *testing.T) { testQuotaBoundary(t, e) })
 	t.Run("bad input", func(t *testing.T) { testQuotaBadInput(t, e) })
-	m, ok := e.s.(store.Store)
-	if !ok {
-		return
-	}
-	t.Run("multi", func(t *testing.T) { testQuotaMulti(t, e, m) })
-	t.Run("multi reference", func(t *testing.T) { testQuotaMultiReference(t, e, m) })
+	t.Run("multi", func(t *testing.T) { testQuotaMulti(t, e) })
+	t.Run("multi reference", func(t *testing.T) { testQuotaMultiReference(t, e) })
 }
 
 // genQuota draws a valid quota of at most 20 per period, with an offset
@@ -91,12 +86,10 @@ func genQuotaStep(t *rapid.T, p algo.Policy, now time.Time) time.Time {
 	return time.UnixMicro(min(next, algo.MaxTime)).UTC()
 }
 
-// testQuotaReference: takes on a quota, and refunds when the store
-// implements store.Store, with the clock moving forward in steps that
+// testQuotaReference: takes and refunds on a quota, with the clock moving forward in steps that
 // land on period boundaries, match algo's Results, and a take's waits end
 // where package time says the period does.
 func testQuotaReference(t *testing.T, e *env) {
-	refunder, _ := e.s.(store.Store)
 	rapid.Check(t, func(t *rapid.T) {
 		r := &ref{p: genQuota(t, "")}
 		key := e.key()
@@ -104,7 +97,7 @@ func testQuotaReference(t *testing.T, e *env) {
 		for range rapid.IntRange(1, 30).Draw(t, "ops") {
 			e.clk.Set(genQuotaStep(t, r.p, e.clk.Now()))
 			n := genCost(t, r.p)
-			if refunder == nil || rapid.IntRange(0, 3).Draw(t, "refund") != 0 {
+			if rapid.IntRange(0, 3).Draw(t, "refund") != 0 {
 				res := e.check(t, key, r, n)
 				checkTimeEnd(t, r.p, e.clk.Now(), res)
 				continue
@@ -115,7 +108,7 @@ func testQuotaReference(t *testing.T, e *env) {
 				t.Fatalf("reference Refund: %v", err)
 			}
 			r.s = st
-			got, err := refunder.Refund(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
+			got, err := e.s.Refund(context.Background(), store.Request{Key: key, Policy: r.p, Cost: n})
 			if err != nil || got != want {
 				t.Fatalf("at %v: Refund(%q, %v, %d) = %+v, %v; algo says %+v", now, key, r.p, n, got, err, want)
 			}
@@ -214,7 +207,7 @@ func testQuotaBadInput(t *testing.T, e *env) {
 // testQuotaMulti: "bursts of 100 at 2/s AND 10,000 a month", shrunk to a
 // burst of 3 and 5 a month: a multi-limit take charges both or neither,
 // when the quota denies and when the bucket does.
-func testQuotaMulti(t *testing.T, e *env, m store.Store) {
+func testQuotaMulti(t *testing.T, e *env) {
 	burst, quota := algo.PerSecond(2).Burst(3), algo.Quota(5, algo.Month, 0)
 	keys := e.tagged(2)
 	refs := []*ref{{p: burst}, {p: quota}}
@@ -222,7 +215,7 @@ func testQuotaMulti(t *testing.T, e *env, m store.Store) {
 	multi := func(cost int64) store.MultiResult {
 		t.Helper()
 		reqs := []store.Request{{Key: keys[0], Policy: burst, Cost: cost}, {Key: keys[1], Policy: quota, Cost: cost}}
-		return checkMulti(t, e, m, refs, []int{0, 1}, reqs)
+		return checkMulti(t, e, refs, []int{0, 1}, reqs)
 	}
 	if res := multi(3); !res.Allowed {
 		t.Fatalf("3 of a burst of 3 and of 5 a month: %+v", res)
@@ -252,7 +245,7 @@ func testQuotaMulti(t *testing.T, e *env, m store.Store) {
 
 // testQuotaMultiReference: random multi-limit takes over a token bucket
 // and two quotas match algo applied all-or-nothing.
-func testQuotaMultiReference(t *testing.T, e *env, m store.Store) {
+func testQuotaMultiReference(t *testing.T, e *env) {
 	rapid.Check(t, func(t *rapid.T) {
 		keys := e.tagged(3)
 		refs := []*ref{{p: genPolicy(t, "bucket ")}, {p: genQuota(t, "a ")}, {p: genQuota(t, "b ")}}
@@ -270,7 +263,7 @@ func testQuotaMultiReference(t *testing.T, e *env, m store.Store) {
 			for j, i := range idx {
 				reqs[j] = store.Request{Key: keys[i], Policy: refs[i].p, Cost: genCost(t, refs[i].p)}
 			}
-			checkMulti(t, e, m, refs, idx, reqs)
+			checkMulti(t, e, refs, idx, reqs)
 		}
 	})
 }
@@ -278,10 +271,10 @@ func testQuotaMultiReference(t *testing.T, e *env, m store.Store) {
 // checkMulti makes the multi-limit take reqs (on keys idx of refs) on the
 // store and on the reference, fails the test unless they agree, keeps the
 // reference's states when it admits, and returns the store's answer.
-func checkMulti(t tb, e *env, m store.Store, refs []*ref, idx []int, reqs []store.Request) store.MultiResult {
+func checkMulti(t tb, e *env, refs []*ref, idx []int, reqs []store.Request) store.MultiResult {
 	t.Helper()
 	want, states := expectMulti(t, e, refs, idx, reqs)
-	got, err := m.TakeMulti(context.Background(), reqs)
+	got, err := e.s.TakeMulti(context.Background(), reqs)
 	if err != nil {
 		t.Fatalf("TakeMulti(%+v): %v", reqs, err)
 	}

@@ -51,7 +51,7 @@
 //   - Context: a context that has already ended gives an error matching
 //     its cause (context.Canceled, context.DeadlineExceeded) and charges
 //     nothing.
-//   - Multi, when the store implements [store.Store]: all-or-nothing
+//   - Multi: all-or-nothing
 //     charging, the denying index with the longest retry-after, bad input
 //     anywhere in the request charges nothing, and a key named twice in one
 //     request is either refused with [store.ErrDuplicateKey] (charging
@@ -59,12 +59,12 @@
 //   - Quota: calendar quotas (algo.Quota) give algo's Results across day,
 //     week, month and year boundaries, leap days and the 2^53 µs bound,
 //     deny until exactly the next period's first µs, are refunded as algo
-//     refunds them (store.Store), and, in a multi-limit take beside a
+//     refunds them, and, in a multi-limit take beside a
 //     token bucket, charge both or neither.
 //   - QuotaUnsupported: a calendar quota's TakeAtMost, Reserve and
 //     CancelReservation fail with algo.ErrQuotaUnsupported and its text,
 //     charging nothing, on every backend alike.
-//   - Leases, when the store implements [store.Store]: a rapid state
+//   - Leases: a rapid state
 //     machine of acquires, crashes (leases never released), releases,
 //     renewals and clock moves over a few keys gives algo's lease
 //     functions' answers on the same calls, and by a ledger of its own
@@ -74,14 +74,14 @@
 //     exceed the limit; lease keys are apart from bucket keys; bad input
 //     or a done context is an error matching its sentinel and changes
 //     nothing; after Close, store.ErrClosed.
-//   - Refund, when the store implements [store.Store]: takes and
+//   - Refund: takes and
 //     refunds of any size match algo.TokenBucket's; a take refunded at once
 //     changes nothing any later request sees; RefundMulti matches the
 //     reference, and bad input anywhere in it refunds nothing; bad input
 //     to Refund is an error matching its sentinel and changes nothing.
-//   - TakeAtMost, when the store implements [store.Store]: grants and
+//   - TakeAtMost: grants and
 //     Results match algo.TokenBucket's, for any n; bad input as above.
-//   - Reserve, when the store implements [store.Store]: reservations,
+//   - Reserve: reservations,
 //     cancellations in any order (early or late) and takes match
 //     algo.TokenBucket's, tickets included; what proceeds at its admitted
 //     time, cancelled reservations left out, keeps the law; reservations
@@ -91,7 +91,7 @@
 //     input as above, and a forged ticket is algo.ErrInvalidReservation.
 //     Each of these three ends by closing the store: every operation it
 //     has then returns store.ErrClosed.
-//   - Close, when the store implements io.Closer: every later call returns
+//   - Close: every later call returns
 //     store.ErrClosed, and a second Close does not panic.
 //
 // # Keys and speed
