@@ -23,10 +23,14 @@
 //
 // The rapid-based targets (rapid.MakeFuzz) read the fuzzer's bytes as
 // rapid's random stream, so the property tests and the fuzz targets are one
-// harness. CI runs each target for about ten seconds on top of its corpus:
+// harness. CI runs each target for ten seconds on top of its corpus, on one
+// worker and without coverage guidance, from the race build the rest of CI
+// compiled (see .ci/run: go test -fuzz would compile every package again
+// with the fuzzer's instrumentation, 123 CPU-s on a fresh machine). Guided
+// fuzzing, for as long as you like:
 //
-//	go test -run '^$' -fuzz '^FuzzAlgorithms$' -fuzztime 10s ./fuzz/
-//	go test -run '^$' -fuzz '^FuzzPolicy$' -fuzztime 10s ./fuzz/
-//	go test -run '^$' -fuzz '^FuzzKeys$' -fuzztime 10s ./fuzz/
-//	go test -run '^$' -fuzz '^FuzzLuaParity$' -fuzztime 10s ./fuzz/
+//	go test -run '^$' -fuzz '^FuzzAlgorithms$' -fuzztime 1m ./fuzz/
+//	go test -run '^$' -fuzz '^FuzzPolicy$' -fuzztime 1m ./fuzz/
+//	go test -run '^$' -fuzz '^FuzzKeys$' -fuzztime 1m ./fuzz/
+//	go test -run '^$' -fuzz '^FuzzLuaParity$' -fuzztime 1m ./fuzz/
 package fuzz
