@@ -4,6 +4,7 @@
 // got. It takes over 100k pre-filled keys in rounds, each of a fixed
 // number of takes per goroutine, in these modes:
 //
+//	hot        one goroutine takes one key, over and over
 //	seq        one goroutine walks all the keys in order
 //	stretches  GOMAXPROCS goroutines, each walks its own stretch of the keys
 //	split      the same, each on a limiter of its own holding its stretch:
@@ -49,7 +50,7 @@ func main() {
 	rounds := flag.Int("rounds", 100, "rounds of every mode")
 	ops := flag.Int("ops", 100_000, "takes per goroutine per round")
 	overlap := flag.Float64("overlap", 0.8, "the share of a round's wall time every goroutine must have had a core")
-	modes := flag.String("modes", "seq,stretches,split,random,prandom", "comma-separated modes")
+	modes := flag.String("modes", "seq,stretches,split,random,prandom", "comma-separated modes (hot too)")
 	flag.Parse()
 	if err := run(os.Stdout, *impls, *policy, strings.Split(*modes, ","), *rounds, *ops, *overlap); err != nil {
 		fmt.Fprintln(os.Stderr, "scaling:", err)
@@ -104,6 +105,8 @@ func run(w io.Writer, impls, policy string, modeNames []string, rounds, ops int,
 		for _, name := range modeNames {
 			m := &mode{impl: impl.Name, name: name}
 			switch name {
+			case "hot":
+				m.lanes = []lane{{shared, benchkeys.From(0, 1)}}
 			case "seq":
 				m.lanes = []lane{{shared, benchkeys.Stretch(0, 1, numKeys)}}
 			case "random":
@@ -123,7 +126,7 @@ func run(w io.Writer, impls, policy string, modeNames []string, rounds, ops int,
 					m.lanes = append(m.lanes, ln)
 				}
 			default:
-				return fmt.Errorf("mode %q: want seq, stretches, split, random or prandom", name)
+				return fmt.Errorf("mode %q: want hot, seq, stretches, split, random or prandom", name)
 			}
 			all = append(all, m)
 		}
