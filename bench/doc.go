@@ -19,7 +19,15 @@
 //     which proves the implementation keeps one bucket per key (go-limiter's
 //     own benchmark never fills its map, so it measures the key "").
 //   - ParallelDistinctKeys: the same keys from b.RunParallel goroutines, each
-//     starting at its own offset.
+//     walking all of them from its own offset, 7919 keys apart.
+//   - ParallelStretches: the same keys from GOMAXPROCS goroutines, each
+//     walking its own stretch of them in order: no bucket is shared.
+//   - RandomKeys, ParallelRandomKeys: the same keys at random, from one
+//     goroutine and from GOMAXPROCS, each in an order of its own.
+//
+// On a machine shared with other work, a parallel row's ns/op says mostly
+// how much of the machine it got; cmd/scaling measures the same patterns
+// in rounds and keeps only those in which every goroutine had a core.
 //
 // Two policies: [Admit] (burst 1e9, refilled 1/s: every call is admitted
 // and charged, and buckets stay below full) and [Deny] (burst 1, 1 per minute: after the pre-fill every

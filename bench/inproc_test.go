@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratebucket/ratebucket/internal/benchkeys"
 )
 
 // numKeys is the size of the distinct-key set.
@@ -182,54 +184,74 @@ func prefill(b *testing.B, l Limiter, p Policy) (heapPerKey float64) {
 }
 
 // BenchmarkDistinctKeys takes from the 100k pre-filled keys in turn.
-func BenchmarkDistinctKeys(b *testing.B) {
-	eachImpl(b, func(b *testing.B, l Limiter, p Policy) {
-		heap := prefill(b, l, p)
-		var admitted, calls int64
-		i := 0
-		for b.Loop() {
-			if allow(b, l, distinctKeys[i]) {
-				admitted++
-			}
-			calls++
-			if i++; i == numKeys {
-				i = 0
-			}
-		}
-		reportAdmitted(b, admitted, calls)
-		b.ReportMetric(heap, "heapB/key")
-	})
-}
+func BenchmarkDistinctKeys(b *testing.B) { walkKeys(b, false, stretch) }
 
 // BenchmarkParallelDistinctKeys takes from the 100k pre-filled keys from
-// GOMAXPROCS goroutines, each walking the set from its own offset.
+// GOMAXPROCS goroutines, each walking the whole set from its own offset,
+// 7919 keys apart: each bucket is taken from by every goroutine in turn.
 func BenchmarkParallelDistinctKeys(b *testing.B) {
+	walkKeys(b, true, func(g, _ int) benchkeys.Walk { return benchkeys.From((g+1)*7919, numKeys) })
+}
+
+// walkKeys takes from the 100k pre-filled keys in the order of the walk
+// that mk returns for goroutine g of procs: from one goroutine (g 0 of 1),
+// or with parallel set from GOMAXPROCS goroutines under RunParallel.
+func walkKeys(b *testing.B, parallel bool, mk func(g, procs int) benchkeys.Walk) {
 	eachImpl(b, func(b *testing.B, l Limiter, p Policy) {
 		heap := prefill(b, l, p)
-		b.ResetTimer()
-		var next, admitted, calls atomic.Int64
-		b.RunParallel(func(pb *testing.PB) {
-			// Goroutines start far apart in the key set and walk it.
-			i := int(next.Add(1)*7919) % numKeys
+		var admitted, calls atomic.Int64
+		if !parallel {
+			w := mk(0, 1)
 			var a, c int64
-			for pb.Next() {
-				ok, err := l.Allow(distinctKeys[i])
-				if err != nil {
-					b.Error(err) // FailNow may not run off the benchmark goroutine
-					return
-				}
-				if ok {
+			for b.Loop() {
+				if allow(b, l, distinctKeys[w.Next()]) {
 					a++
 				}
 				c++
-				if i++; i == numKeys {
-					i = 0
-				}
 			}
 			admitted.Add(a)
 			calls.Add(c)
-		})
+		} else {
+			procs := runtime.GOMAXPROCS(0)
+			b.ResetTimer()
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				w := mk(int(next.Add(1)-1), procs)
+				var a, c int64
+				for pb.Next() {
+					ok, err := l.Allow(distinctKeys[w.Next()])
+					if err != nil {
+						b.Error(err) // FailNow may not run off the benchmark goroutine
+						return
+					}
+					if ok {
+						a++
+					}
+					c++
+				}
+				admitted.Add(a)
+				calls.Add(c)
+			})
+		}
 		reportAdmitted(b, admitted.Load(), calls.Load())
 		b.ReportMetric(heap, "heapB/key")
 	})
 }
+
+// stretch walks goroutine g's own stretch of the key set in order.
+func stretch(g, procs int) benchkeys.Walk { return benchkeys.Stretch(g, procs, numKeys) }
+
+// random walks the whole key set at random, in goroutine g's own order.
+func random(g, _ int) benchkeys.Walk { return benchkeys.Random(g, numKeys) }
+
+// BenchmarkParallelStretches takes from the 100k pre-filled keys from
+// GOMAXPROCS goroutines, each walking its own stretch of the set (a
+// GOMAXPROCS-th of it) in order, so that no two take from one bucket.
+func BenchmarkParallelStretches(b *testing.B) { walkKeys(b, true, stretch) }
+
+// BenchmarkRandomKeys takes from the 100k pre-filled keys in random order.
+func BenchmarkRandomKeys(b *testing.B) { walkKeys(b, false, random) }
+
+// BenchmarkParallelRandomKeys takes from the 100k pre-filled keys from
+// GOMAXPROCS goroutines, each in a random order of its own.
+func BenchmarkParallelRandomKeys(b *testing.B) { walkKeys(b, true, random) }

@@ -3,10 +3,12 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/benchkeys"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -86,4 +88,86 @@ func BenchmarkTakeMulti(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkTakeKeys measures Take over 100k keys, each holding a bucket
+// before the timer starts: admitted (policy=admit, benchPolicy) or denied
+// (policy=deny: burst 1, 1 a minute), the keys in order or at random, from
+// one goroutine or from GOMAXPROCS (par=true), each walking its own
+// stretch of the keys or its own random order (bench/ runs the same
+// patterns against the in-process peers). Besides ns/op it reports
+// heapB/key, the heap the buckets hold, and cpu-ns/op, the CPU time of
+// the goroutines' threads per Take: a machine shared with other work
+// inflates ns/op with the time a thread waited for a core, not cpu-ns/op,
+// and a parallel row's cpu-ns/op above its sequential one is time the
+// cores spent waiting on each other's cache lines.
+func BenchmarkTakeKeys(b *testing.B) {
+	const n = 100_000
+	ctx := context.Background()
+	deny := algo.PerMinute(1).Burst(1)
+	orders := []struct {
+		name string
+		walk func(g, procs int) benchkeys.Walk
+	}{
+		{"walk", func(g, procs int) benchkeys.Walk { return benchkeys.Stretch(g, procs, n) }},
+		{"random", func(g, _ int) benchkeys.Walk { return benchkeys.Random(g, n) }},
+	}
+	for _, pol := range []struct {
+		name string
+		p    algo.Policy
+	}{{"admit", benchPolicy}, {"deny", deny}} {
+		for _, order := range orders {
+			for _, par := range []bool{false, true} {
+				b.Run(fmt.Sprintf("policy=%s/order=%s/par=%v", pol.name, order.name, par), func(b *testing.B) {
+					s := newStore(b, memstore.Config{})
+					keys, heap := fill(b, s, n, pol.p)
+					procs := 1
+					if par {
+						procs = runtime.GOMAXPROCS(0)
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					var next, cpu atomic.Int64
+					b.SetParallelism(1)
+					run := func(more func() bool) {
+						w := order.walk(int(next.Add(1)-1), procs)
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
+						c0 := threadCPU()
+						for more() {
+							s.Take(ctx, store.Request{Key: keys[w.Next()], Policy: pol.p, Cost: 1})
+						}
+						cpu.Add(threadCPU() - c0)
+					}
+					if par {
+						b.RunParallel(func(pb *testing.PB) { run(pb.Next) })
+					} else {
+						run(b.Loop)
+					}
+					b.ReportMetric(float64(cpu.Load())/float64(b.N), "cpu-ns/op")
+					b.ReportMetric(heap, "heapB/key")
+				})
+			}
+		}
+	}
+}
+
+// fill makes n keys of 20 bytes and takes once from each under p; it
+// returns them and the heap the Store holds per key.
+func fill(b *testing.B, s *memstore.Store, n int, p algo.Policy) ([]string, float64) {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("rl:user:%012d", i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, k := range keys {
+		if !take(b, s, k, p, 1).Allowed {
+			b.Fatalf("the first take of %q was denied: keys share buckets", k)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return keys, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 }

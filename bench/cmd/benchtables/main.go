@@ -146,7 +146,7 @@ func (s *samples) plain(group, impl, unit string, format func(float64) string) s
 func (s *samples) write(w io.Writer) {
 	var b bytes.Buffer
 	s.headlines(&b)
-	for _, bench := range []string{"HotKey", "DistinctKeys", "ParallelDistinctKeys"} {
+	for _, bench := range []string{"HotKey", "DistinctKeys", "ParallelDistinctKeys", "ParallelStretches", "RandomKeys", "ParallelRandomKeys"} {
 		s.inProcTable(&b, bench)
 	}
 	s.redisTable(&b, "distinct")
