@@ -1,0 +1,422 @@
+package hybrid_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/store"
+	"github.com/ratebucket/ratebucket/store/storetest"
+)
+
+func newLeases(t testing.TB, primary store.Store, cfg hybrid.LeasesConfig) *hybrid.Leases {
+	t.Helper()
+	l, err := hybrid.NewLeases(primary, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestLeasesConfig: a configuration that cannot be honoured is refused,
+// naming the field.
+func TestLeasesConfig(t *testing.T) {
+	ms := newMem(t, storetest.NewClock())
+	for _, tc := range []struct {
+		primary store.Store
+		cfg     hybrid.LeasesConfig
+		field   string
+	}{
+		{nil, hybrid.LeasesConfig{Instances: 1}, "primary"},
+		{ms, hybrid.LeasesConfig{}, "Instances"},
+		{ms, hybrid.LeasesConfig{Instances: 1, Lifetime: -1}, "Lifetime"},
+		{ms, hybrid.LeasesConfig{Instances: 1, MinBatch: -1}, "MinBatch"},
+		{ms, hybrid.LeasesConfig{Instances: 1, Keys: -1}, "Keys"},
+	} {
+		_, err := hybrid.NewLeases(tc.primary, tc.cfg)
+		if !errors.Is(err, hybrid.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("NewLeases(%+v) = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
+		}
+	}
+}
+
+// TestLeasesOffConformance: with a threshold no key reaches, Leases is the
+// primary, and passes the conformance suite as it does.
+func TestLeasesOffConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
+		return newLeases(t, newMem(t, clk), hybrid.LeasesConfig{Instances: 1, MinBatch: math.MaxInt64, Clock: clk})
+	})
+}
+
+// admission is one admitted request, at the shared bucket's time.
+type admission struct {
+	at   int64 // µs
+	cost int64
+}
+
+// overBound returns a description of the first closed interval in which
+// adm (in time order) admitted more than bound(d) allows, or "".
+func overBound(adm []admission, bound func(d time.Duration) int64) string {
+	type group struct{ at, sum int64 }
+	var gs []group
+	for _, a := range adm {
+		if n := len(gs); n > 0 && gs[n-1].at == a.at {
+			gs[n-1].sum += a.cost
+			continue
+		}
+		gs = append(gs, group{a.at, a.cost})
+	}
+	for i := range gs {
+		var sum int64
+		for j := i; j < len(gs); j++ {
+			sum += gs[j].sum
+			d := time.Duration(gs[j].at-gs[i].at) * time.Microsecond
+			if b := bound(d); sum > b {
+				return fmt.Sprintf("%d admitted in [%d, %d] µs (length %v), bound %d", sum, gs[i].at, gs[j].at, d, b)
+			}
+		}
+	}
+	return ""
+}
+
+// fleet is n instances, each a Leases on a clock of its own (the shared
+// clock shifted), in front of one memstore on the shared clock: the bucket
+// every instance takes from.
+type fleet struct {
+	clk  *storetest.Clock
+	p    algo.Policy
+	cfg  hybrid.LeasesConfig
+	ls   []*hybrid.Leases
+	adm  []admission
+	per  []int64 // admissions per instance
+	shrd *memstore.Store
+}
+
+// fataler is what the fleet needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// newFleet returns a fleet; close it when done.
+func newFleet(t fataler, p algo.Policy, cfg hybrid.LeasesConfig, offsets []time.Duration) *fleet {
+	t.Helper()
+	f := &fleet{clk: storetest.NewClock(), p: p, cfg: cfg, per: make([]int64, len(offsets))}
+	ms, err := memstore.New(memstore.Config{Clock: f.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shrd = ms
+	for range offsets {
+		f.ls = append(f.ls, nil)
+	}
+	for i, off := range offsets {
+		f.replace(t, i, off)
+	}
+	return f
+}
+
+// replace puts a new instance with clock offset off in place i: the one
+// there dies holding its batch.
+func (f *fleet) replace(t fataler, i int, off time.Duration) {
+	c := f.cfg
+	c.Clock, c.SweepEvery = &offsetClock{c: f.clk, off: off}, -1
+	l, err := hybrid.NewLeases(f.shrd, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ls[i] = l
+}
+
+// close closes the shared store (the instances start no goroutine).
+func (f *fleet) close() { f.shrd.Close() }
+
+// testFleet is newFleet for a test, closed at cleanup.
+func testFleet(t *testing.T, p algo.Policy, cfg hybrid.LeasesConfig, offsets []time.Duration) *fleet {
+	f := newFleet(t, p, cfg, offsets)
+	t.Cleanup(f.close)
+	return f
+}
+
+// take makes instance i take cost, recording an admission.
+func (f *fleet) take(t fataler, i int, cost int64) bool {
+	res, err := f.ls[i].Take(context.Background(), store.Request{Key: "k", Policy: f.p, Cost: cost})
+	if err != nil {
+		t.Fatalf("instance %d: %v", i, err)
+	}
+	if res.Allowed {
+		f.adm = append(f.adm, admission{f.clk.Now().UnixMicro(), cost})
+		f.per[i] += cost
+	}
+	return res.Allowed
+}
+
+// leaseRun is the bound's property: 2 to 8 instances with clocks of their
+// own take from one bucket in random bursts, sweep, die and are replaced,
+// and every closed interval's admissions stay within
+// algo.Policy.BatchBound. plant makes every instance spend batches it does not pay for.
+func leaseRun(t *rapid.T, plant bool) {
+	n := rapid.IntRange(2, 8).Draw(t, "instances")
+	p := algo.Per(rapid.Int64Range(200, 5000).Draw(t, "rate"), time.Second).Burst(rapid.Int64Range(20, 200).Draw(t, "capacity"))
+	cfg := hybrid.LeasesConfig{
+		Instances: n,
+		Lifetime:  time.Duration(rapid.IntRange(20, 500).Draw(t, "lifetime ms")) * time.Millisecond,
+		MinBatch:  rapid.Int64Range(1, 4).Draw(t, "min batch"),
+	}
+	offsets := make([]time.Duration, n)
+	for i := range offsets {
+		offsets[i] = time.Duration(rapid.IntRange(-1000, 1000).Draw(t, "offset ms")) * time.Millisecond
+	}
+	f := newFleet(t, p, cfg, offsets)
+	defer f.close()
+	for _, l := range f.ls {
+		if plant {
+			hybrid.PlantFreeBatches(l)
+		}
+	}
+	for range rapid.IntRange(5, 60).Draw(t, "steps") {
+		i := rapid.IntRange(0, n-1).Draw(t, "instance")
+		switch rapid.IntRange(0, 9).Draw(t, "action") {
+		case 0, 1:
+			f.ls[i].Sweep(context.Background())
+		case 2:
+			f.replace(t, i, offsets[i]) // the old one dies holding its batch
+			if plant {
+				hybrid.PlantFreeBatches(f.ls[i])
+			}
+		case 3, 4:
+			f.take(t, i, 1) // a trickle: demand falls
+		default:
+			for range rapid.IntRange(1, 100).Draw(t, "burst") {
+				f.take(t, i, rapid.Int64Range(1, 3).Draw(t, "cost"))
+			}
+		}
+		f.clk.Add(time.Duration(rapid.Int64Range(0, cfg.Lifetime.Microseconds()).Draw(t, "advance µs")) * time.Microsecond)
+	}
+	if s := overBound(f.adm, func(d time.Duration) int64 { return p.BatchBound(d, cfg.Lifetime, n) }); s != "" {
+		t.Fatalf("%v, %d instances, L %v: %s", p, n, cfg.Lifetime, s)
+	}
+	var local, returned bool
+	for _, l := range f.ls {
+		st := l.Stats()
+		local, returned = local || st.Local > 0, returned || st.Returned > 0
+	}
+	if local {
+		leasedRuns.Add(1)
+	}
+	if returned {
+		returnedRuns.Add(1)
+	}
+}
+
+// leasedRuns counts the runs of leaseRun in which an instance admitted
+// from a batch and gave tokens back.
+var leasedRuns, returnedRuns atomic.Int64
+
+// TestLeasesBound: admissions at one key stay within BatchBound in every
+// interval, over many instances with skewed clocks.
+func TestLeasesBound(t *testing.T) {
+	leasedRuns.Store(0)
+	returnedRuns.Store(0)
+	rapid.Check(t, func(rt *rapid.T) { leaseRun(rt, false) })
+	if n, m := leasedRuns.Load(), returnedRuns.Load(); n < 50 || m < 10 {
+		t.Errorf("%d runs admitted from a batch, %d gave tokens back: the property tests little", n, m)
+	}
+}
+
+// failRecorder is a rapid.TB that records a failure instead of failing
+// the test; FailNow ends the goroutine it is called on.
+type failRecorder struct {
+	*testing.T
+	mu     sync.Mutex
+	failed bool
+	msg    string
+}
+
+func (r *failRecorder) fail(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = true
+	if r.msg == "" {
+		r.msg = msg
+	}
+}
+func (r *failRecorder) Errorf(format string, args ...any) { r.fail(fmt.Sprintf(format, args...)) }
+func (r *failRecorder) Error(args ...any)                 { r.fail(fmt.Sprint(args...)) }
+func (r *failRecorder) Fatalf(format string, args ...any) { r.Errorf(format, args...); r.FailNow() }
+func (r *failRecorder) Fatal(args ...any)                 { r.Error(args...); r.FailNow() }
+func (r *failRecorder) FailNow()                          { r.fail(""); runtime.Goexit() }
+func (r *failRecorder) Fail()                             { r.fail("") }
+func (r *failRecorder) Failed() bool                      { r.mu.Lock(); defer r.mu.Unlock(); return r.failed }
+func (r *failRecorder) Log(args ...any)                   {}
+func (r *failRecorder) Logf(format string, args ...any)   {}
+
+// TestLeasesBoundPlanted: the property finds the planted over-admission
+// (a batch given back at once and spent all the same).
+func TestLeasesBoundPlanted(t *testing.T) {
+	for name, v := range map[string]string{"rapid.shrinktime": "1s", "rapid.nofailfile": "true"} {
+		old := flag.Lookup(name).Value.String()
+		flag.Set(name, v) // a short search, and no fail file in testdata
+		defer flag.Set(name, old)
+	}
+	r := &failRecorder{T: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rapid.Check(r, func(rt *rapid.T) { leaseRun(rt, true) })
+	}()
+	<-done
+	if !r.failed || !strings.Contains(r.msg, "admitted in") {
+		t.Fatalf("the property found no counter-example to a fleet whose batches are not charged (%q)", r.msg)
+	}
+	t.Logf("counter-example: %s", r.msg)
+}
+
+// TestLeasesFair: 3 instances with equal demand on one key each get a
+// third of the admissions (±10%) over 10 s, one that starts late reaches
+// its share within 2·L, and one that dies holding a batch keeps its
+// tokens from the others for at most L and never has them admitted twice.
+func TestLeasesFair(t *testing.T) {
+	p := algo.PerSecond(1000).Burst(100)
+	cfg := hybrid.LeasesConfig{Instances: 3, Lifetime: 100 * time.Millisecond}
+	// Each instance asks 1 token every ms, 3000/s against 1000/s.
+	run := func(f *fleet, from, to time.Duration, live func(i int, at time.Duration) bool) {
+		for at := from; at < to; at += time.Millisecond {
+			for k := range len(f.ls) {
+				i := (k + int(at/time.Millisecond)) % len(f.ls) // rotate who asks first
+				if live(i, at) {
+					f.take(t, i, 1)
+				}
+			}
+			f.clk.Add(time.Millisecond)
+		}
+	}
+	share := func(what string, got []int64) {
+		t.Helper()
+		var total int64
+		for _, g := range got {
+			total += g
+		}
+		for i, g := range got {
+			if d := float64(g)/float64(total) - 1/float64(len(got)); d < -0.1/3 || d > 0.1/3 {
+				t.Errorf("%s: instance %d got %d of %d: share %.3f, want 1/%d ±10%%", what, i, g, total, float64(g)/float64(total), len(got))
+			}
+		}
+	}
+	t.Run("equal", func(t *testing.T) {
+		f := testFleet(t, p, cfg, []time.Duration{0, 3 * time.Millisecond, -7 * time.Millisecond})
+		run(f, 0, 10*time.Second, func(int, time.Duration) bool { return true })
+		share("10 s", f.per)
+		t.Logf("admitted %v; bound %d", f.per, p.BatchBound(10*time.Second, cfg.Lifetime, 3))
+		if s := overBound(f.adm, func(d time.Duration) int64 { return p.BatchBound(d, cfg.Lifetime, 3) }); s != "" {
+			t.Fatal(s)
+		}
+	})
+	t.Run("late", func(t *testing.T) {
+		f := testFleet(t, p, cfg, []time.Duration{0, 0, 0})
+		start := 5 * time.Second
+		run(f, 0, start, func(i int, _ time.Duration) bool { return i != 2 })
+		late := 2 * cfg.Lifetime
+		before := append([]int64(nil), f.per...)
+		run(f, start, start+late, func(int, time.Duration) bool { return true })
+		mark := append([]int64(nil), f.per...)
+		run(f, start+late, start+late+time.Second, func(int, time.Duration) bool { return true })
+		got := make([]int64, 3)
+		for i := range got {
+			got[i] = f.per[i] - mark[i]
+		}
+		share("the second after 2·L", got)
+		t.Logf("late starter: %d in its first 2·L, then %v", mark[2]-before[2], got)
+	})
+	t.Run("dead", func(t *testing.T) {
+		f := testFleet(t, p, cfg, []time.Duration{0, 0, 0})
+		// 250/s each, below the rate: every instance holds a batch.
+		for at := time.Duration(0); at < time.Second; at += 4 * time.Millisecond {
+			for i := range 3 {
+				f.take(t, i, 1)
+			}
+			f.clk.Add(4 * time.Millisecond)
+		}
+		held := f.ls[2].Stats().Held
+		if held == 0 {
+			t.Fatal("instance 2 holds no batch to die with")
+		}
+		death := f.clk.Now()
+		before := f.per[2]
+		run(f, time.Second, 2*time.Second, func(i int, _ time.Duration) bool { return i != 2 })
+		if f.per[2] != before {
+			t.Fatalf("the dead instance admitted %d", f.per[2]-before)
+		}
+		// From L after the death the survivors get the full rate: the
+		// lost batch is refilled by then.
+		var after int64
+		from := death.Add(cfg.Lifetime).UnixMicro()
+		for _, a := range f.adm {
+			if a.at >= from {
+				after += a.cost
+			}
+		}
+		end := f.ls[0].Stats().Held + f.ls[1].Stats().Held
+		if want := p.Bound(time.Second-cfg.Lifetime) - p.Capacity() - end; after < want {
+			t.Errorf("survivors admitted %d in the %v from L after the death, want at least %d", after, time.Second-cfg.Lifetime, want)
+		}
+		// Never twice: over the whole run, the fleet admits at most one
+		// bucket's bound less the batch the dead instance took with it.
+		var total int64
+		for _, a := range f.adm {
+			total += a.cost
+		}
+		if b := p.Bound(2 * time.Second); total > b-held {
+			t.Errorf("admitted %d, more than one bucket's %d less the lost batch %d", total, b, held)
+		}
+		t.Logf("lost batch %d; survivors %d in the last %v; total %d", held, after, time.Second-cfg.Lifetime, total)
+	})
+}
+
+// TestLeasesLocalAllocs: admitting from a batch allocates nothing.
+func TestLeasesLocalAllocs(t *testing.T) {
+	clk := storetest.NewClock()
+	l := newLeases(t, newMem(t, clk), hybrid.LeasesConfig{Instances: 1, Lifetime: time.Hour, Clock: clk, SweepEvery: -1})
+	r := store.Request{Key: "hot", Policy: algo.PerSecond(1e6).Burst(1e9), Cost: 1}
+	for range 10 {
+		l.Take(ctx, r) // the demand, then the batch
+	}
+	if n := testing.AllocsPerRun(1000, func() { l.Take(ctx, r) }); n != 0 {
+		t.Errorf("a local admission allocates %v times", n)
+	}
+	if st := l.Stats(); st.Local < 1000 {
+		t.Fatalf("only %d admitted from the batch", st.Local)
+	}
+}
+
+// BenchmarkLeases compares a hot key's Take through Leases (admitted from
+// the batch) with the memstore's own.
+func BenchmarkLeases(b *testing.B) {
+	clk := storetest.NewClock()
+	ms := newMem(b, clk)
+	l := newLeases(b, ms, hybrid.LeasesConfig{Instances: 1, Lifetime: time.Hour, Clock: clk, SweepEvery: -1})
+	r := store.Request{Key: "hot", Policy: algo.PerSecond(1e6).Burst(1e9), Cost: 1}
+	for name, s := range map[string]store.Store{"memstore": ms, "leases": l} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Take(ctx, r)
+			}
+		})
+	}
+}
