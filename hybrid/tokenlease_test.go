@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -94,16 +95,19 @@ func overBound(adm []admission, bound func(d time.Duration) int64) string {
 }
 
 // fleet is n instances, each a Leases on a clock of its own (the shared
-// clock shifted), in front of one memstore on the shared clock: the bucket
-// every instance takes from.
+// clock shifted), in front of a store on the shared clock: one memstore
+// for all, or a client each of one Redis. The bucket's time is the shared
+// clock's, at which admissions are recorded, so the bound's check is
+// exact.
 type fleet struct {
-	clk  *storetest.Clock
-	p    algo.Policy
-	cfg  hybrid.LeasesConfig
-	ls   []*hybrid.Leases
-	adm  []admission
-	per  []int64 // admissions per instance
-	shrd *memstore.Store
+	clk    *storetest.Clock
+	p      algo.Policy
+	cfg    hybrid.LeasesConfig
+	ls     []*hybrid.Leases
+	adm    []admission
+	per    []int64 // admissions per instance
+	stores []store.Store
+	plant  bool // every instance spends batches it does not pay for
 }
 
 // fataler is what the fleet needs of a *testing.T or a *rapid.T.
@@ -113,18 +117,25 @@ type fataler interface {
 	Fatalf(format string, args ...any)
 }
 
-// newFleet returns a fleet; close it when done.
+// newFleet returns a fleet over one memstore; close it when done.
 func newFleet(t fataler, p algo.Policy, cfg hybrid.LeasesConfig, offsets []time.Duration) *fleet {
 	t.Helper()
-	f := &fleet{clk: storetest.NewClock(), p: p, cfg: cfg, per: make([]int64, len(offsets))}
-	ms, err := memstore.New(memstore.Config{Clock: f.clk})
+	clk := storetest.NewClock()
+	ms, err := memstore.New(memstore.Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.shrd = ms
-	for range offsets {
-		f.ls = append(f.ls, nil)
+	stores := make([]store.Store, len(offsets))
+	for i := range stores {
+		stores[i] = ms
 	}
+	return newFleetOn(t, clk, stores, p, cfg, offsets, false)
+}
+
+// newFleetOn returns a fleet whose instance i uses stores[i], on clk.
+func newFleetOn(t fataler, clk *storetest.Clock, stores []store.Store, p algo.Policy, cfg hybrid.LeasesConfig, offsets []time.Duration, plant bool) *fleet {
+	t.Helper()
+	f := &fleet{clk: clk, p: p, cfg: cfg, per: make([]int64, len(offsets)), stores: stores, ls: make([]*hybrid.Leases, len(offsets)), plant: plant}
 	for i, off := range offsets {
 		f.replace(t, i, off)
 	}
@@ -136,15 +147,50 @@ func newFleet(t fataler, p algo.Policy, cfg hybrid.LeasesConfig, offsets []time.
 func (f *fleet) replace(t fataler, i int, off time.Duration) {
 	c := f.cfg
 	c.Clock, c.SweepEvery = &offsetClock{c: f.clk, off: off}, -1
-	l, err := hybrid.NewLeases(f.shrd, c)
+	l, err := hybrid.NewLeases(f.stores[i], c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.plant {
+		hybrid.PlantFreeBatches(l)
 	}
 	f.ls[i] = l
 }
 
-// close closes the shared store (the instances start no goroutine).
-func (f *fleet) close() { f.shrd.Close() }
+// close closes the stores (the instances start no goroutine).
+func (f *fleet) close() {
+	for _, s := range f.stores {
+		s.Close()
+	}
+}
+
+// overBound reports the first interval over the fleet's bound, or "".
+func (f *fleet) overBound() string {
+	return overBound(f.adm, func(d time.Duration) int64 { return f.p.BatchBound(d, f.cfg.Lifetime, len(f.ls)) })
+}
+
+// scenario drives f for steps steps, drawn from seed: bursts, trickles,
+// sweeps and deaths on random instances, the clock advancing by up to L
+// between steps.
+func (f *fleet) scenario(t fataler, seed uint64, steps int) {
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	for range steps {
+		i := rnd.IntN(len(f.ls))
+		switch a := rnd.IntN(20); {
+		case a < 4:
+			f.ls[i].Sweep(context.Background())
+		case a < 5:
+			f.replace(t, i, time.Duration(rnd.IntN(2000)-1000)*time.Millisecond)
+		case a < 9:
+			f.take(t, i, 1)
+		default:
+			for range 1 + rnd.IntN(60) {
+				f.take(t, i, 1+rnd.Int64N(3))
+			}
+		}
+		f.clk.Add(time.Duration(rnd.Int64N(f.cfg.Lifetime.Microseconds()+1)) * time.Microsecond)
+	}
+}
 
 // testFleet is newFleet for a test, closed at cleanup.
 func testFleet(t *testing.T, p algo.Policy, cfg hybrid.LeasesConfig, offsets []time.Duration) *fleet {
@@ -184,8 +230,9 @@ func leaseRun(t *rapid.T, plant bool) {
 	}
 	f := newFleet(t, p, cfg, offsets)
 	defer f.close()
-	for _, l := range f.ls {
-		if plant {
+	if plant {
+		f.plant = true
+		for _, l := range f.ls {
 			hybrid.PlantFreeBatches(l)
 		}
 	}
@@ -196,9 +243,6 @@ func leaseRun(t *rapid.T, plant bool) {
 			f.ls[i].Sweep(context.Background())
 		case 2:
 			f.replace(t, i, offsets[i]) // the old one dies holding its batch
-			if plant {
-				hybrid.PlantFreeBatches(f.ls[i])
-			}
 		case 3, 4:
 			f.take(t, i, 1) // a trickle: demand falls
 		default:
@@ -208,7 +252,7 @@ func leaseRun(t *rapid.T, plant bool) {
 		}
 		f.clk.Add(time.Duration(rapid.Int64Range(0, cfg.Lifetime.Microseconds()).Draw(t, "advance µs")) * time.Microsecond)
 	}
-	if s := overBound(f.adm, func(d time.Duration) int64 { return p.BatchBound(d, cfg.Lifetime, n) }); s != "" {
+	if s := f.overBound(); s != "" {
 		t.Fatalf("%v, %d instances, L %v: %s", p, n, cfg.Lifetime, s)
 	}
 	var local, returned bool
