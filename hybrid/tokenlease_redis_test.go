@@ -1,6 +1,9 @@
 package hybrid_test
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -75,4 +78,127 @@ func TestLeasesRedisBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// downRig is one instance: Leases over a FailClosed Fallback over
+// redisstore, on one manual clock, so the batch is the only thing that
+// admits while Redis cannot answer.
+type downRig struct {
+	clk *storetest.Clock
+	rs  *redisstore.Store
+	l   *hybrid.Leases
+	p   algo.Policy
+}
+
+func newDownRig(t *testing.T, c redis.UniversalClient) *downRig {
+	t.Helper()
+	r := &downRig{clk: storetest.NewClock(), p: algo.PerSecond(1000).Burst(100)}
+	rs, err := redisstore.New(c, redisstore.Config{Prefix: redistest.Prefix(t), Clock: r.clk, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.rs = rs
+	fb, err := hybrid.NewFallback(rs, nil, hybrid.FallbackConfig{Mode: hybrid.FailClosed, Clock: r.clk, Timeout: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.l = newLeases(t, fb, hybrid.LeasesConfig{Instances: 2, MinBatch: 2, Clock: r.clk, SweepEvery: -1})
+	return r
+}
+
+func (r *downRig) take() (algo.Result, error) {
+	return r.l.Take(context.Background(), store.Request{Key: "global", Policy: r.p, Cost: 1})
+}
+
+// lease makes demand until the instance holds a batch, and returns it.
+func (r *downRig) lease(t *testing.T) int64 {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second) // real time: a revived server, a breaker's cool-down
+	for r.l.Stats().Held == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no batch: %+v", r.l.Stats())
+		}
+		if _, err := r.take(); err != nil {
+			r.clk.Add(hybrid.DefaultCoolDown) // the breaker lets a probe through
+			time.Sleep(10 * time.Millisecond) // real time for a node to come back; no timing is tested
+		}
+	}
+	return r.l.Stats().Held
+}
+
+// spend admits the whole batch held, without a primary call, and checks
+// that the next request gets the Fallback's mode.
+func (r *downRig) spend(t *testing.T, held int64) {
+	t.Helper()
+	calls := r.l.Stats().Calls
+	for i := range held {
+		if res, err := r.take(); err != nil || !res.Allowed {
+			t.Fatalf("request %d of the batch of %d: %+v, %v", i, held, res, err)
+		}
+	}
+	if st := r.l.Stats(); st.Calls != calls || st.Held != 0 {
+		t.Fatalf("after the batch: %+v; want no call, nothing held", st)
+	}
+	if _, err := r.take(); !errors.Is(err, hybrid.ErrOpen) {
+		t.Fatalf("after the batch: %v, want the fail mode's ErrOpen", err)
+	}
+}
+
+// TestLeasesRedisDown: with batches out when the server is killed (every
+// dial then refused), an instance admits exactly its batch, without a
+// call, then the Fallback's mode answers; a batch given back while the
+// server is down is lost, counted, and never admitted; with the server
+// back, the key is leased again.
+func TestLeasesRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	if srv.External() {
+		t.Skip("needs a local server to kill")
+	}
+	opts := srv.Options()
+	opts.DialerRetries, opts.MaxRetries, opts.ContextTimeoutEnabled = 1, -1, true
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	r := newDownRig(t, c)
+
+	held := r.lease(t)
+	srv.Kill(t)
+	r.spend(t, held)
+
+	srv.Revive(t)
+	held = r.lease(t)
+	srv.Kill(t)
+	r.clk.Add(hybrid.DefaultLifetime) // the batch's Lifetime ends
+	lost := r.l.Stats().Lost
+	if n := r.l.Sweep(context.Background()); n != 0 {
+		t.Fatalf("Sweep gave %d back to a killed server", n)
+	}
+	if st := r.l.Stats(); st.Lost-lost != held || st.Held != 0 {
+		t.Fatalf("after the sweep: %+v; want the batch of %d lost", st, held)
+	}
+	if _, err := r.take(); !errors.Is(err, hybrid.ErrOpen) {
+		t.Fatalf("after the lost batch: %v, want ErrOpen: a lost batch is never admitted", err)
+	}
+	srv.Revive(t)
+	t.Logf("leased again after the revival: a batch of %d", r.lease(t))
+}
+
+// TestLeasesClusterFailover: a batch out when its key's master is killed
+// is spent without a call while the cluster fails over, then the
+// Fallback's mode answers until a replica is promoted, and the key is
+// leased again from the new master.
+func TestLeasesClusterFailover(t *testing.T) {
+	cl := redistest.StartClusterOpts(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: 2 * time.Second})
+	opts := cl.Options()
+	opts.DialerRetries, opts.MaxRetries, opts.ContextTimeoutEnabled, opts.DisableRoutingPolicies = 1, -1, true, true
+	c := redis.NewClusterClient(opts)
+	t.Cleanup(func() { c.Close() })
+	r := newDownRig(t, c)
+
+	held := r.lease(t)
+	start := time.Now()
+	killed := cl.KillMasterOf(t, r.rs.Key("global"))
+	r.spend(t, held)
+	held = r.lease(t) // once a replica is promoted
+	t.Logf("killed %s: batch spent, then leased again (%d) after %v", killed, held, time.Since(start).Round(time.Millisecond))
 }
