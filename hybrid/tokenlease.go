@@ -3,7 +3,6 @@ package hybrid
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,12 +55,13 @@ type LeasesConfig struct {
 // A Leases is safe for simultaneous use by multiple goroutines. It starts
 // one goroutine unless SweepEvery is negative; Close stops it.
 type Leases struct {
-	primary  store.Store
-	cfg      LeasesConfig
-	seed     maphash.Seed
-	shards   [leaseShards]leaseShard
-	perShard int
-	closed   atomic.Bool
+	primary store.Store
+	cfg     LeasesConfig
+	// keys holds each measured key's *lease: a lock-free read on the
+	// hot path; n counts them, within cfg.Keys.
+	keys   sync.Map
+	n      atomic.Int64
+	closed atomic.Bool
 	// free gives each batch back as soon as it is granted, and spends
 	// it all the same: the planted over-admission (a batch not charged)
 	// that the bound's tests must catch. Set by export_test.go only.
@@ -74,14 +74,6 @@ type Leases struct {
 }
 
 var _ store.Store = (*Leases)(nil)
-
-const leaseShards = 64
-
-type leaseShard struct {
-	mu sync.Mutex
-	m  map[string]*lease
-	_  [64]byte // keep shards' mutexes on separate cache lines
-}
 
 // lease is one key's demand and batch, guarded by mu. A key's takes are
 // serialized by mu, including the primary calls that fill its batch: the
@@ -134,10 +126,7 @@ func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
-	l := &Leases{primary: primary, cfg: cfg, seed: maphash.MakeSeed(), perShard: max(1, cfg.Keys/leaseShards)}
-	for i := range l.shards {
-		l.shards[i].m = make(map[string]*lease)
-	}
+	l := &Leases{primary: primary, cfg: cfg}
 	l.ops.run = l.opFrom
 	if cfg.SweepEvery > 0 {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
@@ -275,9 +264,9 @@ func (e *lease) measure(now time.Time, cost int64, lifetime time.Duration) int64
 		e.demand = (e.demand + float64(e.n)) / 2
 		for i := int64(1); i < k && e.demand > 0; i++ {
 			e.demand /= 2
-			if e.demand < 1e-3 {
-				e.demand = 0
-			}
+		}
+		if e.demand < 1e-3 {
+			e.demand = 0 // idle: the key may be forgotten
 		}
 		e.win, e.n = now, 0
 	}
@@ -353,30 +342,36 @@ func (l *Leases) RenewLease(ctx context.Context, key string, p algo.LeasePolicy,
 	return l.primary.RenewLease(ctx, key, p, id)
 }
 
-// shard returns key's shard.
-func (l *Leases) shard(key string) *leaseShard {
-	return &l.shards[maphash.String(l.seed, key)%leaseShards]
-}
-
 // lookup returns key's entry, or nil.
 func (l *Leases) lookup(key string) *lease {
-	s := l.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m[key]
+	if v, ok := l.keys.Load(key); ok {
+		return v.(*lease)
+	}
+	return nil
 }
 
 // entry returns key's entry, made if there is room, or nil.
 func (l *Leases) entry(key string) *lease {
-	s := l.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.m[key]
-	if e == nil && len(s.m) < l.perShard && key != "" {
-		e = &lease{key: key}
-		s.m[key] = e
+	if v, ok := l.keys.Load(key); ok {
+		return v.(*lease)
 	}
-	return e
+	if key == "" || l.n.Add(1) > int64(l.cfg.Keys) {
+		l.n.Add(-1)
+		return nil
+	}
+	v, loaded := l.keys.LoadOrStore(key, &lease{key: key})
+	if loaded {
+		l.n.Add(-1)
+	}
+	return v.(*lease)
+}
+
+// each calls f with every entry.
+func (l *Leases) each(f func(e *lease)) {
+	l.keys.Range(func(_, v any) bool {
+		f(v.(*lease))
+		return true
+	})
 }
 
 // Sweep gives back the batches whose Lifetime ended or whose key's demand
@@ -390,31 +385,20 @@ func (l *Leases) Sweep(ctx context.Context) int64 {
 // sweep is Sweep, or with all set Close's: every batch back.
 func (l *Leases) sweep(ctx context.Context, all bool) int64 {
 	before := l.returned.Load()
-	var es []*lease
-	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		es = es[:0]
-		for _, e := range s.m {
-			es = append(es, e)
+	l.each(func(e *lease) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		now := l.cfg.Clock.Now()
+		want := min(e.measure(now, 0, l.cfg.Lifetime), e.p.BatchCap(l.cfg.Lifetime, l.cfg.Instances))
+		if all || l.expired(e, now) || want < l.cfg.MinBatch {
+			l.void(ctx, e)
 		}
-		s.mu.Unlock()
-		for _, e := range es {
-			e.mu.Lock()
-			now := l.cfg.Clock.Now()
-			want := min(e.measure(now, 0, l.cfg.Lifetime), e.p.BatchCap(l.cfg.Lifetime, l.cfg.Instances))
-			if all || l.expired(e, now) || want < l.cfg.MinBatch {
-				l.void(ctx, e)
-			}
-			if e.left == 0 && e.n == 0 && e.demand == 0 && !e.gone {
-				e.gone = true
-				s.mu.Lock()
-				delete(s.m, e.key)
-				s.mu.Unlock()
-			}
-			e.mu.Unlock()
+		if e.left == 0 && e.n == 0 && e.demand == 0 && !e.gone {
+			e.gone = true
+			l.keys.CompareAndDelete(e.key, e)
+			l.n.Add(-1)
 		}
-	}
+	})
 	return l.returned.Load() - before
 }
 
@@ -438,21 +422,14 @@ func (l *Leases) sweeper() {
 func (l *Leases) Stats() Stats {
 	st := Stats{Calls: l.calls.Load(), Local: l.local.Load(), Batches: l.batches.Load(),
 		Returned: l.returned.Load(), Lost: l.lost.Load()}
-	var es []*lease
-	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		st.Entries += len(s.m)
-		for _, e := range s.m {
-			es = append(es, e)
-		}
-		s.mu.Unlock()
-	}
-	for _, e := range es {
+	l.each(func(e *lease) {
 		e.mu.Lock()
-		st.Held += e.left
-		e.mu.Unlock()
-	}
+		defer e.mu.Unlock()
+		if !e.gone {
+			st.Entries++
+			st.Held += e.left
+		}
+	})
 	return st
 }
 

@@ -331,6 +331,34 @@ func TestLeasesBoundPlanted(t *testing.T) {
 	t.Logf("counter-example: %s", r.msg)
 }
 
+// rotate makes every live instance ask 1 token every step from from to
+// to, rotating which asks first.
+func (f *fleet) rotate(t fataler, from, to, step time.Duration, live func(i int, at time.Duration) bool) {
+	for at := from; at < to; at += step {
+		for k := range len(f.ls) {
+			i := (k + int(at/step)) % len(f.ls)
+			if live(i, at) {
+				f.take(t, i, 1)
+			}
+		}
+		f.clk.Add(step)
+	}
+}
+
+// fairShare fails t unless each of got is 1/len(got) of their sum, ±10%.
+func fairShare(t *testing.T, what string, got []int64) {
+	t.Helper()
+	var total int64
+	for _, g := range got {
+		total += g
+	}
+	for i, g := range got {
+		if d := float64(g)/float64(total) - 1/float64(len(got)); d < -0.1/3 || d > 0.1/3 {
+			t.Errorf("%s: instance %d got %d of %d: share %.3f, want 1/%d ±10%%", what, i, g, total, float64(g)/float64(total), len(got))
+		}
+	}
+}
+
 // TestLeasesFair: 3 instances with equal demand on one key each get a
 // third of the admissions (±10%) over 10 s, one that starts late reaches
 // its share within 2·L, and one that dies holding a batch keeps its
@@ -340,28 +368,9 @@ func TestLeasesFair(t *testing.T) {
 	cfg := hybrid.LeasesConfig{Instances: 3, Lifetime: 100 * time.Millisecond}
 	// Each instance asks 1 token every ms, 3000/s against 1000/s.
 	run := func(f *fleet, from, to time.Duration, live func(i int, at time.Duration) bool) {
-		for at := from; at < to; at += time.Millisecond {
-			for k := range len(f.ls) {
-				i := (k + int(at/time.Millisecond)) % len(f.ls) // rotate who asks first
-				if live(i, at) {
-					f.take(t, i, 1)
-				}
-			}
-			f.clk.Add(time.Millisecond)
-		}
+		f.rotate(t, from, to, time.Millisecond, live)
 	}
-	share := func(what string, got []int64) {
-		t.Helper()
-		var total int64
-		for _, g := range got {
-			total += g
-		}
-		for i, g := range got {
-			if d := float64(g)/float64(total) - 1/float64(len(got)); d < -0.1/3 || d > 0.1/3 {
-				t.Errorf("%s: instance %d got %d of %d: share %.3f, want 1/%d ±10%%", what, i, g, total, float64(g)/float64(total), len(got))
-			}
-		}
-	}
+	share := func(what string, got []int64) { t.Helper(); fairShare(t, what, got) }
 	t.Run("equal", func(t *testing.T) {
 		f := testFleet(t, p, cfg, []time.Duration{0, 3 * time.Millisecond, -7 * time.Millisecond})
 		run(f, 0, 10*time.Second, func(int, time.Duration) bool { return true })
@@ -463,4 +472,114 @@ func BenchmarkLeases(b *testing.B) {
 			}
 		})
 	}
+}
+
+// leaseRig is one instance's Leases over a memstore on one clock.
+type leaseRig struct {
+	clk *storetest.Clock
+	ms  store.Store
+	l   *hybrid.Leases
+}
+
+func newLeaseRig(t *testing.T) *leaseRig {
+	r := &leaseRig{clk: storetest.NewClock()}
+	r.ms = newMem(t, r.clk)
+	r.l = newLeases(t, r.ms, hybrid.LeasesConfig{Instances: 1, MinBatch: 2, Clock: r.clk, SweepEvery: -1})
+	return r
+}
+
+// batch makes demand for key under p until a batch is held, and returns
+// what is held.
+func (r *leaseRig) batch(t *testing.T, key string, p algo.Policy) int64 {
+	t.Helper()
+	for range 100 {
+		if h := r.l.Stats().Held; h >= 5 {
+			return h
+		}
+		r.clk.Add(time.Millisecond)
+		if res, err := r.l.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1}); err != nil || !res.Allowed {
+			t.Fatalf("take: %+v, %v", res, err)
+		}
+	}
+	t.Fatalf("no batch: %+v", r.l.Stats())
+	return 0
+}
+
+// remaining peeks key's bucket in the primary.
+func (r *leaseRig) remaining(t *testing.T, key string, p algo.Policy) int64 {
+	t.Helper()
+	res, err := r.ms.Take(ctx, store.Request{Key: key, Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Remaining
+}
+
+// TestLeasesGiveBack: a policy change gives the batch back under the old
+// policy before the new one is taken from; a Reserve gives it back before
+// the reservation, so it waits only for tokens nobody holds; a sweep
+// after the Lifetime gives it back and, once the demand is gone, forgets
+// the key; Close gives back what is left.
+func TestLeasesGiveBack(t *testing.T) {
+	old := algo.PerSecond(100).Burst(1000) // rate·L = 10 at L = 100ms
+	t.Run("policy change", func(t *testing.T) {
+		r := newLeaseRig(t)
+		held := r.batch(t, "k", old)
+		before := r.remaining(t, "k", old)
+		next := algo.PerSecond(200).Burst(1000)
+		if res, err := r.l.Take(ctx, store.Request{Key: "k", Policy: next, Cost: 1}); err != nil || !res.Allowed {
+			t.Fatalf("under the new policy: %+v, %v", res, err)
+		}
+		st := r.l.Stats()
+		if st.Returned != held {
+			t.Fatalf("%+v: want the batch of %d given back", st, held)
+		}
+		// The bucket got the batch back (under the old policy, then
+		// converted keeping its tokens), less the new policy's batch.
+		if got, want := r.remaining(t, "k", next), before+held-1-st.Held; got != want {
+			t.Errorf("remaining %d after the change, want %d", got, want)
+		}
+	})
+	t.Run("reserve", func(t *testing.T) {
+		r := newLeaseRig(t)
+		held := r.batch(t, "k", old)
+		before := r.remaining(t, "k", old)
+		rsv, err := r.l.Reserve(ctx, store.Request{Key: "k", Policy: old, Cost: before + held}, 0)
+		if err != nil || !rsv.Allowed || rsv.Delay != 0 {
+			t.Fatalf("Reserve of the bucket's and the batch's tokens: %+v, %v; want admitted at once", rsv, err)
+		}
+		if st := r.l.Stats(); st.Held != 0 || st.Returned != held {
+			t.Fatalf("%+v: want the batch given back", st)
+		}
+	})
+	t.Run("sweep", func(t *testing.T) {
+		r := newLeaseRig(t)
+		held := r.batch(t, "k", old)
+		if n := r.l.Sweep(ctx); n != 0 {
+			t.Fatalf("Sweep gave back %d of a live batch", n)
+		}
+		r.clk.Add(hybrid.DefaultLifetime)
+		if n := r.l.Sweep(ctx); n != held {
+			t.Fatalf("Sweep after the Lifetime gave back %d, want %d", n, held)
+		}
+		for range 20 { // ten windows without demand
+			r.clk.Add(hybrid.DefaultLifetime)
+			r.l.Sweep(ctx)
+		}
+		if st := r.l.Stats(); st.Entries != 0 {
+			t.Fatalf("%+v: want the idle key forgotten", st)
+		}
+	})
+	t.Run("close", func(t *testing.T) {
+		r := newLeaseRig(t)
+		held := r.batch(t, "k", old)
+		before := r.remaining(t, "k", old)
+		r.l.Close()
+		if got := r.remaining(t, "k", old); got != before+held {
+			t.Fatalf("remaining %d after Close, want %d", got, before+held)
+		}
+		if _, err := r.l.Take(ctx, store.Request{Key: "k", Policy: old, Cost: 1}); !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("Take after Close: %v", err)
+		}
+	})
 }
