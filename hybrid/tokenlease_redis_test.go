@@ -42,15 +42,18 @@ func redisFleet(t *testing.T, client func() redis.UniversalClient, plant bool) *
 	return f
 }
 
-// TestLeasesRedisBound: 3 instances over a real Redis and a real Cluster
-// stay within BatchBound in every interval, and the planted
+// TestLeasesRedisBound: 3 instances over a real Redis, a real Cluster and
+// a Ring of two servers stay within BatchBound in every interval, and the planted
 // over-admission (a batch not charged) breaks it there too.
 func TestLeasesRedisBound(t *testing.T) {
-	srv := redistest.Start(t)
+	srv, srv2 := redistest.Start(t), redistest.Start(t)
 	cl := redistest.StartCluster(t)
 	for name, client := range map[string]func() redis.UniversalClient{
 		"standalone": func() redis.UniversalClient { return redis.NewClient(srv.Options()) },
 		"cluster":    func() redis.UniversalClient { return redis.NewClusterClient(cl.Options()) },
+		"ring": func() redis.UniversalClient {
+			return redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr, "b": srv2.Addr}})
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := redisFleet(t, client, false)
@@ -201,4 +204,18 @@ func TestLeasesClusterFailover(t *testing.T) {
 	r.spend(t, held)
 	held = r.lease(t) // once a replica is promoted
 	t.Logf("killed %s: batch spent, then leased again (%d) after %v", killed, held, time.Since(start).Round(time.Millisecond))
+}
+
+// TestLeasesRedisFair: 3 instances with equal demand (500/s each against
+// 1000/s) on one key of a real Redis each get a third of the admissions,
+// ±10%, over 10 s of the client clock.
+func TestLeasesRedisFair(t *testing.T) {
+	srv := redistest.Start(t)
+	f := redisFleet(t, func() redis.UniversalClient { return redis.NewClient(srv.Options()) }, false)
+	f.rotate(t, 0, 10*time.Second, 2*time.Millisecond, func(int, time.Duration) bool { return true })
+	fairShare(t, "10 s on Redis", f.per)
+	if s := f.overBound(); s != "" {
+		t.Fatal(s)
+	}
+	t.Logf("admitted %v of a bound of %d", f.per, f.p.BatchBound(10*time.Second, f.cfg.Lifetime, 3))
 }
