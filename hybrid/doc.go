@@ -182,7 +182,10 @@
 //     goroutine or [Leases.Sweep]), when demand falls, on a policy change
 //     of the key, before a Reserve on the key, and at Close. A refund
 //     that fails loses its tokens (Stats.Lost): they are never admitted
-//     here again, and the bucket refills them.
+//     here again, and the bucket refills them. A refund that the primary
+//     runs only after this instance gave up on it (a hung Redis that
+//     resumes) may land while the instance holds its next batch: the
+//     bound's excess grows by that refund, once.
 //   - TakeMulti, TakeAtMost, Refund, RefundMulti, CancelReservation,
 //     peeks (cost 0), calendar quotas and concurrency leases pass through
 //     unleased; a refund goes to the shared bucket, not to the batch.
