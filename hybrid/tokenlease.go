@@ -175,9 +175,12 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	}
 	cap := r.Policy.BatchCap(l.cfg.Lifetime, l.cfg.Instances)
 	want = min(want, cap)
-	if want < l.cfg.MinBatch || r.Cost > cap {
+	if want < l.cfg.MinBatch {
 		l.void(ctx, e) // demand fell, if anything is left
 		return l.direct(ctx, r)
+	}
+	if r.Cost > cap {
+		return l.direct(ctx, r) // no batch can hold it; the batch stays
 	}
 	ask := max(want, r.Cost) - e.left // the batch stays within the cap
 	l.calls.Add(1)

@@ -583,3 +583,91 @@ func TestLeasesGiveBack(t *testing.T) {
 		}
 	})
 }
+
+// TestLeasesCosts: a cost is taken from the batch whole or not at all (the
+// batch is topped up, within the cap, when it holds less); a cost above
+// the cap is the primary's Take; an empty bucket denies with the
+// primary's RetryAfter, for what the batch lacks.
+func TestLeasesCosts(t *testing.T) {
+	p := algo.PerSecond(100).Burst(30) // cap: min(30, 10) = 10 at L = 100ms
+	r := newLeaseRig(t)
+	take := func(cost int64) algo.Result {
+		t.Helper()
+		res, err := r.l.Take(ctx, store.Request{Key: "k", Policy: p, Cost: cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for range 4 { // demand: a batch
+		take(1)
+	}
+	held := r.l.Stats().Held
+	if held == 0 || held >= 9 {
+		t.Fatalf("held %d, want a batch below the cap", held)
+	}
+	if res := take(held + 1); !res.Allowed || r.l.Stats().Held > 10-held-1 {
+		t.Fatalf("a cost of %d over a batch of %d: %+v, %+v; want topped up within the cap", held+1, held, res, r.l.Stats())
+	}
+	calls := r.l.Stats().Calls
+	before := r.remaining(t, "k", p)
+	if res := take(11); !res.Allowed || r.remaining(t, "k", p) != before-11 || r.l.Stats().Calls != calls+1 {
+		t.Fatalf("a cost above the cap: %+v; want the primary's Take of 11", res)
+	}
+	for take(1).Allowed { // drain the bucket and the batch
+	}
+	want, _ := r.ms.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
+	if res := take(1); res.Allowed || res.RetryAfter != want.RetryAfter {
+		t.Fatalf("on an empty bucket: %+v; want the primary's RetryAfter %v", res, want.RetryAfter)
+	}
+	if res := take(3); res.Allowed || res.RetryAfter != want.RetryAfter+20*time.Millisecond {
+		t.Fatalf("3 on an empty bucket: %+v; want the primary's RetryAfter for 3 tokens, %v", res, want.RetryAfter+20*time.Millisecond)
+	}
+}
+
+// TestLeasesConcurrent: two instances, eight goroutines each, with sweeps
+// and stats alongside, on a frozen clock: no refill, so the fleet admits
+// at most the bucket's capacity, and after Close the bucket holds exactly
+// what was not admitted: no token lost or spent twice.
+func TestLeasesConcurrent(t *testing.T) {
+	clk := storetest.NewClock()
+	ms := newMem(t, clk)
+	p := algo.PerSecond(10_000).Burst(5_000) // cap: min(5000, 1000)/2 = 500
+	var ls [2]*hybrid.Leases
+	for i := range ls {
+		ls[i] = newLeases(t, ms, hybrid.LeasesConfig{Instances: 2, Clock: clk, SweepEvery: -1})
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for range 500 {
+				res, err := ls[g%2].Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1 + int64(g%3)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1 + int64(g%3))
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 200 {
+			ls[0].Sweep(ctx)
+			ls[1].Stats()
+		}
+	})
+	wg.Wait()
+	for _, l := range ls {
+		l.Close()
+	}
+	res, err := ms.Take(ctx, store.Request{Key: "k", Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := admitted.Load(); n > p.Capacity() || res.Remaining != p.Capacity()-n {
+		t.Fatalf("admitted %d of %d; the bucket holds %d after Close, want %d", n, p.Capacity(), res.Remaining, p.Capacity()-n)
+	}
+}
