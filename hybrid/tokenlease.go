@@ -53,8 +53,9 @@ type LeasesConfig struct {
 // AcquireLease. See "Token leases" in the package doc for the bound, the
 // batch size and what each operation does.
 //
-// A Leases is safe for simultaneous use by multiple goroutines. It starts
-// one goroutine unless SweepEvery is negative; Close stops it.
+// Make one with [NewLeases]: the zero value is not usable. A Leases is safe
+// for simultaneous use by multiple goroutines and must not be copied. It
+// starts one goroutine unless SweepEvery is negative; Close stops it.
 type Leases struct {
 	primary store.Store
 	cfg     LeasesConfig
