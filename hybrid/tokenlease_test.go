@@ -387,14 +387,20 @@ func TestLeasesFair(t *testing.T) {
 		late := 2 * cfg.Lifetime
 		before := append([]int64(nil), f.per...)
 		run(f, start, start+late, func(int, time.Duration) bool { return true })
-		mark := append([]int64(nil), f.per...)
-		run(f, start+late, start+late+time.Second, func(int, time.Duration) bool { return true })
-		got := make([]int64, 3)
-		for i := range got {
-			got[i] = f.per[i] - mark[i]
+		first := f.per[2] - before[2]
+		// From 2·L on, each Lifetime's admissions are shared fairly.
+		var windows [][]int64
+		for w := start + late; w < start+late+time.Second; w += cfg.Lifetime {
+			mark := append([]int64(nil), f.per...)
+			run(f, w, w+cfg.Lifetime, func(int, time.Duration) bool { return true })
+			got := make([]int64, 3)
+			for i := range got {
+				got[i] = f.per[i] - mark[i]
+			}
+			share(fmt.Sprintf("the L from %v", w), got)
+			windows = append(windows, got)
 		}
-		share("the second after 2·L", got)
-		t.Logf("late starter: %d in its first 2·L, then %v", mark[2]-before[2], got)
+		t.Logf("late starter: %d in its first 2·L, then per L %v", first, windows)
 	})
 	t.Run("dead", func(t *testing.T) {
 		f := testFleet(t, p, cfg, []time.Duration{0, 0, 0})
