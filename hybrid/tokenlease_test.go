@@ -677,3 +677,23 @@ func TestLeasesConcurrent(t *testing.T) {
 		t.Fatalf("admitted %d of %d; the bucket holds %d after Close, want %d", n, p.Capacity(), res.Remaining, p.Capacity()-n)
 	}
 }
+
+// TestLeasesUnderDenyCache: a DenyCache in front of Leases learns only
+// from the primary's own answers, never from an admission out of a batch
+// (whose Remaining is the batch's): it never denies while the bucket has
+// tokens.
+func TestLeasesUnderDenyCache(t *testing.T) {
+	clk := storetest.NewClock()
+	l := newLeases(t, newMem(t, clk), hybrid.LeasesConfig{Instances: 1, MinBatch: 2, Clock: clk, SweepEvery: -1})
+	c := newCache(t, l, hybrid.DenyCacheConfig{Clock: clk, ClockMargin: -1})
+	p := algo.PerSecond(100).Burst(1000) // batches of at most 10, 1000 in the bucket
+	for i := range 500 {
+		res, err := c.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
+		if err != nil || !res.Allowed {
+			t.Fatalf("take %d: %+v, %v; cache %+v", i, res, err, c.Stats())
+		}
+	}
+	if st, ls := c.Stats(), l.Stats(); st.Denied != 0 || ls.Local < 400 {
+		t.Fatalf("cache %+v, leases %+v: want no local denial, most admitted from batches", st, ls)
+	}
+}
