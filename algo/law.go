@@ -23,6 +23,45 @@ func (p Policy) Bound(d time.Duration) int64 {
 	return p.capacity + n
 }
 
+// BatchCap returns the most tokens one of n instances may hold at once in
+// a token lease (a batch taken from the shared bucket of p and spent
+// locally, hybrid.Leases) whose lifetime is lifetime: ⌊min(C, ⌊rate·L⌋)/n⌋.
+// The fleet then holds at most min(C, ⌊rate·L⌋) tokens in batches, which
+// the bucket refills within L, so a batch lost with its instance is missed
+// for at most L. n < 1 counts as 1; a quota or an invalid policy has no cap
+// of this form and returns 0 (no batch).
+func (p Policy) BatchCap(lifetime time.Duration, n int) int64 {
+	if p.unit <= 0 {
+		return 0
+	}
+	return min(p.capacity, p.Bound(lifetime)-p.capacity) / int64(max(n, 1))
+}
+
+// BatchBound returns the never-exceed law's bound for an interval of
+// length d when n instances take tokens from the bucket of p in batches of
+// at most p.BatchCap(lifetime, n) each and give back what they do not
+// spend: Bound(d) + n·BatchCap(lifetime, n), which is at most
+// Capacity + ⌊rate·(d+L)⌋.
+//
+// Proof. Let T(s) ≤ C be the bucket's tokens at s and H(s) the tokens
+// granted to batches and neither spent, nor lost, nor back in the bucket
+// (returns in flight count here): each instance holds one batch per key and
+// tops it up to at most the cap, so H(s) ≤ n·cap. Every admission in
+// [s, s+d] spends a token of H(s) or one granted in the interval; the
+// bucket grants in the interval at most T(s) + rate·d plus what returns
+// land in it, and those come from H(s) or from grants in the interval, so
+// admissions ≤ H(s) + T(s) + rate·d ≤ n·cap + C + ⌊rate·d⌋ (integers).
+// Returns matter only through H: a batch taken before the interval and
+// spent inside it is H(s). The batch's lifetime enters only through the
+// cap: admissions never depend on when a batch expires.
+func (p Policy) BatchBound(d, lifetime time.Duration, n int) int64 {
+	b, held := p.Bound(d), int64(max(n, 1))*p.BatchCap(lifetime, n)
+	if b > math.MaxInt64-held {
+		return math.MaxInt64
+	}
+	return b + held
+}
+
 // Room returns the tokens a request could take from s at µs now under p:
 // Capacity less the deficit after the refill up to now, fractional between
 // whole tokens. It is for drawing a bucket's level; no decision reads it. The

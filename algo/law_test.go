@@ -70,3 +70,37 @@ func TestRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchBound pins the token-lease bound: the cap is the fleet's share
+// of min(C, ⌊rate·L⌋), and the bound adds what the fleet may hold to the
+// law's, never more than Capacity + ⌊rate·(d+L)⌋.
+func TestBatchBound(t *testing.T) {
+	p := algo.PerSecond(1000).Burst(300) // rate·L = 100 at L = 100ms
+	tests := []struct {
+		name      string
+		p         algo.Policy
+		d, l      time.Duration
+		n         int
+		cap, want int64
+	}{
+		{"rate bound", p, time.Second, 100 * time.Millisecond, 3, 33, 300 + 1000 + 99},
+		{"capacity bound", p, time.Second, time.Second, 3, 100, 300 + 1000 + 300},
+		{"one instance", p, 0, 100 * time.Millisecond, 1, 100, 400},
+		{"n below 1", p, 0, 100 * time.Millisecond, 0, 100, 400},
+		{"too many to lease", p, 0, time.Millisecond, 2, 0, 300},
+		{"quota", algo.Quota(100, algo.Day, 0), time.Hour, time.Second, 1, 0, math.MaxInt64},
+		{"largest", algo.PerSecond(algo.MaxPerSecond).Burst(1), math.MaxInt64, time.Second, 1, 1, 2 + 1000*(math.MaxInt64/1000)}, // no overflow
+	}
+	for _, tt := range tests {
+		if got := tt.p.BatchCap(tt.l, tt.n); got != tt.cap {
+			t.Errorf("%s: BatchCap(%v, %d) = %d want %d", tt.name, tt.l, tt.n, got, tt.cap)
+		}
+		got := tt.p.BatchBound(tt.d, tt.l, tt.n)
+		if got != tt.want {
+			t.Errorf("%s: BatchBound(%v, %v, %d) = %d want %d", tt.name, tt.d, tt.l, tt.n, got, tt.want)
+		}
+		if whole := tt.p.Bound(tt.d + tt.l); tt.d < time.Hour && got > whole {
+			t.Errorf("%s: bound %d exceeds Capacity + rate·(d+L) = %d", tt.name, got, whole)
+		}
+	}
+}

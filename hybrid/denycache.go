@@ -11,20 +11,6 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-// Defaults of [DenyCacheConfig].
-const (
-	// DefaultCacheSize is the default number of keys a DenyCache
-	// remembers.
-	DefaultCacheSize = 100_000
-	// DefaultCacheShards is the default number of independently locked
-	// shards.
-	DefaultCacheShards = 64
-	// DefaultClockMargin is the default ClockMargin: enough for a Redis
-	// server clock on an NTP-disciplined host, far below the 500ms a
-	// token takes at 2 per second.
-	DefaultClockMargin = time.Millisecond
-)
-
 // DenyCacheConfig configures a [DenyCache]. The zero value is ready to use.
 type DenyCacheConfig struct {
 	// Clock is the local clock that measures how long ago the primary
@@ -110,18 +96,6 @@ type DenyCache struct {
 var (
 	_ store.Store = (*DenyCache)(nil)
 )
-
-// DenyCacheStats counts what a DenyCache did.
-type DenyCacheStats struct {
-	// Calls is the number of requests sent to the primary.
-	Calls int64
-	// Denied is the number of requests denied locally, without a call.
-	Denied int64
-	// Entries is the number of keys remembered now.
-	Entries int
-	// Evictions is the number of entries dropped to make room.
-	Evictions int64
-}
 
 // NewDenyCache returns a DenyCache in front of primary. It returns an error
 // wrapping [ErrInvalidConfig] for a nil primary or a negative Size or
@@ -441,10 +415,11 @@ func (c *DenyCache) unlearn(key string) { c.cache.drop(key) }
 // Answers to calls already in flight are not learnt either.
 func (c *DenyCache) Forget(keys ...string) { c.invalidate(keys...) }
 
-// Stats returns counts of what the cache did.
-func (c *DenyCache) Stats() DenyCacheStats {
+// Stats returns counts of what the cache did: Calls, Denied, Entries and
+// Evictions of [Stats].
+func (c *DenyCache) Stats() Stats {
 	n, ev := c.cache.stats()
-	return DenyCacheStats{Calls: c.calls.Load(), Denied: c.denied.Load(), Entries: n, Evictions: ev}
+	return Stats{Calls: c.calls.Load(), Denied: c.denied.Load(), Entries: n, Evictions: ev}
 }
 
 // Primary returns the store the cache is in front of.

@@ -1,5 +1,5 @@
 // Package hybrid makes the local process help a shared store (Redis)
-// instead of only calling it. It has two wrappers, each a [store.Store]
+// instead of only calling it. It has three wrappers, each a [store.Store]
 // around another store, that compose:
 //
 //	cache, _ := hybrid.NewDenyCache(redisStore, hybrid.DenyCacheConfig{})
@@ -152,6 +152,56 @@
 // middleware uses: a hybrid.Fallback store keeps limiting locally; the bare
 // shared store leaves the decision to httplimit's FailOpen or FailClosed
 // (503). TestHTTPLimitModesPerRoute shows the three side by side.
+//
+// # Token leases: a hot shared key costs a call per batch
+//
+// One global limit shared by a fleet is one Redis key on one shard, and
+// every admitted request is a script call on it. [Leases] takes a batch of
+// k tokens in one call (TakeAtMost), admits from it in process (no call,
+// no allocation), and gives back what is left (Refund) when the batch's
+// Lifetime L ends or the key's demand falls:
+//
+//   - Demand is measured per key on the injected clock: cost asked per L,
+//     an EWMA over windows of L (the current window counts at once, so a
+//     burst leases within it). A key is leased while its demand and its
+//     cap are at least MinBatch; below, each request is the primary's Take,
+//     as without Leases.
+//   - k is the demand over L, never more than the cap
+//     algo.Policy.BatchCap(L, Instances) = ⌊min(C, ⌊rate·L⌋)/Instances⌋:
+//     each instance may hold a fair share of what the bucket refills in L,
+//     so no instance starves the others, and a batch lost with its
+//     instance is refilled within L. A request of cost c is taken from the
+//     batch whole or not at all: the batch is topped up (to at most the
+//     cap) when it holds less; a cost above the cap is the primary's Take.
+//   - When the primary has too few tokens, the request is denied with the
+//     primary's RetryAfter (for the tokens the batch lacks). A primary
+//     error is returned as it came: stack Leases over a [Fallback] and its
+//     Mode applies once the batch is spent.
+//   - A batch is given back exactly once, under the policy it was taken
+//     under: when L ends (at the key's next call, or by the SweepEvery
+//     goroutine or [Leases.Sweep]), when demand falls, on a policy change
+//     of the key, before a Reserve on the key, and at Close. A refund
+//     that fails loses its tokens (Stats.Lost): they are never admitted
+//     here again, and the bucket refills them. A refund that the primary
+//     runs only after this instance gave up on it (a hung Redis that
+//     resumes) may land while the instance holds its next batch: the
+//     bound's excess grows by that refund, once.
+//   - TakeMulti, TakeAtMost, Refund, RefundMulti, CancelReservation,
+//     peeks (cost 0), calendar quotas and concurrency leases pass through
+//     unleased; a refund goes to the shared bucket, not to the batch.
+//
+// The bound (algo.Policy.BatchBound): in any closed interval of length t,
+// the admissions at one key over the fleet are at most C + ⌊rate·t⌋ +
+// Instances·cap, which is at most C + ⌊rate·(t + L)⌋, as long as at most Instances instances lease: each holds at most cap
+// tokens in its batch (and its refund in flight), every admission spends
+// a token held at the interval's start or granted in it, and the bucket
+// grants at most C + rate·t plus what is given back to it. L is the price:
+// the fleet may admit up to min(C, rate·L) more than one bucket would.
+// TestLeasesBound checks it with rapid over 2 to 8 instances with skewed
+// clocks, and catches a planted batch that is not charged.
+//
+// Put Leases outermost: Leases(Fallback(DenyCache(redis), local)). A
+// DenyCache in front of Leases learns only from the primary's own answers.
 //
 // # Composing
 //

@@ -74,3 +74,28 @@ func ExampleNewFallback() {
 	// breaker: closed -> open
 	// admitted: 25
 }
+
+// A hot key shared by a fleet of two: after the first few requests, each
+// primary call takes a batch, and the requests are admitted from it in
+// process (here a memstore stands in for redisstore).
+func ExampleNewLeases() {
+	clk := storetest.NewClock()
+	primary, _ := memstore.New(memstore.Config{Clock: clk})
+	// SweepEvery -1: no goroutine, as the clock is a test's; a batch
+	// whose Lifetime (100ms) ended is given back by the key's next call.
+	leases, _ := hybrid.NewLeases(primary, hybrid.LeasesConfig{Instances: 2, Clock: clk, SweepEvery: -1})
+	defer leases.Close()
+	p := algo.PerSecond(1000).Burst(100) // a batch holds at most min(100, 1000·100ms)/2 = 50
+	admitted := 0
+	for range 400 { // 500 a second for 800ms, this instance's half
+		res, _ := leases.Take(context.Background(), store.Request{Key: "global", Policy: p, Cost: 1})
+		if res.Allowed {
+			admitted++
+		}
+		clk.Add(2 * time.Millisecond)
+	}
+	st := leases.Stats()
+	fmt.Printf("admitted %d of 400 with %d primary calls; %d from batches\n", admitted, st.Calls, st.Local)
+	// Output:
+	// admitted 400 of 400 with 15 primary calls; 397 from batches
+}

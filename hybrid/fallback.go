@@ -46,16 +46,6 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// Defaults of [FallbackConfig].
-const (
-	DefaultTimeout          = 50 * time.Millisecond
-	DefaultFailureThreshold = 5
-	DefaultFailureRatio     = 0.5
-	DefaultMinCalls         = 20
-	DefaultWindow           = 10 * time.Second
-	DefaultCoolDown         = 2 * time.Second
-)
-
 // FallbackConfig configures a [Fallback]. The zero value is ready to use.
 type FallbackConfig struct {
 	// Mode answers what the primary cannot. The default is LocalFallback.
@@ -140,19 +130,6 @@ type Fallback struct {
 var (
 	_ store.Store = (*Fallback)(nil)
 )
-
-// FallbackStats counts what a Fallback did.
-type FallbackStats struct {
-	State State
-	// Calls and Failures count primary calls and those that failed.
-	Calls, Failures int64
-	// Degraded counts requests answered by the Mode.
-	Degraded int64
-	// Opens counts transitions to Open.
-	Opens int64
-	// LastError is the primary's last failure, or nil.
-	LastError error
-}
 
 // NewFallback returns a Fallback around primary. local is the store used in
 // LocalFallback mode (a memstore.Store of its own) and may be nil in the
@@ -240,10 +217,11 @@ func (f *Fallback) Close() error {
 // State returns the breaker's state.
 func (f *Fallback) State() State { return State(f.br.state.Load()) }
 
-// Stats returns counts of what the Fallback did.
-func (f *Fallback) Stats() FallbackStats {
+// Stats returns counts of what the Fallback did: Calls and the breaker's
+// fields of [Stats].
+func (f *Fallback) Stats() Stats {
 	err, opens := f.br.snapshot()
-	return FallbackStats{State: f.State(), Calls: f.calls.Load(), Failures: f.failures.Load(),
+	return Stats{State: f.State(), Calls: f.calls.Load(), Failures: f.failures.Load(),
 		Degraded: f.degraded.Load(), Opens: opens, LastError: err}
 }
 

@@ -9,6 +9,80 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
+// Defaults of the configurations: [DenyCacheConfig], [FallbackConfig] and
+// [LeasesConfig].
+const (
+	// DefaultCacheSize is the default number of keys a DenyCache
+	// remembers.
+	DefaultCacheSize = 100_000
+	// DefaultCacheShards is the default number of independently locked
+	// shards.
+	DefaultCacheShards = 64
+	// DefaultClockMargin is the default ClockMargin: enough for a Redis
+	// server clock on an NTP-disciplined host, far below the 500ms a
+	// token takes at 2 per second.
+	DefaultClockMargin = time.Millisecond
+
+	// The Fallback's: see FallbackConfig.
+	DefaultTimeout          = 50 * time.Millisecond
+	DefaultFailureThreshold = 5
+	DefaultFailureRatio     = 0.5
+	DefaultMinCalls         = 20
+	DefaultWindow           = 10 * time.Second
+	DefaultCoolDown         = 2 * time.Second
+
+	// DefaultLifetime is a token lease's default Lifetime: short enough
+	// that the fleet holds at most a tenth of a second's refill.
+	DefaultLifetime = 100 * time.Millisecond
+	// DefaultMinBatch is the default MinBatch: a batch saves at least 3
+	// primary calls.
+	DefaultMinBatch = 4
+	// DefaultLeaseKeys is the default number of keys whose demand Leases
+	// measures at once.
+	DefaultLeaseKeys = 10_000
+)
+
+// Stats counts what one of this package's wrappers did. Each fills the
+// fields that are its own, as its Stats method says; the others are zero.
+type Stats struct {
+	// Calls is the number of calls made to the primary.
+	Calls int64
+
+	// Denied (DenyCache) is the number of requests denied locally,
+	// without a call.
+	Denied int64
+	// Entries is the number of keys remembered now (DenyCache) or whose
+	// demand is measured now (Leases).
+	Entries int
+	// Evictions (DenyCache) is the number of entries dropped to make
+	// room.
+	Evictions int64
+
+	// State (Fallback) is the breaker's state.
+	State State
+	// Failures (Fallback) counts the primary calls that failed.
+	Failures int64
+	// Degraded (Fallback) counts requests answered by the Mode.
+	Degraded int64
+	// Opens (Fallback) counts transitions to Open.
+	Opens int64
+	// LastError (Fallback) is the primary's last failure, or nil.
+	LastError error
+
+	// Local (Leases) counts requests admitted from a batch, without a
+	// call.
+	Local int64
+	// Batches (Leases) counts the grants that filled or topped up a
+	// batch.
+	Batches int64
+	// Returned (Leases) counts tokens given back to the primary; Lost,
+	// tokens whose return failed (never admitted: the bucket refills
+	// them).
+	Returned, Lost int64
+	// Held (Leases) is the tokens in batches now.
+	Held int64
+}
+
 // Errors returned by this package. Match them with [errors.Is].
 var (
 	// ErrInvalidConfig reports a configuration a constructor refused.

@@ -1,0 +1,463 @@
+package hybrid
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
+)
+
+// LeasesConfig configures [Leases]. Instances is required; the zero value
+// of every other field is its default.
+type LeasesConfig struct {
+	// Instances is how many instances share the primary's buckets. Each
+	// holds at most algo.Policy.BatchCap(Lifetime, Instances) tokens of a
+	// key at once, so the fleet holds at most min(capacity, rate·Lifetime):
+	// that is the bound's excess over one bucket's, and it holds only while
+	// no more than Instances instances lease. Required (at least 1).
+	Instances int
+	// Lifetime is L, how long a batch may be spent before what is left of
+	// it is given back. The default is DefaultLifetime. A longer L saves
+	// more calls on a key whose rate·L is below its capacity, at the price
+	// of a larger excess (see Instances).
+	Lifetime time.Duration
+	// MinBatch is the threshold: a key is leased while its measured demand
+	// over one Lifetime, and its cap, are at least MinBatch tokens; below
+	// it every request is one primary call, as without Leases. The
+	// default is DefaultMinBatch.
+	MinBatch int64
+	// Keys is the most keys whose demand is measured at once; further keys
+	// are passed through unleased until idle keys are swept. The default
+	// is DefaultLeaseKeys. A key takes about 280 bytes, its name
+	// included (measured with 12-byte names).
+	Keys int
+	// SweepEvery is how often a goroutine gives back the batches whose
+	// Lifetime ended, or whose key's demand fell below MinBatch, and
+	// forgets idle keys (see [Leases.Sweep]). The default is Lifetime; a
+	// negative value starts no goroutine: batches are then given back by
+	// the key's next call, by Sweep, or by Close.
+	SweepEvery time.Duration
+	// Clock times batches and demand. The default is the system clock.
+	Clock store.Clock
+}
+
+// Leases is a [store.Store] that spends a hot key's tokens locally: for a
+// key whose local demand is worth it, it takes a batch of tokens from the
+// primary in one call (TakeAtMost), admits from the batch in process, and
+// gives back what is left (Refund) when the batch's Lifetime ends or the
+// demand falls. These are token leases, not the concurrency leases of
+// AcquireLease. See "Token leases" in the package doc for the bound, the
+// batch size and what each operation does.
+//
+// Make one with [NewLeases]: the zero value is not usable. A Leases is safe
+// for simultaneous use by multiple goroutines and must not be copied. It
+// starts one goroutine unless SweepEvery is negative; Close stops it.
+type Leases struct {
+	primary store.Store
+	cfg     LeasesConfig
+	// keys holds each measured key's *lease: a lock-free read on the
+	// hot path; n counts them, within cfg.Keys.
+	keys   sync.Map
+	n      atomic.Int64
+	closed atomic.Bool
+	// free gives each batch back as soon as it is granted, and spends
+	// it all the same: the planted over-admission (a batch not charged)
+	// that the bound's tests must catch. Set by export_test.go only.
+	free bool
+	stop chan struct{}
+	done chan struct{}
+
+	calls, local, batches, returned, lost atomic.Int64
+	ops                                   // Refund, TakeAtMost, Reserve…: see ops.go
+}
+
+var _ store.Store = (*Leases)(nil)
+
+// lease is one key's demand and batch, guarded by mu. A key's takes are
+// serialized by mu, including the primary calls that fill its batch: the
+// callers waiting meanwhile would otherwise each call the primary.
+type lease struct {
+	mu   sync.Mutex
+	key  string
+	gone bool // swept out of its shard's map
+	// The demand: cost asked in the window that began at win, and the
+	// EWMA of the completed windows' (each one Lifetime long), halved
+	// per window.
+	win    time.Time
+	n      int64
+	demand float64
+	// The batch: left tokens taken under p at t0, the primary's answer.
+	p    algo.Policy
+	left int64
+	t0   time.Time
+	res  algo.Result
+}
+
+// NewLeases returns a Leases in front of primary. It returns an error
+// wrapping [ErrInvalidConfig] naming the field for a nil primary, an
+// Instances below 1, or a negative Lifetime, MinBatch or Keys.
+func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
+	switch {
+	case primary == nil:
+		return nil, fmt.Errorf("%w: nil primary store", ErrInvalidConfig)
+	case cfg.Instances < 1:
+		return nil, fmt.Errorf("%w: Instances %d: the instances sharing the primary, at least 1", ErrInvalidConfig, cfg.Instances)
+	case cfg.Lifetime < 0:
+		return nil, fmt.Errorf("%w: negative Lifetime %v", ErrInvalidConfig, cfg.Lifetime)
+	case cfg.MinBatch < 0:
+		return nil, fmt.Errorf("%w: negative MinBatch %d", ErrInvalidConfig, cfg.MinBatch)
+	case cfg.Keys < 0:
+		return nil, fmt.Errorf("%w: negative Keys %d", ErrInvalidConfig, cfg.Keys)
+	}
+	if cfg.Lifetime == 0 {
+		cfg.Lifetime = DefaultLifetime
+	}
+	if cfg.MinBatch == 0 {
+		cfg.MinBatch = DefaultMinBatch
+	}
+	if cfg.Keys == 0 {
+		cfg.Keys = DefaultLeaseKeys
+	}
+	if cfg.SweepEvery == 0 {
+		cfg.SweepEvery = cfg.Lifetime
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	l := &Leases{primary: primary, cfg: cfg}
+	l.ops.run = l.opFrom
+	if cfg.SweepEvery > 0 {
+		l.stop, l.done = make(chan struct{}), make(chan struct{})
+		go l.sweeper()
+	}
+	return l, nil
+}
+
+// Take admits from the key's batch when it holds cost tokens; otherwise,
+// for a leased key, it tops the batch up with one TakeAtMost and admits
+// from it, or denies when the primary has not enough; for any other key
+// it is the primary's Take. See the package doc.
+//
+// An admission from the batch makes no call and allocates nothing: 126 ns
+// against memstore's own Take, 74 ns (BenchmarkLeases, benchstat of 6
+// runs on 2 busy cores; the map read is lock-free, the key's mutex is
+// taken once).
+func (l *Leases) Take(ctx context.Context, r store.Request) (algo.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return algo.Result{}, err
+	}
+	res, _, err := l.take(ctx, r)
+	return res, err
+}
+
+// take is Take after the context check (see sourced): only the answers of
+// the primary's Take are the primary's.
+func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, error) {
+	if l.closed.Load() {
+		return algo.Result{}, false, store.ErrClosed
+	}
+	if r.Cost <= 0 || r.Policy.Unit() == 0 {
+		return l.direct(ctx, r) // a peek, a quota, or bad input
+	}
+	e := l.entry(r.Key)
+	if e == nil {
+		return l.direct(ctx, r)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return l.direct(ctx, r)
+	}
+	now := l.cfg.Clock.Now()
+	want := e.measure(now, r.Cost, l.cfg.Lifetime)
+	if e.left > 0 && (e.p != r.Policy || l.expired(e, now)) {
+		l.void(ctx, e) // a policy change, or the Lifetime ended
+	}
+	if r.Cost <= e.left {
+		return l.spend(e, r.Cost), false, nil
+	}
+	cap := r.Policy.BatchCap(l.cfg.Lifetime, l.cfg.Instances)
+	want = min(want, cap)
+	if want < l.cfg.MinBatch {
+		l.void(ctx, e) // demand fell, if anything is left
+		return l.direct(ctx, r)
+	}
+	if r.Cost > cap {
+		return l.direct(ctx, r) // no batch can hold it; the batch stays
+	}
+	ask := max(want, r.Cost) - e.left // the batch stays within the cap
+	l.calls.Add(1)
+	g, res, err := l.primary.TakeAtMost(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: ask, Refundable: r.Refundable})
+	if err != nil {
+		return algo.Result{}, false, err
+	}
+	if g > 0 && l.free {
+		l.primary.Refund(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: g})
+	}
+	if g > 0 {
+		l.batches.Add(1)
+		e.p, e.left, e.t0, e.res = r.Policy, e.left+g, now, res
+	}
+	if r.Cost <= e.left {
+		return l.spend(e, r.Cost), false, nil
+	}
+	// Denied. res is the primary's answer for one token (granted 0), or
+	// for the g tokens it had: what the batch lacks takes longer.
+	res.Allowed, res.Remaining = false, 0
+	if lack := r.Cost - e.left; g > 0 || lack > 1 {
+		res.RetryAfter = max(res.RetryAfter, tokensIn(r.Policy, lack))
+	}
+	return res, false, nil
+}
+
+// tokensIn returns how long the bucket of p takes to refill n tokens.
+func tokensIn(p algo.Policy, n int64) time.Duration {
+	return time.Duration((n*p.Unit()+p.Refill()-1)/p.Refill()) * time.Microsecond
+}
+
+// spend admits cost from e's batch: the answer describes the batch.
+func (l *Leases) spend(e *lease, cost int64) algo.Result {
+	e.left -= cost
+	l.local.Add(1)
+	return algo.Result{Allowed: true, Limit: e.p.Capacity(), Remaining: e.left, ResetAfter: e.res.ResetAfter}
+}
+
+// direct is the primary's Take.
+func (l *Leases) direct(ctx context.Context, r store.Request) (algo.Result, bool, error) {
+	l.calls.Add(1)
+	if s, ok := l.primary.(sourced); ok {
+		return s.take(ctx, r)
+	}
+	res, err := l.primary.Take(ctx, r)
+	return res, true, err
+}
+
+// expired reports whether e's batch may no longer be spent at now: its
+// Lifetime ended, or the clock went back past its start.
+func (l *Leases) expired(e *lease, now time.Time) bool {
+	d := now.Sub(e.t0)
+	return d < 0 || d >= l.cfg.Lifetime
+}
+
+// void gives e's batch back to the primary under the policy it was taken
+// under, exactly once: a refund that fails loses the tokens (they are never
+// admitted here again; the bucket refills them). Called with e.mu held.
+func (l *Leases) void(ctx context.Context, e *lease) {
+	n := e.left
+	if n == 0 {
+		return
+	}
+	e.left = 0
+	l.calls.Add(1)
+	_, err := l.primary.Refund(context.WithoutCancel(ctx), store.Request{Key: e.key, Policy: e.p, Cost: n})
+	if err != nil {
+		l.lost.Add(n)
+		return
+	}
+	l.returned.Add(n)
+}
+
+// measure counts cost asked at now, and returns the demand: tokens per
+// Lifetime, the larger of the EWMA and the current window's count, rounded
+// up. Windows are Lifetime long; each completed window is averaged in with
+// weight ½, and each window without demand halves the EWMA.
+func (e *lease) measure(now time.Time, cost int64, lifetime time.Duration) int64 {
+	if d := now.Sub(e.win); d >= lifetime || d < 0 {
+		k := int64(1)
+		if d > 0 {
+			k = int64(d / lifetime)
+		}
+		e.demand = (e.demand + float64(e.n)) / 2
+		for i := int64(1); i < k && e.demand > 0; i++ {
+			e.demand /= 2
+		}
+		if e.demand < 1e-3 {
+			e.demand = 0 // idle: the key may be forgotten
+		}
+		e.win, e.n = now, 0
+	}
+	e.n += cost
+	return max(int64(e.demand+0.999), e.n)
+}
+
+// TakeMulti passes the call to the primary unleased: a multi-limit take is
+// atomic across its buckets, which a batch of one key cannot be part of.
+// A key's batch is left as it is (its tokens are this instance's).
+func (l *Leases) TakeMulti(ctx context.Context, rs []store.Request) (store.MultiResult, error) {
+	if err := ctx.Err(); err != nil {
+		return store.MultiResult{}, err
+	}
+	mr, _, err := l.takeMulti(ctx, rs)
+	return mr, err
+}
+
+// takeMulti is TakeMulti after the context check (see sourced).
+func (l *Leases) takeMulti(ctx context.Context, rs []store.Request) (store.MultiResult, bool, error) {
+	if l.closed.Load() {
+		return store.MultiResult{}, false, store.ErrClosed
+	}
+	l.calls.Add(1)
+	if s, ok := l.primary.(sourced); ok {
+		return s.takeMulti(ctx, rs)
+	}
+	mr, err := l.primary.TakeMulti(ctx, rs)
+	return mr, true, err
+}
+
+// opFrom passes o to the primary. A reservation on a key first gives its
+// batch back, so the reservation waits only for tokens nobody holds.
+func (l *Leases) opFrom(ctx context.Context, o op) (opResult, bool, error) {
+	if l.closed.Load() {
+		return opResult{}, false, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return opResult{}, false, err
+	}
+	if o.kind == opReserve {
+		if e := l.lookup(o.key); e != nil {
+			e.mu.Lock()
+			l.void(ctx, e)
+			e.mu.Unlock()
+		}
+	}
+	l.calls.Add(1)
+	return opOn(ctx, l.primary, o)
+}
+
+// AcquireLease passes the concurrency lease call to the primary.
+func (l *Leases) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
+	if l.closed.Load() {
+		return algo.LeaseResult{}, store.ErrClosed
+	}
+	return l.primary.AcquireLease(ctx, key, p, id)
+}
+
+// ReleaseLease passes the call to the primary: see AcquireLease.
+func (l *Leases) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
+	if l.closed.Load() {
+		return false, store.ErrClosed
+	}
+	return l.primary.ReleaseLease(ctx, key, id)
+}
+
+// RenewLease passes the call to the primary: see AcquireLease.
+func (l *Leases) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
+	if l.closed.Load() {
+		return false, store.ErrClosed
+	}
+	return l.primary.RenewLease(ctx, key, p, id)
+}
+
+// lookup returns key's entry, or nil.
+func (l *Leases) lookup(key string) *lease {
+	if v, ok := l.keys.Load(key); ok {
+		return v.(*lease)
+	}
+	return nil
+}
+
+// entry returns key's entry, made if there is room, or nil.
+func (l *Leases) entry(key string) *lease {
+	if v, ok := l.keys.Load(key); ok {
+		return v.(*lease)
+	}
+	if key == "" || l.n.Add(1) > int64(l.cfg.Keys) {
+		l.n.Add(-1)
+		return nil
+	}
+	v, loaded := l.keys.LoadOrStore(key, &lease{key: key})
+	if loaded {
+		l.n.Add(-1)
+	}
+	return v.(*lease)
+}
+
+// each calls f with every entry.
+func (l *Leases) each(f func(e *lease)) {
+	l.keys.Range(func(_, v any) bool {
+		f(v.(*lease))
+		return true
+	})
+}
+
+// Sweep gives back the batches whose Lifetime ended or whose key's demand
+// fell below MinBatch, and forgets the keys without a batch or demand. It
+// returns the tokens given back. The SweepEvery goroutine calls it; call it
+// yourself when SweepEvery is negative.
+func (l *Leases) Sweep(ctx context.Context) int64 {
+	return l.sweep(ctx, false)
+}
+
+// sweep is Sweep, or with all set Close's: every batch back.
+func (l *Leases) sweep(ctx context.Context, all bool) int64 {
+	before := l.returned.Load()
+	l.each(func(e *lease) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		now := l.cfg.Clock.Now()
+		want := min(e.measure(now, 0, l.cfg.Lifetime), e.p.BatchCap(l.cfg.Lifetime, l.cfg.Instances))
+		if all || l.expired(e, now) || want < l.cfg.MinBatch {
+			l.void(ctx, e)
+		}
+		if e.left == 0 && e.n == 0 && e.demand == 0 && !e.gone {
+			e.gone = true
+			l.keys.CompareAndDelete(e.key, e)
+			l.n.Add(-1)
+		}
+	})
+	return l.returned.Load() - before
+}
+
+// sweeper calls Sweep every SweepEvery until Close.
+func (l *Leases) sweeper() {
+	defer close(l.done)
+	t := time.NewTicker(l.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.Sweep(context.Background())
+		}
+	}
+}
+
+// Stats returns counts of what the Leases did: Calls, Entries and the
+// token-lease fields of [Stats].
+func (l *Leases) Stats() Stats {
+	st := Stats{Calls: l.calls.Load(), Local: l.local.Load(), Batches: l.batches.Load(),
+		Returned: l.returned.Load(), Lost: l.lost.Load()}
+	l.each(func(e *lease) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if !e.gone {
+			st.Entries++
+			st.Held += e.left
+		}
+	})
+	return st
+}
+
+// Close stops the sweeping goroutine and gives every batch back (what
+// fails to go back is lost, see Stats); later calls return
+// [store.ErrClosed]. It does not close the primary, which belongs to the
+// caller. Close is idempotent.
+func (l *Leases) Close() error {
+	if !l.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+	}
+	l.sweep(context.Background(), true)
+	return nil
+}
+
+// Primary returns the store the Leases is in front of.
+func (l *Leases) Primary() store.Store { return l.primary }
