@@ -19,6 +19,7 @@ import (
 	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
@@ -114,7 +115,7 @@ func newEnvCache(t *testing.T, mode hybrid.Mode, cached bool) *env {
 	e.f, err = hybrid.NewFallback(primary, local, hybrid.FallbackConfig{
 		Mode: mode, Instances: instances, Timeout: timeout, CoolDown: coolDown, Clock: e.clk,
 		Logger: slog.New(slog.DiscardHandler),
-		OnStateChange: func(from, to hybrid.State) {
+		OnStateChange: func(from, to observe.BreakerState) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.changes = append(e.changes, to.String())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -137,7 +138,7 @@ func runFault(t *testing.T, mode hybrid.Mode, fl fault) {
 	if bound := policy.Capacity() + int64(elapsed/(500*time.Millisecond)) + 1; redisAdmitted > bound {
 		t.Errorf("Redis admitted %d in %v, above the law's %d", redisAdmitted, elapsed, bound)
 	}
-	if fl.down && e.f.State() != hybrid.Open {
+	if fl.down && e.f.State() != observe.BreakerOpen {
 		t.Errorf("breaker %v after %d calls under %s, want open", e.f.State(), faultCalls, fl.name)
 	}
 	fl.heal(t, e)
@@ -165,7 +166,7 @@ func recoverCalls(t *testing.T, e *env) int {
 	t.Helper()
 	for n := 1; n <= maxRecovery; n++ {
 		e.clk.Add(coolDown)
-		if c := e.take("recovery"); c.primary && c.err == nil && e.f.State() == hybrid.Closed {
+		if c := e.take("recovery"); c.primary && c.err == nil && e.f.State() == observe.BreakerClosed {
 			return n
 		}
 	}

@@ -4,35 +4,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratebucket/ratebucket/observe"
 )
 
-// State is a circuit breaker's state.
-type State int32
-
-// The breaker's states.
+// The breaker's states are observe's (observe.BreakerState), here by
+// short names.
 const (
-	// Closed: calls go to the primary.
-	Closed State = iota
-	// Open: the primary failed repeatedly; calls are answered by the
-	// Fallback's Mode without calling it, until the cool-down ends.
-	Open
-	// HalfOpen: the cool-down ended; a few probe calls go to the primary
-	// and decide whether the breaker closes or opens again.
-	HalfOpen
+	closed   = observe.BreakerClosed   // calls go to the primary
+	open     = observe.BreakerOpen     // the primary failed repeatedly; the Fallback's Mode answers until the cool-down ends
+	halfOpen = observe.BreakerHalfOpen // the cool-down ended; a few probe calls decide whether it closes or opens again
 )
-
-// String returns "closed", "open" or "half-open".
-func (s State) String() string {
-	switch s {
-	case Closed:
-		return "closed"
-	case Open:
-		return "open"
-	case HalfOpen:
-		return "half-open"
-	}
-	return "State(?)"
-}
 
 // outcome is what a primary call proved about the primary's health.
 type outcome int
@@ -55,10 +37,10 @@ type ticket struct {
 // manual clock and nothing sleeps.
 type breaker struct {
 	cfg   FallbackConfig
-	state atomic.Int32 // mirrors st for lock-free reads
+	state atomic.Uint32 // mirrors st for lock-free reads
 
 	mu          sync.Mutex
-	st          State
+	st          observe.BreakerState
 	gen         uint64 // bumped at every transition: outcomes of older calls are ignored
 	consecutive int    // consecutive failures while closed
 	calls, fail int    // outcomes in the current window while closed
@@ -75,7 +57,7 @@ type breaker struct {
 }
 
 type transition struct {
-	from, to State
+	from, to observe.BreakerState
 	err      error
 }
 
@@ -83,13 +65,13 @@ type transition struct {
 func (b *breaker) allow(now time.Time) (ticket, bool) {
 	b.mu.Lock()
 	defer b.unlock()
-	if b.st == Open && now.Sub(b.openedAt) >= b.cfg.CoolDown {
-		b.move(HalfOpen, nil)
+	if b.st == open && now.Sub(b.openedAt) >= b.cfg.CoolDown {
+		b.move(halfOpen, nil)
 	}
 	switch b.st {
-	case Closed:
+	case closed:
 		return ticket{gen: b.gen}, true
-	case HalfOpen:
+	case halfOpen:
 		if b.inflight < b.cfg.Probes {
 			b.inflight++
 			return ticket{gen: b.gen, probe: true}, true
@@ -109,7 +91,7 @@ func (b *breaker) done(now time.Time, t ticket, o outcome, err error) {
 		b.lastErr = err
 	}
 	switch b.st {
-	case Closed:
+	case closed:
 		if now.Sub(b.windowStart) >= b.cfg.Window {
 			b.windowStart, b.calls, b.fail = now, 0, 0
 		}
@@ -124,31 +106,31 @@ func (b *breaker) done(now time.Time, t ticket, o outcome, err error) {
 			if b.consecutive >= b.cfg.FailureThreshold ||
 				(b.calls >= b.cfg.MinCalls && float64(b.fail) >= b.cfg.FailureRatio*float64(b.calls)) {
 				b.openedAt = now
-				b.move(Open, err)
+				b.move(open, err)
 			}
 		}
-	case HalfOpen:
+	case halfOpen:
 		b.inflight--
 		switch o {
 		case success:
 			if b.successes++; b.successes >= b.cfg.ProbeSuccesses {
 				b.windowStart = now
-				b.move(Closed, nil)
+				b.move(closed, nil)
 			}
 		case failure:
 			b.openedAt = now
-			b.move(Open, err)
+			b.move(open, err)
 		}
 	}
 }
 
 // move changes state under mu and queues the transition for delivery.
-func (b *breaker) move(to State, err error) {
+func (b *breaker) move(to observe.BreakerState, err error) {
 	from := b.st
 	b.st, b.gen = to, b.gen+1
-	b.state.Store(int32(to))
+	b.state.Store(uint32(to))
 	b.consecutive, b.calls, b.fail, b.inflight, b.successes = 0, 0, 0, 0, 0
-	if to == Open {
+	if to == open {
 		b.opens++
 	}
 	b.pending = append(b.pending, transition{from, to, err})
@@ -178,7 +160,7 @@ func (b *breaker) unlock() {
 func (b *breaker) retryIn(now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.st != Open {
+	if b.st != open {
 		return time.Millisecond
 	}
 	return max(time.Millisecond, b.cfg.CoolDown-now.Sub(b.openedAt))

@@ -126,11 +126,11 @@
 // A [Fallback] calls the primary through a circuit breaker:
 //
 //	        N failures in a row, or a failure ratio over a window
-//	Closed ------------------------------------------------> Open
+//	closed ------------------------------------------------> open
 //	  ^                                                     |  after CoolDown
 //	  |  ProbeSuccesses probes succeed                      v
-//	  +--------------------------------------------- HalfOpen (≤ Probes in flight)
-//	                    a probe fails: back to Open
+//	  +--------------------------------------------- halfOpen (≤ Probes in flight)
+//	                    a probe fails: back to open
 //
 // Every primary call carries a deadline of [FallbackConfig.Timeout], so a
 // hanging Redis adds at most that to a request (redisstore needs a go-redis

@@ -10,6 +10,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -58,7 +59,7 @@ func ExampleNewFallback() {
 	local, _ := memstore.New(memstore.Config{Clock: clk})
 	f, _ := hybrid.NewFallback(store.Store(downStore{}), local, hybrid.FallbackConfig{
 		Instances: 4, Clock: clk, Logger: slog.New(slog.DiscardHandler),
-		OnStateChange: func(from, to hybrid.State) { fmt.Println("breaker:", from, "->", to) },
+		OnStateChange: func(from, to observe.BreakerState) { fmt.Println("breaker:", from, "->", to) },
 	})
 	p := algo.PerSecond(2).Burst(100)
 	fmt.Println("share:", p.Share(4))

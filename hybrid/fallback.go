@@ -94,7 +94,7 @@ type FallbackConfig struct {
 	// OnStateChange, when set, is called after each state change, in
 	// order, from the goroutine whose call caused it. It may call
 	// Fallback.State but not Take or TakeMulti.
-	OnStateChange func(from, to State)
+	OnStateChange func(from, to observe.BreakerState)
 	// Observer, when set, receives an observe.BreakerChange after each state
 	// change, labelled with Name (default "fallback"), before
 	// OnStateChange is called.
@@ -189,7 +189,7 @@ func NewFallback(primary, local store.Store, cfg FallbackConfig) (*Fallback, err
 // it also drops what a DenyCache primary counted of the local admissions.
 func (f *Fallback) report(t transition) {
 	level := slog.LevelInfo
-	if t.to == Open {
+	if t.to == open {
 		level = slog.LevelWarn
 	}
 	attrs := []any{"from", t.from.String(), "to", t.to.String(), "mode", f.cfg.Mode.String()}
@@ -197,7 +197,7 @@ func (f *Fallback) report(t transition) {
 		attrs = append(attrs, "error", t.err.Error())
 	}
 	f.cfg.Logger.Log(context.Background(), level, "ratebucket: primary store circuit "+t.to.String(), attrs...)
-	if d, ok := f.primary.(denier); ok && t.to == Closed {
+	if d, ok := f.primary.(denier); ok && t.to == closed {
 		d.forgetLocal()
 	}
 	f.obs.breaker(t)
@@ -215,7 +215,7 @@ func (f *Fallback) Close() error {
 }
 
 // State returns the breaker's state.
-func (f *Fallback) State() State { return State(f.br.state.Load()) }
+func (f *Fallback) State() observe.BreakerState { return observe.BreakerState(f.br.state.Load()) }
 
 // Stats returns counts of what the Fallback did: Calls and the breaker's
 // fields of [Stats].

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -111,7 +112,7 @@ func newRig(t *testing.T, cfg hybrid.FallbackConfig) *rig {
 		cfg.Timeout = unhurried
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(&r.log, nil))
-	cfg.OnStateChange = func(from, to hybrid.State) {
+	cfg.OnStateChange = func(from, to observe.BreakerState) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.changes = append(r.changes, from.String()+">"+to.String())
@@ -157,11 +158,11 @@ func TestFallbackBreaker(t *testing.T) {
 	tests := []struct {
 		name        string
 		probeFails  bool
-		wantState   hybrid.State
+		wantState   observe.BreakerState
 		wantHistory string
 	}{
-		{"probe succeeds", false, hybrid.Closed, "closed>open open>half-open half-open>closed"},
-		{"probe fails", true, hybrid.Open, "closed>open open>half-open half-open>open"},
+		{"probe succeeds", false, observe.BreakerClosed, "closed>open open>half-open half-open>closed"},
+		{"probe fails", true, observe.BreakerOpen, "closed>open open>half-open half-open>open"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,11 +173,11 @@ func TestFallbackBreaker(t *testing.T) {
 				if err != nil || !res.Allowed {
 					t.Fatalf("failure %d: %+v %v: want a local answer", i, res, err)
 				}
-				if want := hybrid.Closed; i < hybrid.DefaultFailureThreshold-1 && r.f.State() != want {
+				if want := observe.BreakerClosed; i < hybrid.DefaultFailureThreshold-1 && r.f.State() != want {
 					t.Fatalf("after %d failures: %v", i+1, r.f.State())
 				}
 			}
-			if r.f.State() != hybrid.Open {
+			if r.f.State() != observe.BreakerOpen {
 				t.Fatalf("after %d failures: %v, want open", hybrid.DefaultFailureThreshold, r.f.State())
 			}
 			calls := r.primary.count()
@@ -190,7 +191,7 @@ func TestFallbackBreaker(t *testing.T) {
 			}
 			r.clk.Add(time.Second - time.Microsecond)
 			r.take(t, "k")
-			if r.f.State() != hybrid.Open || r.primary.count() != calls {
+			if r.f.State() != observe.BreakerOpen || r.primary.count() != calls {
 				t.Fatalf("before the cool-down: %v, %d calls", r.f.State(), r.primary.count()-calls)
 			}
 			r.clk.Add(time.Microsecond)
@@ -221,13 +222,13 @@ func TestFallbackRatio(t *testing.T) {
 	}
 	r.clk.Add(time.Minute) // a new window: the 5 failures of 9 are forgotten
 	for i := range 10 {
-		if r.f.State() != hybrid.Closed {
+		if r.f.State() != observe.BreakerClosed {
 			t.Fatalf("opened after %d calls of the new window", i)
 		}
 		r.primary.set(i%2 == 1, false)
 		r.take(t, "k")
 	}
-	if r.f.State() != hybrid.Open {
+	if r.f.State() != observe.BreakerOpen {
 		t.Fatalf("5 failures of 10: %v, want open", r.f.State())
 	}
 }
@@ -261,7 +262,7 @@ func TestFallbackNeutral(t *testing.T) {
 					t.Fatalf("%s (open %v): err %v, want %v", tc.name, open, err, tc.want)
 				}
 			}
-			if want := map[bool]hybrid.State{false: hybrid.Closed, true: hybrid.Open}[open]; r.f.State() != want {
+			if want := map[bool]observe.BreakerState{false: observe.BreakerClosed, true: observe.BreakerOpen}[open]; r.f.State() != want {
 				t.Fatalf("%s: state %v, want %v", tc.name, r.f.State(), want)
 			}
 		}
@@ -319,7 +320,7 @@ func TestFallbackTimeout(t *testing.T) {
 			t.Fatalf("primary got a deadline %v away, want one at most the 5ms Timeout away", d)
 		}
 	}
-	if r.f.State() != hybrid.Open {
+	if r.f.State() != observe.BreakerOpen {
 		t.Fatalf("state %v after timeouts", r.f.State())
 	}
 }
@@ -339,7 +340,7 @@ func TestFallbackCallerDeadline(t *testing.T) {
 			t.Fatalf("err %v, want the caller's deadline", err)
 		}
 	}
-	if r.f.State() != hybrid.Open {
+	if r.f.State() != observe.BreakerOpen {
 		t.Fatalf("state %v, want open", r.f.State())
 	}
 }
@@ -416,7 +417,7 @@ func TestFallbackOverDenyCache(t *testing.T) {
 				f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1})
 				f.Take(ctx, store.Request{Key: fmt.Sprint("user", i), Policy: p, Cost: 1})
 			}
-			if f.State() != hybrid.Open || cache.Stats().Denied != hybrid.DefaultFailureThreshold {
+			if f.State() != observe.BreakerOpen || cache.Stats().Denied != hybrid.DefaultFailureThreshold {
 				t.Fatalf("state %v, cache %+v: want open after 5 failures among local denials", f.State(), cache.Stats())
 			}
 			for i := range 10 {
@@ -448,7 +449,7 @@ func TestFallbackOverDenyCache(t *testing.T) {
 			clk.Add(hybrid.DefaultCoolDown)
 			f.Take(ctx, store.Request{Key: "someone", Policy: p, Cost: 1})
 			calls := primary.count()
-			if res, err := f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1}); f.State() != hybrid.Closed || err != nil || !res.Allowed || primary.count() != calls+1 {
+			if res, err := f.Take(ctx, store.Request{Key: "abuser", Policy: p, Cost: 1}); f.State() != observe.BreakerClosed || err != nil || !res.Allowed || primary.count() != calls+1 {
 				t.Fatalf("after recovery: %v, %+v %v, %d calls: want Redis's admission", f.State(), res, err, primary.count()-calls)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -59,12 +60,12 @@ type Stats struct {
 	Evictions int64
 
 	// State (Fallback) is the breaker's state.
-	State State
+	State observe.BreakerState
 	// Failures (Fallback) counts the primary calls that failed.
 	Failures int64
 	// Degraded (Fallback) counts requests answered by the Mode.
 	Degraded int64
-	// Opens (Fallback) counts transitions to Open.
+	// Opens (Fallback) counts transitions to open.
 	Opens int64
 	// LastError (Fallback) is the primary's last failure, or nil.
 	LastError error

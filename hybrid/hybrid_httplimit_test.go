@@ -10,6 +10,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -68,14 +69,14 @@ func TestHTTPLimitModesPerRoute(t *testing.T) {
 			t.Errorf("store down: %s answered %v, want %v", tc.path, got, tc.want)
 		}
 	}
-	if fb.State() != hybrid.Open {
+	if fb.State() != observe.BreakerOpen {
 		t.Errorf("feed's breaker %v, want open", fb.State())
 	}
 
 	shared.set(false, false)
 	clk.Add(hybrid.DefaultCoolDown)
 	// The shared bucket of /api/feed was never charged: 5 more, from it.
-	if got, want := counts("/api/feed", 10), map[int]int{200: 5, 429: 5}; !equal(got, want) || fb.State() != hybrid.Closed {
+	if got, want := counts("/api/feed", 10), map[int]int{200: 5, 429: 5}; !equal(got, want) || fb.State() != observe.BreakerClosed {
 		t.Errorf("store back: /api/feed answered %v, want %v; breaker %v", got, want, fb.State())
 	}
 	if got := get("/login"); got != 200 {

@@ -13,6 +13,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/httplimit"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
@@ -154,7 +155,7 @@ func TestFallbackLeases(t *testing.T) {
 			} else if !errors.Is(err, hybrid.ErrOpen) {
 				t.Fatalf("release while down: %v, %v; want ErrOpen", released, err)
 			}
-			if f.State() != hybrid.Open {
+			if f.State() != observe.BreakerOpen {
 				t.Fatalf("state %v, want open after the failures", f.State())
 			}
 			primary.set(false, false)
@@ -168,7 +169,7 @@ func TestFallbackLeases(t *testing.T) {
 					t.Fatalf("release %s after recovery: %v, %v; want %v", id, released, err, want)
 				}
 			}
-			if f.State() != hybrid.Closed {
+			if f.State() != observe.BreakerClosed {
 				t.Fatalf("state %v after a probe succeeded, want closed", f.State())
 			}
 		})

@@ -46,19 +46,8 @@ func (o observer) hit(ctx context.Context, i int) {
 // breaker reports a Fallback's state change.
 func (o observer) breaker(t transition) {
 	if o.o != nil {
-		o.o.ObserveBreaker(observe.BreakerChange{Store: o.name, From: breakerState(t.from), To: breakerState(t.to), Err: t.err})
+		o.o.ObserveBreaker(observe.BreakerChange{Store: o.name, From: t.from, To: t.to, Err: t.err})
 	}
-}
-
-// breakerState is s in the observer contract's terms.
-func breakerState(s State) observe.BreakerState {
-	switch s {
-	case Open:
-		return observe.BreakerOpen
-	case HalfOpen:
-		return observe.BreakerHalfOpen
-	}
-	return observe.BreakerClosed
 }
 
 // hit reports a local denial of the DenyCache d (see observer.hit).

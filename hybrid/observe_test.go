@@ -62,7 +62,7 @@ func TestObserveBreaker(t *testing.T) {
 		t.Errorf("OnStateChange saw %q", h)
 	}
 	if got := ev.changes[0].From.String() + ">" + ev.changes[0].To.String(); got != "closed>open" {
-		t.Errorf("state names %q, want hybrid.State's", got)
+		t.Errorf("state names %q, want observe.BreakerState's", got)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/memstore"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -412,7 +413,7 @@ func TestFallbackOps(t *testing.T) {
 			if ok {
 				t.Fatal("a reservation of the primary's was given back while it is down")
 			}
-			if f.State() != hybrid.Open {
+			if f.State() != observe.BreakerOpen {
 				t.Fatalf("state %v after five failing calls, want open", f.State())
 			}
 			if _, _, err := f.TakeAtMost(ctx, store.Request{Key: "k", Policy: p, Cost: -1}); !errors.Is(err, algo.ErrInvalidCost) {

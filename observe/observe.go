@@ -144,7 +144,7 @@ type Decision struct {
 // hybrid.Fallback reports it.
 type BreakerState uint8
 
-// The breaker states, numbered as hybrid.State.
+// The breaker states (hybrid.Fallback.State reports them).
 const (
 	// BreakerClosed: calls go to the store.
 	BreakerClosed BreakerState = iota
