@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/internal/limitheader"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/observe"
@@ -98,6 +99,19 @@ type Config struct {
 	// Logger receives store failures and internal errors, at most one
 	// record a second. Default: slog.Default().
 	Logger *slog.Logger
+	// Leases, when set, spends hot keys' tokens from leased batches: New
+	// wraps Store in hybrid.NewLeases(Store, *Leases), so a bucket whose
+	// demand over a Lifetime reaches MinBatch (a rule keyed by service, a
+	// caller that floods) costs one Store call per batch instead of one
+	// per call, and stays one limit for the fleet within the bound of
+	// docs/leases.md (set Instances to the fleet's size). Cold keys and
+	// calendar quotas go to the Store as before. It needs an explicit
+	// Store: New returns an error wrapping ErrInvalidConfig without one,
+	// and wrapping hybrid.ErrInvalidConfig too for a LeasesConfig that
+	// hybrid.NewLeases refuses (Instances is required). Call
+	// [Limiter.Close] when the server stops, to give the batches back.
+	// Default: nil, every call is a Store call.
+	Leases *hybrid.LeasesConfig
 }
 
 // maxPrefixLen bounds Config.Prefix so that no bucket key is longer than
@@ -119,7 +133,8 @@ type Limiter struct {
 	noMetadata bool
 	clock      store.Clock
 	logger     *slog.Logger
-	lastLog    atomic.Int64 // unix nanoseconds of the last log record
+	lastLog    atomic.Int64   // unix nanoseconds of the last log record
+	leases     *hybrid.Leases // over the Store, when Config.Leases is set
 }
 
 // rule is a Rule with its defaults applied and its policy fields
@@ -145,6 +160,9 @@ func (realClock) Now() time.Time { return time.Now() }
 func New(cfg Config) (*Limiter, error) {
 	if cfg.Policy == (algo.Policy{}) {
 		cfg.Policy = algo.PerSecond(2).Burst(100)
+	}
+	if cfg.Leases != nil && cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Leases need a Store shared by the fleet; the default in-process store has no calls to save", ErrInvalidConfig)
 	}
 	if cfg.Store == nil {
 		ms, err := memstore.New(memstore.Config{})
@@ -216,7 +234,25 @@ func New(cfg Config) (*Limiter, error) {
 			l.methods[m] = cr
 		}
 	}
+	if cfg.Leases != nil { // last: nothing fails after it starts its goroutine
+		if l.leases, err = hybrid.NewLeases(cfg.Store, *cfg.Leases); err != nil {
+			return nil, fmt.Errorf("%w: Leases: %w", ErrInvalidConfig, err)
+		}
+		l.store = l.leases
+	}
 	return l, nil
+}
+
+// Close gives back the tokens of the batches Config.Leases holds and stops
+// its goroutine: call it once the server has stopped (calls after Close
+// fail as the store's calls do, store.ErrClosed, to the rule's FailMode).
+// It does not close Config.Store. Without Leases it does nothing. It
+// returns nil, and is idempotent.
+func (l *Limiter) Close() error {
+	if l.leases != nil {
+		return l.leases.Close()
+	}
+	return nil
 }
 
 // exemptFields names the fields of the Exempt rule r that are set, or

@@ -71,6 +71,7 @@ func start(t *testing.T, cfg grpclimit.Config, o options) *env {
 		t.Fatal(err)
 	}
 	e.lim = lim
+	t.Cleanup(func() { lim.Close() }) // after the server stops
 	before := func(ctx context.Context) {}
 	if o.before != nil {
 		before = o.before

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/grpclimit"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/redisstore"
@@ -36,8 +37,8 @@ import (
 // policy, cost, KeyFunc, FailMode and Prefix, and up to three rules over
 // the health service's methods, by name or by service, each with a name,
 // a token bucket or calendar quota, a cost, a KeyFunc and a FailMode, or
-// exempt), some of them invalid. A Config New refuses must be refused
-// with ErrInvalidConfig. For each one New accepts, real gRPC calls (unary
+// exempt; token leases or none), some of them invalid. A Config New
+// refuses must be refused with ErrInvalidConfig. For each one New accepts, real gRPC calls (unary
 // Check and List, and Watch streams) go over TCP on 127.0.0.1 through a
 // real grpc.Server with the limiter behind an authentication interceptor,
 // every call with the identity and tenant a KeyFunc may read, while a
@@ -80,6 +81,9 @@ func TestConfigsHonoured(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				cfg := genHonourConfig(rt)
 				cfg.Store, cfg.Clock = s, clk
+				if cfg.Leases != nil {
+					cfg.Leases.Clock = clk
+				}
 				var logs syncBuffer
 				cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 				lim, err := grpclimit.New(cfg)
@@ -91,6 +95,7 @@ func TestConfigsHonoured(t *testing.T) {
 					return
 				}
 				accepted++
+				defer lim.Close()
 				h.lim.Store(lim)
 				for i := range rapid.IntRange(1, 8).Draw(rt, "calls") {
 					method := rapid.SampledFrom([]string{checkMethod, listMethod, watchMethod}).Draw(rt, "method")
@@ -206,6 +211,17 @@ func genHonourConfig(t *rapid.T) grpclimit.Config {
 			cfg.Methods = map[string]grpclimit.Rule{}
 		}
 		cfg.Methods[pick(label+"method", []string{checkMethod, listMethod, watchMethod, healthAll}, []string{"grpc.health.v1.Health/Check"})] = r
+	}
+	if rapid.IntRange(0, 2).Draw(t, "lease") == 0 {
+		cfg.Leases = &hybrid.LeasesConfig{
+			Instances:  rapid.IntRange(1, 3).Draw(t, "instances"),
+			Lifetime:   rapid.SampledFrom([]time.Duration{100 * time.Millisecond, 2 * time.Second, 10 * time.Second}).Draw(t, "lifetime"),
+			MinBatch:   rapid.Int64Range(1, 4).Draw(t, "minBatch"),
+			SweepEvery: -1,
+		}
+		if rare("badLease") {
+			cfg.Leases.Instances = 0
+		}
 	}
 	return cfg
 }

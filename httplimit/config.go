@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -205,6 +206,25 @@ type Config struct {
 	// algo.ErrQuotaUnsupported for a quota, store.ErrUnsupported for the
 	// store). Default: 0, no request is held.
 	Delay time.Duration
+	// Leases, when set, spends hot keys' tokens from leased batches: New
+	// wraps Store in hybrid.NewLeases(Store, *Leases), so a key whose
+	// demand over a Lifetime reaches MinBatch (a global limit, a client
+	// that floods) costs one Store call per batch instead of one per
+	// request, and the limit stays global within the bound of
+	// docs/leases.md (set Instances to the fleet's size). Cold keys pass
+	// through as before. Only single-limit takes are leased: a route with
+	// several enforced limits takes them in one atomic TakeMulti, which
+	// the Leases passes to the Store, as it does calendar quotas,
+	// Concurrency leases and ChargeIf's refunds. It needs an explicit
+	// Store (batches of an in-process store save nothing) and no Delay on
+	// any route (every request of a Delay route is a reservation, which
+	// gives the key's batch back): New and With return an error wrapping
+	// ErrInvalidConfig otherwise, and also hybrid.ErrInvalidConfig for a
+	// LeasesConfig that hybrid.NewLeases refuses (Instances is required).
+	// Routes share their parent's Leases; [Middleware.Close] gives the
+	// batches back and stops its goroutine. Default: nil, every request
+	// is a Store call.
+	Leases *hybrid.LeasesConfig
 	// Logger receives store failures and configuration errors met by
 	// requests. Default: slog.Default().
 	Logger *slog.Logger

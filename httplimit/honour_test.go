@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -28,7 +29,7 @@ var honourTiers = []string{"free", "paid"}
 // With) accepts is one its limits can honour. It generates Configs (one
 // to three limits of token buckets and calendar quotas, each with a
 // Policy, tiers (ResolveByTier) or a Resolve, shadow or enforced; a static Cost or a
-// CostFunc, Delay, a Concurrency limit, ChargeIf, a route in shadow) and a
+// CostFunc, Delay, a Concurrency limit, ChargeIf, Leases, a route in shadow) and a
 // route derived With another, builds them on one store, and sends each
 // accepted one requests whose own inputs are valid (a known tier, a cost
 // within every capacity), moving a mock clock between them, across quota
@@ -63,6 +64,11 @@ func TestConfigsHonoured(t *testing.T) {
 				g := genHonourConfig(rt)
 				cfg := g.cfg
 				cfg.Store, cfg.Clock = s, clk
+				if cfg.Leases != nil {
+					lc := *cfg.Leases
+					lc.Clock = clk
+					cfg.Leases = &lc
+				}
 				cfg.Prefix = fmt.Sprintf("h%d:", accepted+refused)
 				var ev events
 				cfg.Observer = ev.Observe // a route keeps its parent's
@@ -78,6 +84,7 @@ func TestConfigsHonoured(t *testing.T) {
 					return
 				}
 				accepted++
+				defer m.Close()
 				var status int
 				h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
 				for i := range rapid.IntRange(1, 8).Draw(rt, "requests") {
@@ -198,6 +205,14 @@ func genHonourConfig(t *rapid.T) *honourConfig {
 		}
 		if rapid.IntRange(0, 2).Draw(t, label+"conc") == 0 {
 			c.Concurrency = Concurrency{Policy: algo.LeasePolicy{Limit: rapid.Int64Range(1, 3).Draw(t, label+"leases"), TTL: time.Minute}}
+		}
+		if rapid.IntRange(0, 2).Draw(t, label+"lease") == 0 { // a route's is refused: it shares its parent's
+			c.Leases = &hybrid.LeasesConfig{
+				Instances:  rapid.IntRange(1, 3).Draw(t, label+"instances"),
+				Lifetime:   rapid.SampledFrom([]time.Duration{100 * time.Millisecond, 2 * time.Second, 10 * time.Second}).Draw(t, label+"lifetime"),
+				MinBatch:   rapid.Int64Range(1, 4).Draw(t, label+"minBatch"),
+				SweepEvery: -1,
+			}
 		}
 		if rapid.IntRange(0, 2).Draw(t, label+"charge") == 0 {
 			c.ChargeIf = func(status int) bool { return status < 500 }

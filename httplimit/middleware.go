@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
@@ -57,6 +58,7 @@ type Middleware struct {
 	delay     time.Duration
 	reserver  *ratebucket.Limiter // of the single limit, when delay is set
 	shadow    bool                // some limit is a shadow limit
+	leases    *hybrid.Leases      // over the Store, when Config.Leases is set; shared by routes
 	log       *logThrottle
 	clock     store.Clock
 }
@@ -73,15 +75,15 @@ func New(cfg Config) (*Middleware, error) { return build(cfg, nil) }
 //	login, err := mw.With(httplimit.Config{Fail: httplimit.FailClosed(time.Second)})
 //	mux.Handle("POST /upload", upload.Handler(uploadHandler))
 //
-// A route shares m's Store, Prefix, Clock and log throttle, so a client's
-// tokens are shared across the routes of one limit; a route that sets
-// Store, Prefix, Clock, Logger or LogEvery is refused (build another
+// A route shares m's Store, Prefix, Clock, Leases and log throttle, so a
+// client's tokens are shared across the routes of one limit; a route that
+// sets Store, Prefix, Clock, Logger, LogEvery or Leases is refused (build another
 // Middleware with New for that). Setting Cost clears an inherited CostBy.
 // Errors wrap [ErrInvalidConfig]; a cost that cannot fit a capacity also
 // wraps algo.ErrCostExceedsCapacity.
 func (m *Middleware) With(route Config) (*Middleware, error) {
-	if route.Store != nil || route.Prefix != "" || route.Clock != nil || route.Logger != nil || route.LogEvery != 0 {
-		return nil, fmt.Errorf("%w: With: a route shares its parent's Store, Prefix, Clock, Logger and LogEvery; use New for others", ErrInvalidConfig)
+	if route.Store != nil || route.Prefix != "" || route.Clock != nil || route.Logger != nil || route.LogEvery != 0 || route.Leases != nil {
+		return nil, fmt.Errorf("%w: With: a route shares its parent's Store, Prefix, Clock, Logger, LogEvery and Leases; use New for others", ErrInvalidConfig)
 	}
 	c := m.cfg
 	if len(route.Limits) > 0 {
@@ -172,9 +174,12 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 	if m.conc, err = newConcurrency(cfg.Concurrency, prefix, m.key); err != nil {
 		return nil, err
 	}
+	if err := checkLeases(cfg, parent); err != nil {
+		return nil, err
+	}
 	// Valid: now build what it needs.
 	if parent != nil {
-		m.store, m.log = parent.store, parent.log
+		m.store, m.log, m.leases = parent.store, parent.log, parent.leases
 	} else {
 		logger := cfg.Logger
 		if logger == nil {
@@ -186,22 +191,66 @@ func build(cfg Config, parent *Middleware) (*Middleware, error) {
 				return nil, err
 			}
 		}
+		if cfg.Leases != nil {
+			if m.leases, err = hybrid.NewLeases(m.store, *cfg.Leases); err != nil {
+				return nil, fmt.Errorf("%w: Leases: %w", ErrInvalidConfig, err)
+			}
+			m.store = m.leases
+		}
 	}
-	if err := m.checkChargeIf(); err != nil {
+	if err := m.finish(cfg); err != nil {
+		if parent == nil && m.leases != nil {
+			m.leases.Close() // its goroutine, which nobody else could stop
+		}
 		return nil, err
+	}
+	return m, nil
+}
+
+// finish builds what cfg needs over m's store, the last step of build.
+func (m *Middleware) finish(cfg Config) error {
+	var err error
+	if err := m.checkChargeIf(); err != nil {
+		return err
 	}
 	if err := m.checkDelay(cfg.Delay, cfg.Clock); err != nil {
-		return nil, err
+		return err
 	}
 	if err := m.shadowLimiters(); err != nil {
-		return nil, err
+		return err
 	}
 	if m.conc != nil {
 		if m.inflight, err = newInFlight(m.store, m.conc, cfg.Concurrency.Policy); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// checkLeases refuses a Config whose Leases cannot be honoured: see
+// Config.Leases.
+func checkLeases(cfg Config, parent *Middleware) error {
+	switch leased := cfg.Leases != nil || parent != nil && parent.leases != nil; {
+	case cfg.Leases != nil && cfg.Store == nil:
+		return fmt.Errorf("%w: Leases need a Store shared by the fleet; the default in-process store has no calls to save", ErrInvalidConfig)
+	case leased && cfg.Delay > 0:
+		return fmt.Errorf("%w: Delay %v with Leases: every request of a Delay route is a reservation, which gives a leased batch back; give the route a Middleware of its own", ErrInvalidConfig, cfg.Delay)
+	}
+	return nil
+}
+
+// Close gives back the tokens of the batches Config.Leases holds and stops
+// its goroutine: call it once every route of the Middleware is done serving
+// (routes made by With share the Leases, and Close on any of them closes
+// it). Requests served after Close fail as the store's calls do
+// (store.ErrClosed, to the route's FailMode). It does not close
+// Config.Store. Without Leases it does nothing. It returns nil, and is
+// idempotent.
+func (m *Middleware) Close() error {
+	if m.leases != nil {
+		return m.leases.Close()
+	}
+	return nil
 }
 
 // Handler wraps next: the standard func(http.Handler) http.Handler shape,

@@ -202,6 +202,15 @@
 //
 // Put Leases outermost: Leases(Fallback(DenyCache(redis), local)). A
 // DenyCache in front of Leases learns only from the primary's own answers.
+// httplimit's and grpclimit's Config.Leases and the rls server's
+// Options.Leases build one over their store.
+//
+// LeasesConfig.Observer receives an observe.LeaseBatch for each batch
+// taken and given back (and one for a batch spent to its last token),
+// with the requests admitted from the batch since the key's previous
+// report; the adapters in contrib export them as ratebucket_lease_*
+// counters. A store observed under the Leases (observe.Wrap) sees only
+// the calls that reach it.
 //
 // # Composing
 //

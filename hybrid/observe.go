@@ -11,6 +11,7 @@ import (
 const (
 	defaultDenyCacheName = "denycache"
 	defaultFallbackName  = "fallback"
+	defaultLeasesName    = "leases"
 )
 
 // observer reports a component's events to an observe.Observer under its

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -43,6 +44,10 @@ type LeasesConfig struct {
 	SweepEvery time.Duration
 	// Clock times batches and demand. The default is the system clock.
 	Clock store.Clock
+	// Observer, when set, receives an observe.LeaseBatch for each batch
+	// taken and given back, labelled with Name (default "leases").
+	Observer observe.Observer
+	Name     string
 }
 
 // Leases is a [store.Store] that spends a hot key's tokens locally: for a
@@ -73,6 +78,7 @@ type Leases struct {
 
 	calls, local, batches, returned, lost atomic.Int64
 	ops                                   // Refund, TakeAtMost, Reserve…: see ops.go
+	obs                                   observer
 }
 
 var _ store.Store = (*Leases)(nil)
@@ -95,6 +101,8 @@ type lease struct {
 	left int64
 	t0   time.Time
 	res  algo.Result
+	// spent counts admissions from the batch since the last report.
+	spent int64
 }
 
 // NewLeases returns a Leases in front of primary. It returns an error
@@ -128,7 +136,7 @@ func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
-	l := &Leases{primary: primary, cfg: cfg}
+	l := &Leases{primary: primary, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, defaultLeasesName)}
 	l.ops.run = l.opFrom
 	if cfg.SweepEvery > 0 {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
@@ -201,6 +209,7 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	if g > 0 {
 		l.batches.Add(1)
 		e.p, e.left, e.t0, e.res = r.Policy, e.left+g, now, res
+		l.obs.leaseBatch(e, observe.LeaseBatch{Taken: g})
 	}
 	if r.Cost <= e.left {
 		return l.spend(e, r.Cost), false, nil
@@ -222,6 +231,7 @@ func tokensIn(p algo.Policy, n int64) time.Duration {
 // spend admits cost from e's batch: the answer describes the batch.
 func (l *Leases) spend(e *lease, cost int64) algo.Result {
 	e.left -= cost
+	e.spent++
 	l.local.Add(1)
 	return algo.Result{Allowed: true, Limit: e.p.Capacity(), Remaining: e.left, ResetAfter: e.res.ResetAfter}
 }
@@ -249,6 +259,7 @@ func (l *Leases) expired(e *lease, now time.Time) bool {
 func (l *Leases) void(ctx context.Context, e *lease) {
 	n := e.left
 	if n == 0 {
+		l.obs.spentOut(e)
 		return
 	}
 	e.left = 0
@@ -256,9 +267,11 @@ func (l *Leases) void(ctx context.Context, e *lease) {
 	_, err := l.primary.Refund(context.WithoutCancel(ctx), store.Request{Key: e.key, Policy: e.p, Cost: n})
 	if err != nil {
 		l.lost.Add(n)
+		l.obs.leaseBatch(e, observe.LeaseBatch{Lost: n})
 		return
 	}
 	l.returned.Add(n)
+	l.obs.leaseBatch(e, observe.LeaseBatch{Returned: n})
 }
 
 // measure counts cost asked at now, and returns the demand: tokens per

@@ -10,9 +10,10 @@ import (
 )
 
 // The observer contract: what every entry point (httplimit, grpclimit, the
-// rls server, a Limiter) and every component (hybrid's breaker and deny
-// cache, redisstore's pipeline) reports, in one set of events, so that one
-// Observer (a Prometheus or OpenTelemetry adapter, a log) sees them all.
+// rls server, a Limiter) and every component (hybrid's breaker, deny
+// cache and token leases, redisstore's pipeline) reports, in one set of
+// events, so that one Observer (a Prometheus or OpenTelemetry adapter, a
+// log) sees them all.
 //
 // The events carry labels of bounded cardinality only, by construction:
 // names from configuration (a store's, a policy's, a route pattern), fixed
@@ -198,6 +199,28 @@ type PipelineBatch struct {
 	Size  int
 }
 
+// LeaseBatch reports what a token-lease wrapper (hybrid.Leases) did with
+// one key's batch in one call to its store, and what it admitted from the
+// batch since the key's previous report: a grant (Taken tokens, a batch
+// filled or topped up), a give-back (Returned, or Lost when the refund
+// failed), or, for a batch spent to its last token, neither. Requests
+// admitted from a batch cost no call and are no Decision of the store
+// under the wrapper: Local counts them, reported when the batch is
+// topped up or ends (within a Lifetime and a sweep of the admission).
+type LeaseBatch struct {
+	// Store is the wrapper's configured name.
+	Store string
+	// Taken is the tokens the store granted in this call, 0 for a
+	// give-back (and for a grant of none, which is not reported).
+	Taken int64
+	// Returned is the tokens given back to the store; Lost, those whose
+	// return failed (never admitted: the bucket refills them).
+	Returned, Lost int64
+	// Local is the requests admitted from the key's batch, without a
+	// call, since the key's previous report.
+	Local int64
+}
+
 // Observer receives the events of the observer contract. Every method is
 // called on the goroutine of the call that caused the event, so keep it
 // fast (count, do not block) and safe for simultaneous use. Methods may be
@@ -212,6 +235,9 @@ type Observer interface {
 	ObserveDenyCacheHit(ctx context.Context, h DenyCacheHit)
 	// ObservePipelineBatch receives the size of each pipeline sent.
 	ObservePipelineBatch(b PipelineBatch)
+	// ObserveLeaseBatch receives each grant and give-back of a token
+	// lease's batch.
+	ObserveLeaseBatch(b LeaseBatch)
 }
 
 // Funcs is an [Observer] made of functions; a nil one ignores its
@@ -221,6 +247,7 @@ type Funcs struct {
 	Breaker       func(c BreakerChange)
 	DenyCacheHit  func(ctx context.Context, h DenyCacheHit)
 	PipelineBatch func(b PipelineBatch)
+	LeaseBatch    func(b LeaseBatch)
 }
 
 // ObserveDecision calls f.Decision, if set.
@@ -248,6 +275,13 @@ func (f Funcs) ObserveDenyCacheHit(ctx context.Context, h DenyCacheHit) {
 func (f Funcs) ObservePipelineBatch(b PipelineBatch) {
 	if f.PipelineBatch != nil {
 		f.PipelineBatch(b)
+	}
+}
+
+// ObserveLeaseBatch calls f.LeaseBatch, if set.
+func (f Funcs) ObserveLeaseBatch(b LeaseBatch) {
+	if f.LeaseBatch != nil {
+		f.LeaseBatch(b)
 	}
 }
 

@@ -86,6 +86,14 @@ type Limit struct {
 	Unlimited bool
 	Shadow    bool
 	Quota     bool
+	// Lease is the descriptor's lease: true, a hot descriptor whose
+	// bucket a Service with Options.Leases spends from leased batches
+	// (see "Hot descriptors" in the package doc). Load refuses it on a
+	// descriptor without a rate_limit of its own, on an unlimited one or
+	// one of requests_per_unit 0 (nothing to lease), and beside
+	// shadow_mode or quota_mode (whose refusals are reported, not
+	// enforced: a batch would only hide them).
+	Lease bool
 	// Policy is the token bucket: Burst tokens, refilled at
 	// RequestsPerUnit per Unit. Zero when Unlimited or RequestsPerUnit is
 	// 0 (every request over the limit).
@@ -311,9 +319,9 @@ func (p *parser) descriptors(seq *yaml.Node, parent *node, path string) error {
 
 func (p *parser) descriptor(d *yaml.Node, parent *node, path string) error {
 	var (
-		key, value                                 string
-		rl, children, modeNode                     *yaml.Node
-		shadow, quota, detailed, toMetric, sharing bool
+		key, value                                        string
+		rl, children, modeNode, leaseNode                 *yaml.Node
+		shadow, quota, detailed, toMetric, sharing, lease bool
 	)
 	err := p.fields(d, "a descriptor", func(k string, v *yaml.Node) error {
 		switch k {
@@ -339,6 +347,9 @@ func (p *parser) descriptor(d *yaml.Node, parent *node, path string) error {
 			return p.scalar(v, k, &toMetric) // likewise
 		case "share_threshold":
 			return p.scalar(v, k, &sharing)
+		case "lease":
+			leaseNode = v
+			return p.scalar(v, k, &lease)
 		}
 		return errUnknown
 	})
@@ -399,6 +410,17 @@ func (p *parser) descriptor(d *yaml.Node, parent *node, path string) error {
 		}
 	} else if shadow || quota {
 		return p.errf(modeNode, "%s: %s without a rate_limit of its own (nested descriptors do not inherit it)", here, mode)
+	}
+	if lease {
+		switch {
+		case n.limit == nil:
+			return p.errf(leaseNode, "%s: lease without a rate_limit of its own (nested descriptors do not inherit it)", here)
+		case n.limit.Unlimited || n.limit.RequestsPerUnit == 0:
+			return p.errf(leaseNode, "%s: lease on a rate_limit that keeps no bucket (unlimited, or requests_per_unit 0)", here)
+		case shadow || quota:
+			return p.errf(leaseNode, "%s: lease with %s, whose refusals are reported, not enforced: a batch would hide them", here, mode)
+		}
+		n.limit.Lease = true
 	}
 	if children != nil {
 		return p.descriptors(children, n, here)

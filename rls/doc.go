@@ -59,7 +59,8 @@
 // naming the file, the line and the descriptor's path (domain.key_value):
 // a rate_limit that is not a valid token bucket, shadow_mode or quota_mode
 // on a descriptor without a rate_limit of its own or on an unlimited one,
-// and a replaces naming no rate_limit of the domain.
+// a replaces naming no rate_limit of the domain, and a lease it cannot
+// serve (see Hot descriptors).
 //
 // One extension, burst, makes the bucket's capacity differ from
 // requests_per_unit:
@@ -110,6 +111,27 @@
 // escaped and hashed when long, so no descriptor value can forge another's
 // key or make a key longer than 256 bytes. A limit changed by a reload
 // keeps its buckets: the new policy applies to them at once.
+//
+// # Hot descriptors
+//
+// A descriptor every request carries (a global limit, a domain's total)
+// is one bucket, one Redis key, and every request a script call on it.
+// Mark it lease: true (beside key and value, as shadow_mode) and give the
+// Service Options.Leases (ratebucket-rls: -lease-instances, the number of
+// servers): its bucket is then spent from batches leased by
+// hybrid.Leases, one store call per batch, admitted in process, and given
+// back when the batch's lifetime ends, and the limit stays one for the
+// fleet within the bound of hybrid's "Token leases" (the excess is at
+// most min(burst, rate·lifetime)). While a descriptor's demand is below
+// the lease's MinBatch each request is a store call, as without it.
+// Leased descriptors are taken one by one before the request's others; a
+// refusal by a leased one leaves the others uncharged, and a refusal by
+// the others gives the leased tokens back, so a request is still charged
+// all or nothing. A leased descriptor's remaining tokens (and
+// x-ratelimit-remaining) are its batch's. Load refuses lease: true on a
+// descriptor without a rate_limit of its own, on an unlimited one or one
+// of requests_per_unit 0, and beside shadow_mode or quota_mode; NewService
+// refuses lease: true descriptors without Options.Leases.
 //
 // # Operations
 //

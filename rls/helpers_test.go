@@ -136,6 +136,7 @@ func serve(t *testing.T, src rls.ConfigSource, opt rls.Options, srv *rls.Server)
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
+		svc.Close()
 	})
 	r.client = pb.NewRateLimitServiceClient(r.conn)
 	return r

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"pgregory.net/rapid"
 
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/rls"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
@@ -26,7 +27,7 @@ import (
 // configuration Load accepts is one the server can honour. It generates
 // configuration directories (one to three files, a domain each, the same
 // domain twice now and then) of nested descriptors with keys, values and
-// wildcards, share_threshold, shadow_mode, quota_mode, detailed_metric,
+// wildcards, share_threshold, shadow_mode, quota_mode, detailed_metric, lease,
 // and rate_limits with every unit, requests_per_unit from 0 to
 // 4294967295, burst (0, small, above the largest capacity), unlimited,
 // name and replaces; now and then an option is wrong. A configuration
@@ -52,7 +53,8 @@ func TestConfigsHonoured(t *testing.T) {
 			}
 			src := &swapSource{}
 			src.c.Store(empty)
-			r := serve(t, src, rls.Options{Store: st, Clock: clk, ResponseHeaders: true}, nil)
+			leases := &hybrid.LeasesConfig{Instances: 2, Lifetime: 2 * time.Second, MinBatch: 1, SweepEvery: -1, Clock: clk}
+			r := serve(t, src, rls.Options{Store: st, Clock: clk, ResponseHeaders: true, Leases: leases}, nil)
 			dir := t.TempDir()
 			var accepted, refused, requests int
 			rapid.Check(t, func(rt *rapid.T) {
@@ -120,6 +122,7 @@ type hDesc struct {
 	key, value                     string
 	limit                          *hLimit // nil: no rate_limit
 	shadow, quota, share, detailed bool
+	lease                          bool
 	children                       []*hDesc
 }
 
@@ -175,6 +178,9 @@ func genDescs(t *rapid.T, depth int) []*hDesc {
 		if d.limit != nil && !d.limit.unlimited || rare(t, "modeWithoutLimit") {
 			d.shadow = rapid.IntRange(0, 4).Draw(t, "shadow") == 0
 			d.quota = rapid.IntRange(0, 4).Draw(t, "quota") == 0
+		}
+		if d.limit != nil && !d.shadow && !d.quota || rare(t, "leaseWrong") {
+			d.lease = rapid.IntRange(0, 2).Draw(t, "lease") == 0
 		}
 		ds = append(ds, d)
 	}
@@ -245,7 +251,7 @@ func writeDescs(b *strings.Builder, ds []*hDesc, indent string) {
 		for _, o := range []struct {
 			name string
 			on   bool
-		}{{"share_threshold", d.share}, {"shadow_mode", d.shadow}, {"quota_mode", d.quota}, {"detailed_metric", d.detailed}} {
+		}{{"share_threshold", d.share}, {"shadow_mode", d.shadow}, {"quota_mode", d.quota}, {"detailed_metric", d.detailed}, {"lease", d.lease}} {
 			if o.on {
 				fmt.Fprintf(b, "%s%s: true\n", in, o.name)
 			}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -67,6 +68,20 @@ type Options struct {
 	// Logger receives store failures, at most one record a second.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Leases, when set, spends the buckets of hot descriptors (those
+	// configured with lease: true) from leased batches: NewService wraps
+	// Store in hybrid.NewLeases(Store, *Leases), and each such
+	// descriptor's bucket costs one Store call per batch instead of one
+	// per request while its demand over a Lifetime reaches MinBatch (see
+	// "Hot descriptors" in the package doc). Set Instances to the number
+	// of servers sharing Store. NewService returns an error for a
+	// LeasesConfig hybrid.NewLeases refuses (wrapping
+	// hybrid.ErrInvalidConfig), and for a configuration with lease: true
+	// descriptors when Leases is nil (a configuration reloaded later is
+	// served with those descriptors unleased: a Loader knows no Service).
+	// Call [Service.Close] when the server stops. Default: nil, every
+	// descriptor is a Store call.
+	Leases *hybrid.LeasesConfig
 }
 
 var _ pb.RateLimitServiceServer = (*Service)(nil)
@@ -81,6 +96,7 @@ type Service struct {
 	logger  *slog.Logger
 	logged  logEvery
 	clock   store.Clock
+	leases  *hybrid.Leases // over opt.Store, when opt.Leases is set
 }
 
 type realClock struct{}
@@ -115,7 +131,28 @@ func NewService(src ConfigSource, opt Options) (*Service, error) {
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
+	if opt.Leases == nil {
+		if d := src.Config().leasedDomain(); d != "" {
+			return nil, fmt.Errorf("rls: domain %q has lease: true descriptors, which need Options.Leases", d)
+		}
+		return s, nil
+	}
+	var err error
+	if s.leases, err = hybrid.NewLeases(opt.Store, *opt.Leases); err != nil {
+		return nil, fmt.Errorf("rls: Options.Leases: %w", err)
+	}
 	return s, nil
+}
+
+// Close gives back the tokens of the batches Options.Leases holds and
+// stops its goroutine: call it once the server has stopped. It does not
+// close Options.Store. Without Leases it does nothing. It returns nil,
+// and is idempotent.
+func (s *Service) Close() error {
+	if s.leases != nil {
+		return s.leases.Close()
+	}
+	return nil
 }
 
 // item is one descriptor of a request on its way to a status.
@@ -213,8 +250,8 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			it.key = bucketKey(s.opt.Prefix, req.Domain, d.Entries, shared, s.opt.HashTag, "")
 		}
 	}
-	var enforce, shadow []store.Request
-	var enforceNames, shadowNames []string // each request's limit, for observers
+	var groups [groupCount][]store.Request
+	var names [groupCount][]string // each request's limit, for observers
 	for i := range items {
 		it := &items[i]
 		if it.limit != nil && it.limit.Name != "" && replaced[it.limit.Name] {
@@ -235,13 +272,10 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			if cost > it.policy.Capacity() {
 				it.kind, cost = kindBlocked, 0
 			}
-			group, names := &enforce, &enforceNames
-			if it.limit.soft() {
-				group, names = &shadow, &shadowNames
-			}
-			it.req = addRequest(group, store.Request{Key: it.key, Policy: it.policy, Cost: cost})
-			if it.req == len(*names) {
-				*names = append(*names, it.limit.policyName())
+			g := s.groupOf(it.limit)
+			it.req = addRequest(&groups[g], store.Request{Key: it.key, Policy: it.policy, Cost: cost})
+			if it.req == len(names[g]) {
+				names[g] = append(names[g], it.limit.policyName())
 			}
 		}
 	}
@@ -253,15 +287,11 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		if !it.grouped {
 			continue
 		}
-		group := enforce
-		if it.limit.soft() {
-			group = shadow
-		}
-		if group[it.req].Cost > it.policy.Capacity() {
+		if groups[s.groupOf(it.limit)][it.req].Cost > it.policy.Capacity() {
 			it.kind = kindBlocked
 		}
 	}
-	for _, group := range [][]store.Request{enforce, shadow} {
+	for _, group := range groups {
 		for j := range group {
 			if group[j].Cost > group[j].Policy.Capacity() {
 				group[j].Cost = 0
@@ -274,18 +304,25 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			allowed = false
 		}
 	}
-	enforced, err := s.take(labelled(ctx, domain, enforceNames, false), enforce, allowed)
+	// Leased buckets first, each on its own (mostly from a batch, with
+	// no call): a refusal there leaves the others uncharged; a refusal by
+	// the others gives the leased ones' tokens back.
+	var res [groupCount]store.MultiResult
+	var err error
+	res[groupLeased], err = s.takeLeased(ctx, domain, groups[groupLeased], names[groupLeased], allowed)
 	if err == nil {
-		allowed = allowed && enforced.Allowed
-		var shadowed store.MultiResult
-		shadowed, err = s.take(labelled(ctx, domain, shadowNames, true), shadow, allowed)
+		allowed = allowed && res[groupLeased].Allowed // and then the leased ones are charged
+		res[groupEnforce], err = s.take(labelled(ctx, domain, names[groupEnforce], false), groups[groupEnforce], allowed)
+		if allowed && (err != nil || !res[groupEnforce].Allowed) {
+			s.giveBack(ctx, domain, groups[groupLeased], res[groupLeased])
+		}
+	}
+	if err == nil {
+		allowed = allowed && res[groupEnforce].Allowed
+		res[groupShadow], err = s.take(labelled(ctx, domain, names[groupShadow], true), groups[groupShadow], allowed)
 		for i := range items {
 			if it := &items[i]; it.grouped && err == nil {
-				if it.limit != nil && it.limit.soft() {
-					it.res = shadowed.Results[it.req]
-				} else {
-					it.res = enforced.Results[it.req]
-				}
+				it.res = res[s.groupOf(it.limit)].Results[it.req]
 			}
 		}
 	}

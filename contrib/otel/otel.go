@@ -2,12 +2,20 @@
 // observe) with OpenTelemetry metric instruments, from the
 // metric.MeterProvider the caller passes:
 //
-//	ratebucket.decisions           Int64ObservableCounter result, policy, route, store
-//	ratebucket.store.latency       Float64Histogram  store          (unit s)
-//	ratebucket.breaker.state       Int64Gauge        store, state   (1 for the current state)
-//	ratebucket.breaker.transitions Int64Counter      store, from, to
-//	ratebucket.denycache.hits      Int64Counter      store, policy, route
-//	ratebucket.pipeline.batch_size Int64Histogram    store          (unit {command})
+//	ratebucket.decisions              Int64ObservableCounter result, policy, route, store
+//	ratebucket.store.latency          Float64Histogram  store          (unit s)
+//	ratebucket.breaker.state          Int64Gauge        store, state   (1 for the current state)
+//	ratebucket.breaker.transitions    Int64Counter      store, from, to
+//	ratebucket.denycache.hits         Int64Counter      store, policy, route
+//	ratebucket.pipeline.batch_size    Int64Histogram    store          (unit {command})
+//	ratebucket.lease.batches          Int64Counter      store          (unit {batch})
+//	ratebucket.lease.local_admissions Int64Counter      store          (unit {request})
+//	ratebucket.lease.tokens.returned  Int64Counter      store          (unit {token})
+//	ratebucket.lease.tokens.lost      Int64Counter      store          (unit {token})
+//
+// The lease instruments count what hybrid.Leases reports as
+// observe.LeaseBatch: batches taken, requests admitted from them without
+// a store call, and tokens given back or lost.
 //
 // result is allowed, denied, shadow_denied or error; state, from and to
 // are closed, open or half-open. Every attribute value comes from
@@ -45,6 +53,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/internal/obscache"
 	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/promtext"
 )
 
 // ScopeName is the instrumentation scope of the Meter the Observer uses.
@@ -82,6 +91,7 @@ type Observer struct {
 	transitions metric.Int64Counter
 	hits        metric.Int64Counter
 	batches     metric.Int64Histogram
+	leases      [len(leaseInstruments)]metric.Int64Counter
 
 	mu     sync.Mutex
 	counts []*observe.DecisionCounts // the observed stores', then own
@@ -91,6 +101,16 @@ type Observer struct {
 	latencyBy obscache.Cache[[]metric.RecordOption]
 	hitsBy    obscache.Cache[[]metric.AddOption]
 	batchBy   obscache.Cache[[]metric.RecordOption]
+	leaseBy   obscache.Cache[[]metric.AddOption]
+}
+
+// leaseInstruments are the lease counters' names and units, in the order
+// of promtext.LeaseFamilies, whose help texts they share.
+var leaseInstruments = [len(promtext.LeaseFamilies)][2]string{
+	{"ratebucket.lease.batches", "{batch}"},
+	{"ratebucket.lease.local_admissions", "{request}"},
+	{"ratebucket.lease.tokens.lost", "{token}"},
+	{"ratebucket.lease.tokens.returned", "{token}"},
 }
 
 var (
@@ -129,6 +149,12 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	o.batches, errs[5] = m.Int64Histogram("ratebucket.pipeline.batch_size", metric.WithUnit("{command}"),
 		metric.WithDescription("Commands per pipeline sent to the store."),
 		metric.WithExplicitBucketBoundaries(opts.BatchBuckets...))
+	for i, in := range leaseInstruments {
+		var err error
+		if o.leases[i], err = m.Int64Counter(in[0], metric.WithUnit(in[1]), metric.WithDescription(promtext.LeaseFamilies[i][1])); err != nil {
+			return nil, fmt.Errorf("otelobserver: %w", err)
+		}
+	}
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("otelobserver: %w", err)
@@ -151,6 +177,9 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	}
 	o.batchBy.New = func(k obscache.Key) *[]metric.RecordOption {
 		return &[]metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("store", k.Store)))}
+	}
+	o.leaseBy.New = func(k obscache.Key) *[]metric.AddOption {
+		return &[]metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("store", k.Store)))}
 	}
 	return o, nil
 }
@@ -211,4 +240,15 @@ func (o *Observer) ObserveDenyCacheHit(ctx context.Context, h observe.DenyCacheH
 // ObservePipelineBatch records b's size.
 func (o *Observer) ObservePipelineBatch(b observe.PipelineBatch) {
 	o.batches.Record(context.Background(), int64(b.Size), *o.batchBy.Get(obscache.Key{Store: b.Store})...)
+}
+
+// ObserveLeaseBatch counts b: a batch taken, the local admissions, and
+// the tokens returned or lost.
+func (o *Observer) ObserveLeaseBatch(b observe.LeaseBatch) {
+	attrs := *o.leaseBy.Get(obscache.Key{Store: b.Store})
+	for i, n := range promtext.LeaseCounts(b) {
+		if n > 0 {
+			o.leases[i].Add(context.Background(), int64(n), attrs...)
+		}
+	}
 }

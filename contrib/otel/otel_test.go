@@ -90,11 +90,14 @@ func TestMetrics(t *testing.T) {
 	obs.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
 	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 1})
 	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 12})
+	obs.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Taken: 25, Local: 2})
+	obs.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Returned: 9, Local: 14})
+	obs.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Lost: 3})
 
 	decision := func(result string, n int64) metricdata.DataPoint[int64] {
 		return metricdata.DataPoint[int64]{Attributes: set("policy", "login", "result", result, "route", "POST /login", "store", "redis"), Value: n}
 	}
-	redis := set("store", "redis")
+	redis, leases := set("store", "redis"), set("store", "leases")
 	want := []metricdata.Metrics{
 		{Name: "ratebucket.decisions", Unit: "{decision}", Data: counter(decision("allowed", 2), decision("denied", 1), decision("shadow_denied", 1), decision("error", 1))},
 		{Name: "ratebucket.store.latency", Unit: "s", Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality,
@@ -112,6 +115,10 @@ func TestMetrics(t *testing.T) {
 		{Name: "ratebucket.pipeline.batch_size", Unit: "{command}", Data: metricdata.Histogram[int64]{Temporality: metricdata.CumulativeTemporality,
 			DataPoints: []metricdata.HistogramDataPoint[int64]{{Attributes: redis, Count: 2, Bounds: []float64{1, 8}, BucketCounts: []uint64{1, 0, 1},
 				Min: metricdata.NewExtrema[int64](1), Max: metricdata.NewExtrema[int64](12), Sum: 13}}}},
+		{Name: "ratebucket.lease.batches", Unit: "{batch}", Data: counter(metricdata.DataPoint[int64]{Attributes: leases, Value: 1})},
+		{Name: "ratebucket.lease.local_admissions", Unit: "{request}", Data: counter(metricdata.DataPoint[int64]{Attributes: leases, Value: 16})},
+		{Name: "ratebucket.lease.tokens.lost", Unit: "{token}", Data: counter(metricdata.DataPoint[int64]{Attributes: leases, Value: 3})},
+		{Name: "ratebucket.lease.tokens.returned", Unit: "{token}", Data: counter(metricdata.DataPoint[int64]{Attributes: leases, Value: 9})},
 	}
 	got := collect(t, reader)
 	if len(got) != len(want) {

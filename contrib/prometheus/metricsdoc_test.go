@@ -31,6 +31,7 @@ func TestMetricsPageQueries(t *testing.T) {
 		obs.ObserveDecision(ctx, observe.Decision{Op: observe.OpTake, Outcome: out, Store: "redis", Policy: "p", Route: "r", Timed: true})
 	}
 	obs.ObserveBreaker(observe.BreakerChange{Store: "redis", From: observe.BreakerClosed, To: observe.BreakerOpen})
+	obs.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Taken: 10, Local: 4})
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,17 @@
 //	ratebucket_breaker_transitions_total{store,from,to}     counter
 //	ratebucket_denycache_hits_total{store,policy,route}     counter
 //	ratebucket_pipeline_batch_size{store}                   histogram
+//	ratebucket_lease_batches_total{store}                   counter
+//	ratebucket_lease_local_admissions_total{store}          counter
+//	ratebucket_lease_tokens_returned_total{store}           counter
+//	ratebucket_lease_tokens_lost_total{store}               counter
+//
+// The lease families count what hybrid.Leases (httplimit's, grpclimit's
+// and the rls server's Leases options) reports as observe.LeaseBatch:
+// batches taken from the store, requests admitted from them without a
+// store call (which ratebucket_decisions_total, counting the store's
+// calls, does not see), and the tokens given back, or lost when the
+// refund failed.
 //
 // result is allowed, denied, shadow_denied or error; state, from and to
 // are closed, open or half-open. Every label value comes from
@@ -50,6 +61,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/internal/obscache"
 	"github.com/ratebucket/ratebucket/observe"
+	"github.com/ratebucket/ratebucket/observe/promtext"
 )
 
 // DefaultLatencyBuckets spans 1µs (memstore) to 2.5s (a Redis timeout),
@@ -93,6 +105,7 @@ type Observer struct {
 	transitions *prometheus.CounterVec
 	hits        *prometheus.CounterVec
 	batches     *prometheus.HistogramVec
+	leases      [len(promtext.LeaseFamilies)]*prometheus.CounterVec
 
 	mu     sync.Mutex
 	counts []*observe.DecisionCounts // the observed stores', then own
@@ -101,6 +114,7 @@ type Observer struct {
 	latencyBy obscache.Cache[prometheus.Observer]
 	hitsBy    obscache.Cache[prometheus.Counter]
 	batchBy   obscache.Cache[prometheus.Observer]
+	leaseBy   obscache.Cache[[len(promtext.LeaseFamilies)]prometheus.Counter]
 }
 
 var (
@@ -146,7 +160,17 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 			Buckets: opts.BatchBuckets,
 		}, []string{"store"}),
 	}
+	for i, f := range promtext.LeaseFamilies {
+		o.leases[i] = prometheus.NewCounterVec(prometheus.CounterOpts{Name: f[0], Help: f[1]}, []string{"store"})
+	}
 	o.counts = []*observe.DecisionCounts{&o.own}
+	o.leaseBy.New = func(k obscache.Key) *[len(promtext.LeaseFamilies)]prometheus.Counter {
+		var c [len(promtext.LeaseFamilies)]prometheus.Counter
+		for i, v := range o.leases {
+			c[i] = v.WithLabelValues(k.Store)
+		}
+		return &c
+	}
 	o.latencyBy.New = func(k obscache.Key) *prometheus.Observer {
 		h := o.latency.WithLabelValues(k.Store)
 		return &h
@@ -171,7 +195,11 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 
 // Collectors returns the Observer's metrics, for registering them by hand.
 func (o *Observer) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{decisions{o}, o.latency, o.state, o.transitions, o.hits, o.batches}
+	cs := []prometheus.Collector{decisions{o}, o.latency, o.state, o.transitions, o.hits, o.batches}
+	for _, l := range o.leases {
+		cs = append(cs, l)
+	}
+	return cs
 }
 
 // decisions collects ratebucket_decisions_total from the counts.
@@ -233,4 +261,16 @@ func (o *Observer) ObserveDenyCacheHit(_ context.Context, h observe.DenyCacheHit
 // ObservePipelineBatch records b's size.
 func (o *Observer) ObservePipelineBatch(b observe.PipelineBatch) {
 	(*o.batchBy.Get(obscache.Key{Store: b.Store})).Observe(float64(b.Size))
+}
+
+// ObserveLeaseBatch counts b: a batch taken, the local admissions, and
+// the tokens returned or lost. The four series of b's store exist from
+// its first event.
+func (o *Observer) ObserveLeaseBatch(b observe.LeaseBatch) {
+	c := o.leaseBy.Get(obscache.Key{Store: b.Store})
+	for i, n := range promtext.LeaseCounts(b) {
+		if n > 0 {
+			c[i].Add(float64(n))
+		}
+	}
 }

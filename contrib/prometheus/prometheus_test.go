@@ -58,6 +58,9 @@ func TestMetrics(t *testing.T) {
 	obs.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
 	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 1})
 	obs.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 12})
+	obs.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Taken: 25, Local: 2})
+	obs.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Returned: 9, Local: 14})
+	obs.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Lost: 3})
 	want := `
 # HELP ratebucket_breaker_state 1 for the current state (closed, open, half-open) of the circuit breaker in front of a store, 0 for the others.
 # TYPE ratebucket_breaker_state gauge
@@ -77,6 +80,18 @@ ratebucket_decisions_total{policy="login",result="shadow_denied",route="POST /lo
 # HELP ratebucket_denycache_hits_total Requests a deny cache refused without calling its store.
 # TYPE ratebucket_denycache_hits_total counter
 ratebucket_denycache_hits_total{policy="login",route="POST /login",store="redis"} 2
+# HELP ratebucket_lease_batches_total Batches a token lease took from its store in one call (a batch filled or topped up).
+# TYPE ratebucket_lease_batches_total counter
+ratebucket_lease_batches_total{store="leases"} 1
+# HELP ratebucket_lease_local_admissions_total Requests admitted from a leased batch, without a store call.
+# TYPE ratebucket_lease_local_admissions_total counter
+ratebucket_lease_local_admissions_total{store="leases"} 16
+# HELP ratebucket_lease_tokens_lost_total Tokens of leased batches whose return to the store failed (never admitted).
+# TYPE ratebucket_lease_tokens_lost_total counter
+ratebucket_lease_tokens_lost_total{store="leases"} 3
+# HELP ratebucket_lease_tokens_returned_total Tokens of leased batches given back to the store.
+# TYPE ratebucket_lease_tokens_returned_total counter
+ratebucket_lease_tokens_returned_total{store="leases"} 9
 # HELP ratebucket_pipeline_batch_size Commands per pipeline sent to the store.
 # TYPE ratebucket_pipeline_batch_size histogram
 ratebucket_pipeline_batch_size_bucket{store="redis",le="1"} 1
@@ -106,7 +121,7 @@ func TestRegistration(t *testing.T) {
 		t.Fatal("a second Observer registered the same metrics")
 	}
 	obs, err := promobserver.New(nil, promobserver.Options{})
-	if err != nil || len(obs.Collectors()) != 6 {
+	if err != nil || len(obs.Collectors()) != 10 {
 		t.Fatalf("New(nil): %v, %d collectors", err, len(obs.Collectors()))
 	}
 }

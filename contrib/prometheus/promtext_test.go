@@ -40,6 +40,9 @@ func TestPromtextAgrees(t *testing.T) {
 		for _, n := range []int{1, 5, 64, 70} {
 			o.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: n})
 		}
+		o.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Taken: 25, Local: 2})
+		o.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Returned: 9, Local: 14})
+		o.ObserveLeaseBatch(observe.LeaseBatch{Store: "other \"leases\"", Lost: 3})
 	}
 	var out strings.Builder
 	if _, err := text.WriteTo(&out); err != nil {

@@ -45,6 +45,25 @@ const (
 	HelpBatches     = "Commands per pipeline sent to the store."
 )
 
+// The token-lease families (observe.LeaseBatch), as contrib/prometheus
+// writes them: name and help, in the order of leaseCounts.
+var LeaseFamilies = [...][2]string{
+	{"ratebucket_lease_batches_total", "Batches a token lease took from its store in one call (a batch filled or topped up)."},
+	{"ratebucket_lease_local_admissions_total", "Requests admitted from a leased batch, without a store call."},
+	{"ratebucket_lease_tokens_lost_total", "Tokens of leased batches whose return to the store failed (never admitted)."},
+	{"ratebucket_lease_tokens_returned_total", "Tokens of leased batches given back to the store."},
+}
+
+// LeaseCounts returns b's additions to the families of [LeaseFamilies],
+// in their order.
+func LeaseCounts(b observe.LeaseBatch) [len(LeaseFamilies)]uint64 {
+	var batch uint64
+	if b.Taken > 0 {
+		batch = 1
+	}
+	return [...]uint64{batch, uint64(max(b.Local, 0)), uint64(max(b.Lost, 0)), uint64(max(b.Returned, 0))}
+}
+
 // Registry is an observe.Observer whose metrics [Registry.WriteTo] writes. The
 // zero value is ready to use; a Registry is safe for simultaneous use.
 type Registry struct {
@@ -55,6 +74,7 @@ type Registry struct {
 	transitions map[[3]string]uint64 // store, from, to
 	hits        map[obscache.Key]uint64
 	batches     map[string]*histogram
+	leases      map[string]*[len(LeaseFamilies)]uint64 // by store
 }
 
 var _ observe.Observer = (*Registry)(nil)
@@ -118,6 +138,16 @@ func (r *Registry) ObservePipelineBatch(b observe.PipelineBatch) {
 	lazy(&r.batches, b.Store).observe(BatchBuckets, float64(b.Size))
 }
 
+// ObserveLeaseBatch counts b.
+func (r *Registry) ObserveLeaseBatch(b observe.LeaseBatch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := lazy(&r.leases, b.Store)
+	for i, n := range LeaseCounts(b) {
+		c[i] += n
+	}
+}
+
 // lazy returns m[k], making the map and the value on first use.
 func lazy[K comparable, V any](m *map[K]*V, k K) *V {
 	if *m == nil {
@@ -171,6 +201,14 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		family(b, "ratebucket_denycache_hits_total", "counter", HelpHits)
 		for _, k := range sortedKeys(r.hits) {
 			sample(b, "ratebucket_denycache_hits_total", labels("policy", k.Policy, "route", k.Route, "store", k.Store), u(r.hits[k]))
+		}
+	}
+	for i, f := range LeaseFamilies {
+		if len(r.leases) > 0 {
+			family(b, f[0], "counter", f[1])
+		}
+		for _, s := range sorted(r.leases) {
+			sample(b, f[0], labels("store", s), u(r.leases[s][i]))
 		}
 	}
 	histograms(b, "ratebucket_pipeline_batch_size", HelpBatches, BatchBuckets, r.batches)

@@ -29,6 +29,9 @@ func feed(o observe.Observer) {
 	o.ObserveDenyCacheHit(ctx, observe.DenyCacheHit{Store: "redis", Policy: "login", Route: "POST /login"})
 	o.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 1})
 	o.ObservePipelineBatch(observe.PipelineBatch{Store: "redis", Size: 70})
+	o.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Taken: 25, Local: 3})
+	o.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Returned: 7, Local: 18})
+	o.ObserveLeaseBatch(observe.LeaseBatch{Store: "leases", Lost: 2})
 }
 
 // TestWriteTo checks the exposition of a few families line by line; the
@@ -55,6 +58,11 @@ func TestWriteTo(t *testing.T) {
 		`ratebucket_breaker_state{state="closed",store="redis"} 0`,
 		`ratebucket_breaker_transitions_total{from="closed",store="redis",to="open"} 1`,
 		`ratebucket_denycache_hits_total{policy="login",route="POST /login",store="redis"} 1`,
+		"# TYPE ratebucket_lease_batches_total counter",
+		`ratebucket_lease_batches_total{store="leases"} 1`,
+		`ratebucket_lease_local_admissions_total{store="leases"} 21`,
+		`ratebucket_lease_tokens_lost_total{store="leases"} 2`,
+		`ratebucket_lease_tokens_returned_total{store="leases"} 7`,
 		`ratebucket_pipeline_batch_size_bucket{store="redis",le="64"} 1`,
 		`ratebucket_pipeline_batch_size_bucket{store="redis",le="128"} 2`,
 		`ratebucket_pipeline_batch_size_sum{store="redis"} 71`,

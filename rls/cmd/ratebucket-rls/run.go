@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/rls"
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 		hashTag      = fs.String("hash-tag", "first", "Cluster hash tag of bucket keys: first, descriptor or domain")
 		headers      = fs.Bool("response-headers", env("LIMIT_RESPONSE_HEADERS_ENABLED", "") == "true", "add x-ratelimit-*, ratelimit and retry-after response headers")
 		shutdown     = fs.Duration("shutdown-timeout", 10*time.Second, "how long in-flight calls may take at shutdown")
+		leaseN       = fs.Int("lease-instances", 0, "servers sharing Redis, for lease: true descriptors (leased batches); 0: no leases")
+		leaseL       = fs.Duration("lease-lifetime", 0, "how long a leased batch may be spent (0: hybrid.DefaultLifetime, 100ms)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,11 +81,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 		logger.Info("rls: no Redis given; buckets live in this process (a single node)")
 	}
 
+	var leases *hybrid.LeasesConfig
+	if *leaseN != 0 || *leaseL != 0 {
+		leases = &hybrid.LeasesConfig{Instances: *leaseN, Lifetime: *leaseL}
+	}
 	svc, err := rls.NewService(loader, rls.Options{Store: st, Cluster: cluster, HashTag: tag,
-		ResponseHeaders: *headers, Metrics: metrics, Logger: logger})
+		ResponseHeaders: *headers, Metrics: metrics, Logger: logger, Leases: leases})
 	if err != nil {
 		return err
 	}
+	defer svc.Close() // before closeStore: it gives the batches back
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
