@@ -22,6 +22,7 @@ type recorder struct {
 	instant bool   // the scenario is about an instant
 	cost    int64  // Config.Cost: every request's cost, or 0 for its own
 	trace   *tracer
+	layout  layout // the law's bound is its
 }
 
 // bucketLog is every admission at one key, across all instances.
@@ -34,7 +35,7 @@ type bucketLog struct {
 // base, scale times as many as the scenario has, for a run of length; seed
 // draws their traffic. The focus key is traced on the stores of l.
 func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64, l layout) *recorder {
-	r := &recorder{length: length, instant: sc.Instant,
+	r := &recorder{length: length, instant: sc.Instant, layout: l,
 		classes: sc.classes(base), keys: map[string]*bucketLog{}}
 	for ci, cl := range r.classes {
 		for i := range cl.count * scale {
@@ -154,7 +155,7 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 		for _, k := range keys {
 			b := r.keys[k]
 			peak, from := peakIn(b.adm, w)
-			bound := b.policy.Bound(w)
+			bound := r.layout.bound(b.policy, w)
 			if best.Key == "" || peak*best.Bound > best.Peak*bound {
 				best = Window{Width: w, Key: k, From: from, Peak: peak, Bound: bound}
 			}
@@ -170,6 +171,11 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 			return nil, err
 		}
 		law.Key = k
+		if r.layout.topology == Leased { // the same interval, a larger bound
+			law.Bound = r.layout.bound(b.policy, law.To-law.From+slack)
+			law.Holds = law.Admitted <= law.Bound
+			law.excess = float64(law.Admitted-law.Bound) / float64(b.policy.Capacity())
+		}
 		if first || law.excess > rep.Law.excess {
 			rep.Law, first = law, false
 		}
