@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratebucket/ratebucket/redisstore"
 )
@@ -113,6 +115,40 @@ func TestShardOfIsClusterSlot(t *testing.T) {
 	for i, n := range count {
 		if n < 10_000/6*9/10 || n > 10_000/6*11/10 {
 			t.Errorf("shard %d holds %d of 10,000 keys: %v", i, n, count)
+		}
+	}
+}
+
+// TestLeasedTimeline checks the Timeline of a Leased run: the shared
+// store's level, replayed exactly from the batches taken and given back,
+// and one level per instance for its batch, which never goes below zero or
+// above the batch cap, and ends empty or holding what it had left.
+func TestLeasedTimeline(t *testing.T) {
+	reps, err := Run(context.Background(), Config{Scenario: "leases", Instances: 3, Seed: 1,
+		Topologies: []Topology{Leased}, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := reps[0].Timeline
+	if !tl.Exact || len(tl.Levels) != 4 || tl.Levels[0].Instance != -1 {
+		t.Fatalf("exact %v, %d levels (want the shared store's and 3 batches)", tl.Exact, len(tl.Levels))
+	}
+	// Over the plain bound in its tightest interval, within BatchBound.
+	if l := tl.Law; !l.Holds || l.Admitted <= hot.Bound(l.To-l.From) || l.Bound != hot.BatchBound(l.To-l.From, leases.lifetime, 3) {
+		t.Errorf("the timeline's law %v: want it held by BatchBound, %d, and the plain bound %d exceeded",
+			l, hot.BatchBound(l.To-l.From, leases.lifetime, 3), hot.Bound(l.To-l.From))
+	}
+	limit := hot.BatchCap(leases.lifetime, 3)
+	for _, lv := range tl.Levels {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, p := range lv.Points {
+			lo, hi = min(lo, p.Tokens), max(hi, p.Tokens)
+		}
+		if lv.Instance >= 0 && (lo < 0 || hi > float64(limit) || hi < float64(hot.BatchCap(leases.lifetime, 3))/2) {
+			t.Errorf("instance %d's batch ranges over [%v, %v], want within [0, %d] and leased", lv.Instance, lo, hi, limit)
+		}
+		if lv.Instance < 0 && (lo < 0 || hi > float64(hot.Capacity())) {
+			t.Errorf("the shared level ranges over [%v, %v]", lo, hi)
 		}
 	}
 }

@@ -54,6 +54,7 @@ func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int,
 			if r.focus == "" && cl.name == sc.Focus {
 				r.focus = c.key
 				r.trace = newTracer(l, c.policy)
+				r.trace.key = c.key
 			}
 		}
 	}
@@ -166,16 +167,11 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 	first := true
 	for _, k := range keys {
 		b := r.keys[k]
-		law, err := checkLaw(b.policy, b.adm, slack)
+		law, err := r.layout.law(b.policy, b.adm, slack)
 		if err != nil {
 			return nil, err
 		}
 		law.Key = k
-		if r.layout.topology == Leased { // the same interval, a larger bound
-			law.Bound = r.layout.bound(b.policy, law.To-law.From+slack)
-			law.Holds = law.Admitted <= law.Bound
-			law.excess = float64(law.Admitted-law.Bound) / float64(b.policy.Capacity())
-		}
 		if first || law.excess > rep.Law.excess {
 			rep.Law, first = law, false
 		}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -301,6 +302,9 @@ func (p runPlan) run(ctx context.Context) (rep *Report, err error) {
 	}()
 	r := newRecorder(p.scenario, p.base, p.length, p.scale, p.seed, p.layout)
 	r.setCost(p.cost)
+	if p.layout.topology == Leased {
+		f.tap = r.trace.backend
+	}
 	if err := r.simulate(ctx, f, clk, p.seed); err != nil {
 		return nil, err
 	}
@@ -436,8 +440,8 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *clock, seed uint
 func dur(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}

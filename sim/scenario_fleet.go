@@ -146,3 +146,47 @@ func (s sharded) RenewLease(ctx context.Context, key string, p algo.LeasePolicy,
 
 // Close is a no-op: the fleet closes each shard's store.
 func (s sharded) Close() error { return nil }
+
+// tapped passes every call to its store and tells the fleet's tap of the
+// Take, TakeAtMost and Refund calls a Leased instance makes to the shared
+// store: the simulator draws the shared bucket and each instance's batch
+// from them (see tracer.backend).
+type tapped struct {
+	store.Store
+	f    *fleet
+	inst int
+	clk  store.Clock
+}
+
+func (t tapped) Take(ctx context.Context, r store.Request) (algo.Result, error) {
+	res, err := t.Store.Take(ctx, r)
+	if err == nil && t.f.tap != nil {
+		t.f.tap(t.inst, r, t.clk.Now(), opTake, 0)
+	}
+	return res, err
+}
+
+func (t tapped) TakeAtMost(ctx context.Context, r store.Request) (int64, algo.Result, error) {
+	g, res, err := t.Store.TakeAtMost(ctx, r)
+	if err == nil && t.f.tap != nil {
+		t.f.tap(t.inst, r, t.clk.Now(), opTakeAtMost, g)
+	}
+	return g, res, err
+}
+
+func (t tapped) Refund(ctx context.Context, r store.Request) (algo.Result, error) {
+	res, err := t.Store.Refund(ctx, r)
+	if err == nil && t.f.tap != nil {
+		t.f.tap(t.inst, r, t.clk.Now(), opRefund, 0)
+	}
+	return res, err
+}
+
+// backendOp is a call tapped reports.
+type backendOp int
+
+const (
+	opTake backendOp = iota
+	opTakeAtMost
+	opRefund
+)

@@ -157,6 +157,9 @@ type fleet struct {
 	counters  []*counter
 	caller    *callerClock // non-nil for a shared memstore
 	closers   []func() error
+	// tap, when set, hears of a Leased instance's calls to the shared
+	// store (see tapped): instance, request, its time and what it granted.
+	tap func(inst int, r store.Request, at time.Time, op backendOp, granted int64)
 }
 
 // instance is one app instance: a Limiter per policy over its store.
@@ -232,6 +235,21 @@ func (l layout) bound(p algo.Policy, d time.Duration) int64 {
 	return p.Bound(d)
 }
 
+// law checks the never-exceed law on adm under p against l's bound. A
+// Leased run's bound is larger by a constant, which does not move the
+// interval checkLaw finds (where admitted − rate·length is largest): only
+// its bound and verdict change.
+func (l layout) law(p algo.Policy, adm []admission, slack time.Duration) (Law, error) {
+	law, err := checkLaw(p, adm, slack)
+	if err != nil || l.topology != Leased || len(adm) == 0 {
+		return law, err
+	}
+	law.Bound = l.bound(p, law.To-law.From+slack)
+	law.Holds = law.Admitted <= law.Bound
+	law.excess = float64(law.Admitted-law.Bound) / float64(p.Capacity())
+	return law, nil
+}
+
 // spread returns the largest skew minus the smallest, no skew counting
 // as 0.
 func (l layout) spread() time.Duration {
@@ -246,6 +264,7 @@ func (l layout) spread() time.Duration {
 // wrapped by l.wrap if set; clk is the clock instance i reads.
 func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
 	if l.topology == Leased {
+		s = tapped{Store: s, f: f, inst: i, clk: clk}
 		ls, err := hybrid.NewLeases(s, hybrid.LeasesConfig{Instances: len(l.skews), Lifetime: l.lifetime,
 			SweepEvery: -1, Clock: clk})
 		if err != nil {
