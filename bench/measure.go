@@ -62,6 +62,18 @@ func (l Load) PerSecond() float64 { return float64(l.Calls) / l.Elapsed.Seconds(
 // decision and returns the throughput and the latency percentiles; calls
 // that fail are counted, not timed.
 func RunLoad(l Limiter, keys []string, hot bool, conc int, d time.Duration) (Load, error) {
+	return runLoad(func(int) Limiter { return l }, keys, hot, conc, d)
+}
+
+// RunFleet is [RunLoad] on one hot key from a fleet: perStore goroutines
+// for each of ls, as many app instances, each with its own store, sharing
+// one limit.
+func RunFleet(ls []Limiter, key string, perStore int, d time.Duration) (Load, error) {
+	return runLoad(func(g int) Limiter { return ls[g/perStore] }, []string{key}, true, len(ls)*perStore, d)
+}
+
+// runLoad is RunLoad with goroutine g calling limiter(g).
+func runLoad(limiter func(g int) Limiter, keys []string, hot bool, conc int, d time.Duration) (Load, error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -74,6 +86,7 @@ func RunLoad(l Limiter, keys []string, hot bool, conc int, d time.Duration) (Loa
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			l := limiter(g)
 			i := g * len(keys) / conc
 			local := make([]time.Duration, 0, 4096)
 			var admitted, errs int64

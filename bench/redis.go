@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -157,6 +158,26 @@ func StartRedis(dir string) (*RedisServer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrRedisStart, err)
 	}
 	return s, nil
+}
+
+// ServeRedis returns addr when it is set; otherwise it starts a
+// redis-server (see [StartRedis]) in a new temporary directory named after
+// name and returns its address. stop stops the server it started and
+// removes the directory; it does nothing for a given addr.
+func ServeRedis(addr, name string) (_ string, stop func(), _ error) {
+	if addr != "" {
+		return addr, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", name)
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := StartRedis(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return srv.Addr, func() { srv.Stop(); os.RemoveAll(dir) }, nil
 }
 
 // RedisVersion returns the server's redis_version from INFO.

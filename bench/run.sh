@@ -3,7 +3,8 @@
 # tables: the in-process benchmarks (go test -bench, -count runs), the Redis
 # program (cmd/redisbench: it starts its own redis-server on a free
 # 127.0.0.1 port and stops it; the redis-benchmark ceiling runs against that
-# same server), benchstat over both, and cmd/benchtables' Markdown.
+# same server), the token-lease loads (cmd/leasebench, its own server too),
+# benchstat over them, and cmd/benchtables' Markdown.
 #
 #   bench/run.sh          full run, about 8-10 minutes on 2 cores
 #   bench/run.sh -w       the same, then redraw the chart bench/throughput.svg
@@ -23,10 +24,11 @@ cd "$(dirname "$0")"
 write=false
 if [[ ${1:-} == -w ]]; then write=true; fi
 COUNT=${COUNT:-6} BENCHTIME=${BENCHTIME:-200ms} ROUNDS=${ROUNDS:-6} DUR=${DUR:-500ms} CEILING_N=${CEILING_N:-30000}
-redis_args=()
+redis_args=() lease_args=()
 if [[ -n ${SMOKE:-} ]]; then
 	COUNT=1 BENCHTIME=1x ROUNDS=1 DUR=50ms CEILING_N=2000
 	redis_args=(-keys 5000 -ceiling 8x1,8x4)
+	lease_args=(-keys 5000 -per-store 4 -hot 16 -distinct 1)
 fi
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -49,12 +51,17 @@ echo "== Redis: go run ./cmd/redisbench -rounds $ROUNDS -dur $DUR -ceiling-n $CE
 go run ./cmd/redisbench -rounds "$ROUNDS" -dur "$DUR" -ceiling-n "$CEILING_N" "${redis_args[@]}" > "$OUT/redis.txt" 2> "$OUT/redis.log" ||
 	{ cat "$OUT/redis.log" >&2; exit 1; }
 
+echo "== token leases: go run ./cmd/leasebench -rounds $ROUNDS -dur $DUR ${lease_args[*]}" >&2
+go run ./cmd/leasebench -rounds "$ROUNDS" -dur "$DUR" "${lease_args[@]}" > "$OUT/leases.txt" 2> "$OUT/leases.log" ||
+	{ cat "$OUT/leases.log" >&2; exit 1; }
+
 # benchstat per kind of row: the load rows by impl, the ceiling by script.
 benchstat() { go run golang.org/x/perf/cmd/benchstat "$@"; }
 benchstat -col /impl "$OUT/inproc.txt" > "$OUT/benchstat-inproc.txt"
 grep -v '^BenchmarkRedisCeiling\|^BenchmarkRedisMemory' "$OUT/redis.txt" > "$OUT/redis-load.txt"
 grep -v '^BenchmarkRedis/\|^BenchmarkRedisMemory' "$OUT/redis.txt" > "$OUT/redis-ceiling.txt"
 { benchstat -col /impl "$OUT/redis-load.txt"; echo; benchstat -col /script "$OUT/redis-ceiling.txt"; } > "$OUT/benchstat-redis.txt"
+benchstat -col /impl "$OUT/leases.txt" > "$OUT/benchstat-leases.txt"
 go run ./cmd/benchtables -svg "$OUT/throughput.svg" "$OUT/inproc.txt" "$OUT/redis.txt" > "$OUT/tables.md"
 elapsed=$(( $(date +%s) - start ))
 
@@ -78,6 +85,13 @@ cmdline="COUNT=$COUNT BENCHTIME=$BENCHTIME ROUNDS=$ROUNDS DUR=$DUR CEILING_N=$CE
 	echo
 	echo '```'
 	cat "$OUT/benchstat-redis.txt"
+	echo '```'
+	echo "</details>"
+	echo
+	echo "<details><summary>benchstat -col /impl (token leases: cmd/leasebench)</summary>"
+	echo
+	echo '```'
+	cat "$OUT/benchstat-leases.txt"
 	echo '```'
 	echo "</details>"
 	echo

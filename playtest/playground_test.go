@@ -400,3 +400,35 @@ func TestInstanceWindowBoundaries(t *testing.T) {
 	}
 	shot(t, ctx, "instance-boundaries")
 }
+
+// TestLeasedBatchesView: with token leases, the page draws the shared
+// bucket's line and one line per instance for the tokens left in its
+// leased batch, each as the simulator gives it, and its key says which is
+// which.
+func TestLeasedBatchesView(t *testing.T) {
+	ctx := tab(t)
+	const view = "?scenario=leases&topology=leased&instances=3&duration=1s&from=0&to=0.3"
+	open(t, ctx, view)
+	api := apiRun(t, view)
+	if len(api.Runs) != 1 || api.Runs[0].Short != "token" {
+		t.Fatalf("%d runs, want the token bucket's alone", len(api.Runs))
+	}
+	tl := api.Runs[0].Timeline
+	if len(tl.Levels) != 4 || tl.Levels[0].Instance != -1 {
+		t.Fatalf("%d levels, want the shared bucket's and 3 batches", len(tl.Levels))
+	}
+	for _, lv := range tl.Levels {
+		n := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll('.chart[data-algo="token"] path.level[data-instance="%d"]').length`, lv.Instance))
+		if n != 1 {
+			t.Errorf("instance %d: %d lines drawn, want 1", lv.Instance, n)
+		}
+	}
+	titles := eval[[]string](t, ctx, `[...document.querySelectorAll('.chart[data-algo="token"] path.level title')].map(e => e.textContent)`)
+	if len(titles) != 4 || !strings.Contains(titles[0], "shared") || !strings.Contains(titles[3], "instance 2's leased batch") {
+		t.Errorf("level titles %q", titles)
+	}
+	if key := eval[string](t, ctx, `document.querySelector('.chart[data-algo="token"] .level-key').textContent`); !strings.Contains(key, "the shared bucket") || !strings.Contains(key, "batch") {
+		t.Errorf("the key under the chart says %q", key)
+	}
+	shot(t, ctx, "leased-batches")
+}

@@ -40,6 +40,8 @@ func TestConfigErrors(t *testing.T) {
 		{"duration beyond a day", Config{Scenario: "sensor", Duration: MaxDuration + time.Second}, ErrInvalidConfig},
 		{"sub-microsecond duration", Config{Scenario: "sensor", Duration: time.Second + 1}, ErrInvalidConfig},
 		{"unknown topology", Config{Scenario: "sensor", Topologies: []Topology{Shared, 7}}, ErrInvalidConfig},
+		{"leased under a window", Config{Scenario: "leases", Topologies: []Topology{Leased},
+			Algorithms: []algo.Algorithm{algo.TokenBucket{}, algo.FixedWindow{}}}, ErrInvalidConfig},
 		{"nil algorithm", Config{Scenario: "sensor", Algorithms: []algo.Algorithm{algo.TokenBucket{}, nil}}, ErrInvalidConfig},
 		{"invalid policy", Config{Scenario: "sensor", Policy: algo.PerSecond(0).Burst(10)}, algo.ErrInvalidPolicy},
 		{"stores without a backend name", Config{Scenario: "sensor", Stores: never}, ErrInvalidConfig},
@@ -66,6 +68,11 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if top := PerInstance; top.UnmarshalText([]byte("mesh")) == nil || top != PerInstance {
 		t.Errorf("Topology.UnmarshalText(mesh) took it, or changed the topology to %v", top)
+	}
+	if b, err := Leased.MarshalText(); err != nil || string(b) != "leased" {
+		t.Errorf("Leased.MarshalText() = %q, %v", b, err)
+	} else if top := Topology(0); top.UnmarshalText(b) != nil || top != Leased {
+		t.Errorf("Topology.UnmarshalText(leased) = %v", top)
 	}
 	failing := func(int, store.Clock, store.Store) (store.Store, error) { return nil, io.ErrUnexpectedEOF }
 	if _, err := run1(Config{Scenario: "sensor", Wrap: failing}); !errors.Is(err, io.ErrUnexpectedEOF) {

@@ -36,7 +36,12 @@
 // ("sensor"); a client at 18,000 requests a minute ("abuser"); a campus
 // NAT of anonymous, signed-in and paid users keyed by IP ("campus-nat-ip")
 // or by user if known, else IP ("campus-nat-user"); and cheap reads mixed
-// with expensive uploads and AI calls ("cost").
+// with expensive uploads and AI calls ("cost"). Two are about scale: one
+// global key at 10,000 a second asked for 12,000 through every instance
+// ("leases"), and a fleet over a 6-shard Redis Cluster, the global key and
+// 10,000 users each on their own key ("fleet"), whose keys go to shards by
+// their Cluster slot, with the calls counted per shard
+// ([Report.ShardCalls]).
 //
 // One more shows what the operations around a take buy ("beyond-take"),
 // each beside a class sending the same traffic with plain Takes: uploads
@@ -58,7 +63,9 @@
 // [Config.Stores], each with its own skewed clock; over memstore, one
 // store that reads the calling instance's clock). Redis's server clock
 // cannot be simulated, since it is real time, but it is what a shared
-// store with no skew models: one clock for the fleet.
+// store with no skew models: one clock for the fleet. [Leased] is Shared
+// with token leases (hybrid.Leases) in each instance: the law is then
+// checked against algo's BatchBound, and the tables count the calls saved.
 //
 // # What is measured
 //

@@ -75,7 +75,7 @@ func newMachine(t *rapid.T, alg algo.Algorithm, top Topology, rdbs map[string]Co
 	for name, base := range rdbs {
 		cfg := base
 		cfg.Instances, cfg.Skew = n, m.skew
-		f, err := newFleet(cfg.layout(alg, top), m.clk)
+		f, err := newFleet(cfg.layout(alg, top, Scenario{}), m.clk)
 		if err != nil {
 			t.Fatalf("%s fleet: %v", name, err)
 		}

@@ -22,6 +22,7 @@ type recorder struct {
 	instant bool   // the scenario is about an instant
 	cost    int64  // Config.Cost: every request's cost, or 0 for its own
 	trace   *tracer
+	layout  layout // the law's bound is its
 }
 
 // bucketLog is every admission at one key, across all instances.
@@ -34,7 +35,7 @@ type bucketLog struct {
 // base, scale times as many as the scenario has, for a run of length; seed
 // draws their traffic. The focus key is traced on the stores of l.
 func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64, l layout) *recorder {
-	r := &recorder{length: length, instant: sc.Instant,
+	r := &recorder{length: length, instant: sc.Instant, layout: l,
 		classes: sc.classes(base), keys: map[string]*bucketLog{}}
 	for ci, cl := range r.classes {
 		for i := range cl.count * scale {
@@ -53,6 +54,7 @@ func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int,
 			if r.focus == "" && cl.name == sc.Focus {
 				r.focus = c.key
 				r.trace = newTracer(l, c.policy)
+				r.trace.key = c.key
 			}
 		}
 	}
@@ -154,7 +156,7 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 		for _, k := range keys {
 			b := r.keys[k]
 			peak, from := peakIn(b.adm, w)
-			bound := b.policy.Bound(w)
+			bound := r.layout.bound(b.policy, w)
 			if best.Key == "" || peak*best.Bound > best.Peak*bound {
 				best = Window{Width: w, Key: k, From: from, Peak: peak, Bound: bound}
 			}
@@ -165,7 +167,7 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 	first := true
 	for _, k := range keys {
 		b := r.keys[k]
-		law, err := checkLaw(b.policy, b.adm, slack)
+		law, err := r.layout.law(b.policy, b.adm, slack)
 		if err != nil {
 			return nil, err
 		}

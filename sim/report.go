@@ -42,6 +42,10 @@ type Report struct {
 	Law Law `json:"law"`
 	// BackendCalls counts the calls that reached the store(s).
 	BackendCalls int64 `json:"backend_calls"`
+	// ShardCalls counts them per shard, in slot order, when the scenario
+	// spreads its keys over the masters of a Cluster ("fleet"); it is
+	// empty otherwise.
+	ShardCalls []int64 `json:"shard_calls,omitempty"`
 	// Timeline follows the scenario's focus key second by second.
 	Timeline *Timeline `json:"-"`
 }
@@ -103,7 +107,7 @@ func (r *Report) Class(name string) (Stats, bool) {
 }
 
 // Setup describes the run's store layout in a few characters, such as
-// "shared×3" or "per-inst×3", with "+skew" when clocks are skewed; shared
+// "shared×3", "per-inst×3" or "leased×3", with "+skew" when clocks are skewed; shared
 // stores other than memstore are named by their Backend without a "store"
 // suffix, as "redis×3" for redisstore.
 func (r *Report) Setup() string {
@@ -111,8 +115,11 @@ func (r *Report) Setup() string {
 	if r.Backend != "memstore" {
 		s = strings.TrimSuffix(r.Backend, "store")
 	}
-	if r.Topology == PerInstance {
+	switch r.Topology {
+	case PerInstance:
 		s = "per-inst"
+	case Leased:
+		s = "leased"
 	}
 	s += fmt.Sprintf("×%d", r.Instances)
 	for _, k := range r.Skew {
@@ -166,7 +173,18 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "\nnever-exceed law over every interval: %s\n", verdict)
 	fmt.Fprintf(&b, "- %s interval: [%v, %v] at %s\n", which, ms3(l.From), ms3(l.To), l.Key)
-	fmt.Fprintf(&b, "- admitted %d, bound capacity + rate·(length + %v) = %d\n", l.Admitted, l.Slack, l.Bound)
+	held := ""
+	if r.Topology == Leased {
+		held = " + leased batches"
+	}
+	fmt.Fprintf(&b, "- admitted %d, bound capacity + rate·(length + %v)%s = %d\n", l.Admitted, l.Slack, held, l.Bound)
+	if len(r.ShardCalls) > 0 {
+		b.WriteString("\nbackend calls per second, per shard:")
+		for i, n := range r.ShardCalls {
+			fmt.Fprintf(&b, " %d: %s", i, r.perSecond(n))
+		}
+		b.WriteString("\n")
+	}
 	return b.String()
 }
 
@@ -180,10 +198,24 @@ type Reports []*Report
 // as a multiple of its bound capacity + rate·w (above 1 breaks the law),
 // and the law's verdict over every interval: "ok", or the worst interval's
 // admitted/bound followed by "!". It is a Markdown table that fits in 80
-// columns.
+// columns. When a run is [Leased] or its scenario sharded ("fleet"), a
+// second table follows, a row per run in the same order: the backend calls
+// per second, in all and, sharded, on each shard.
 func (rs Reports) Table() string {
 	t := table{head: []string{"algo", "store", "admit", "deny", "false429", "peak 1s 10s 60s", "law"},
 		right: []bool{false, false, true, true, true, true, true}}
+	calls := table{head: []string{"store", "calls/s"}, right: []bool{false, true}}
+	shards := 0
+	for _, r := range rs {
+		if r.Topology == Leased || len(r.ShardCalls) > 0 {
+			calls.right = append(calls.right, true) // a row to add
+		}
+		shards = max(shards, len(r.ShardCalls))
+	}
+	for i := range shards {
+		calls.head = append(calls.head, fmt.Sprintf("s%d", i))
+		calls.right = append(calls.right, true)
+	}
 	for _, r := range rs {
 		peaks := make([]string, len(r.Windows))
 		for i, win := range r.Windows {
@@ -195,10 +227,32 @@ func (rs Reports) Table() string {
 		}
 		t.add(shortName(r.Algorithm), r.Setup(), r.Total.Admitted, r.Total.Denied,
 			pct(r.Total.False429()), strings.Join(peaks, " "), law)
+		row := []any{r.Setup(), r.perSecond(r.BackendCalls)}
+		for i := range shards {
+			n := "—"
+			if i < len(r.ShardCalls) {
+				n = r.perSecond(r.ShardCalls[i])
+			}
+			row = append(row, n)
+		}
+		calls.add(row...)
 	}
 	var b strings.Builder
 	t.write(&b)
+	if len(calls.right) > 2+shards {
+		calls.right = calls.right[:2+shards]
+		b.WriteString("\nbackend calls per second:\n\n")
+		calls.write(&b)
+	}
 	return b.String()
+}
+
+// perSecond formats n over the run's Duration as a whole rate, "8720".
+func (r *Report) perSecond(n int64) string {
+	if r.Duration <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", float64(n)/r.Duration.Seconds())
 }
 
 // shortName returns an algorithm's name without its "bucket" or "window"

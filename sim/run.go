@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -149,8 +151,12 @@ func (c *Config) check() error {
 		return bad("duration %v outside [1µs, %v] or not whole µs", c.Duration, MaxDuration)
 	case slices.Contains(c.Algorithms, nil):
 		return bad("a nil algorithm")
-	case slices.ContainsFunc(c.Topologies, func(t Topology) bool { return t != Shared && t != PerInstance }):
-		return bad("topology not Shared or PerInstance in %v", c.Topologies)
+	case slices.ContainsFunc(c.Topologies, func(t Topology) bool { return !t.valid() }):
+		return bad("topology not Shared, PerInstance or Leased in %v", c.Topologies)
+	case slices.Contains(c.Topologies, Leased) && slices.ContainsFunc(c.Algorithms, func(a algo.Algorithm) bool {
+		return a.Name() != (algo.TokenBucket{}).Name()
+	}):
+		return bad("Leased runs the token bucket only, not with %v", c.Algorithms)
 	case (c.Stores == nil) != (c.Backend == ""):
 		return bad("Backend names the stores Stores builds: set both or neither")
 	}
@@ -218,7 +224,7 @@ func (c *Config) resolve() ([]runPlan, error) {
 	for _, alg := range c.algorithms() {
 		for _, top := range c.topologies() {
 			q := p
-			q.layout = c.layout(alg, top)
+			q.layout = c.layout(alg, top, sc)
 			q.slack = q.layout.spread()
 			q.head = Report{
 				Scenario: sc.Name, Algorithm: alg.Name(), Topology: top,
@@ -243,13 +249,19 @@ func (c *Config) scenario() (Scenario, error) {
 }
 
 // layout resolves the instances and their stores for a run of alg on
-// topology top: one skew per instance, in µs.
-func (c *Config) layout(alg algo.Algorithm, top Topology) layout {
+// topology top in scenario sc: one skew per instance, in µs, and the
+// scenario's lease lifetime and shards.
+func (c *Config) layout(alg algo.Algorithm, top Topology, sc Scenario) layout {
 	skews := make([]int64, c.instances())
 	for i, s := range c.Skew {
 		skews[i] = s.Microseconds()
 	}
-	return layout{alg: alg, topology: top, skews: skews, stores: c.Stores, wrap: c.Wrap}
+	l := layout{alg: alg, topology: top, skews: skews, stores: c.Stores, wrap: c.Wrap,
+		lifetime: sc.lifetime, shards: sc.shards}
+	if l.lifetime == 0 {
+		l.lifetime = hybrid.DefaultLifetime
+	}
+	return l
 }
 
 // Run simulates cfg: a run of its scenario for each of its algorithms on
@@ -290,10 +302,19 @@ func (p runPlan) run(ctx context.Context) (rep *Report, err error) {
 	}()
 	r := newRecorder(p.scenario, p.base, p.length, p.scale, p.seed, p.layout)
 	r.setCost(p.cost)
+	if p.layout.topology == Leased {
+		f.tap = r.trace.backend
+	}
 	if err := r.simulate(ctx, f, clk, p.seed); err != nil {
 		return nil, err
 	}
-	return r.report(p.head, f.calls(), p.slack)
+	rep, err = r.report(p.head, f.calls(), p.slack)
+	if err == nil && p.layout.shards > 1 && p.layout.stores == nil {
+		for _, c := range f.counters {
+			rep.ShardCalls = append(rep.ShardCalls, c.Calls())
+		}
+	}
+	return rep, err
 }
 
 // client is one simulated user, device or attacker.
@@ -419,8 +440,8 @@ func (r *recorder) simulate(ctx context.Context, f *fleet, clk *clock, seed uint
 func dur(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}

@@ -30,7 +30,12 @@ type Scenario struct {
 	// boundary spike): its charts zoom on the worst interval.
 	Instant bool
 
-	classes func(base algo.Policy) []class
+	// lifetime is the Lifetime of a [Leased] run's leases (zero:
+	// hybrid.DefaultLifetime); shards, above 1, makes a shared memstore
+	// that many, keys spread over them as a Redis Cluster's masters.
+	lifetime time.Duration
+	shards   int
+	classes  func(base algo.Policy) []class
 }
 
 // class is a group of alike clients.
@@ -187,7 +192,7 @@ var scenarios = []Scenario{{
 				}},
 		}
 	},
-}, beyondTake}
+}, beyondTake, leases, fleetScenario}
 
 // Scenarios returns every scenario, in a fixed order.
 func Scenarios() []Scenario { return append([]Scenario(nil), scenarios...) }

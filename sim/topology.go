@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/hybrid"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 )
@@ -28,6 +29,13 @@ const (
 	// clock: the broken multi-instance setup in which a client spread
 	// over N instances gets about N times the limit.
 	PerInstance
+	// Leased is one shared store, as Shared, with each instance spending
+	// a hot key's tokens from leased batches in front of it
+	// (hybrid.Leases, Instances the run's, Lifetime the scenario's): fewer
+	// calls reach the store, and the never-exceed law is checked against
+	// algo's BatchBound, the bound plus the tokens the fleet may hold.
+	// It runs the token bucket only.
+	Leased
 )
 
 // String returns "shared" or "per-instance".
@@ -37,19 +45,24 @@ func (t Topology) String() string {
 		return "shared"
 	case PerInstance:
 		return "per-instance"
+	case Leased:
+		return "leased"
 	}
 	return fmt.Sprintf("Topology(%d)", int(t))
 }
 
+// valid reports whether t is one of the topologies.
+func (t Topology) valid() bool { return t == Shared || t == PerInstance || t == Leased }
+
 // MarshalText encodes t as its String, for JSON reports.
 func (t Topology) MarshalText() ([]byte, error) {
-	if t != Shared && t != PerInstance {
+	if !t.valid() {
 		return nil, fmt.Errorf("%w: topology %d", ErrInvalidConfig, int(t))
 	}
 	return []byte(t.String()), nil
 }
 
-// UnmarshalText decodes a String, "shared" or "per-instance"; any other
+// UnmarshalText decodes a String, "shared", "per-instance" or "leased"; any other
 // text is an error wrapping [ErrInvalidConfig], and leaves t as it was.
 func (t *Topology) UnmarshalText(b []byte) error {
 	switch string(b) {
@@ -57,8 +70,10 @@ func (t *Topology) UnmarshalText(b []byte) error {
 		*t = Shared
 	case "per-instance":
 		*t = PerInstance
+	case "leased":
+		*t = Leased
 	default:
-		return fmt.Errorf("%w: topology %q (want shared or per-instance)", ErrInvalidConfig, b)
+		return fmt.Errorf("%w: topology %q (want shared, per-instance or leased)", ErrInvalidConfig, b)
 	}
 	return nil
 }
@@ -142,6 +157,9 @@ type fleet struct {
 	counters  []*counter
 	caller    *callerClock // non-nil for a shared memstore
 	closers   []func() error
+	// tap, when set, hears of a Leased instance's calls to the shared
+	// store (see tapped): instance, request, its time and what it granted.
+	tap func(inst int, r store.Request, at time.Time, op backendOp, granted int64)
 }
 
 // instance is one app instance: a Limiter per policy over its store.
@@ -201,6 +219,35 @@ type layout struct {
 	// stores and wrap are Config's; stores nil means memstore.
 	stores func(alg algo.Algorithm, clocks []store.Clock) ([]store.Store, func() error, error)
 	wrap   func(instance int, clk store.Clock, s store.Store) (store.Store, error)
+	// lifetime is the Lifetime of a Leased run's leases; shards, above 1,
+	// splits a shared memstore into that many, one per Cluster master.
+	lifetime time.Duration
+	shards   int
+}
+
+// bound is the never-exceed law's bound under p for an interval of length
+// d: p.Bound(d), or in a Leased run algo's BatchBound, which adds the
+// tokens the instances may hold in batches.
+func (l layout) bound(p algo.Policy, d time.Duration) int64 {
+	if l.topology == Leased {
+		return p.BatchBound(d, l.lifetime, len(l.skews))
+	}
+	return p.Bound(d)
+}
+
+// law checks the never-exceed law on adm under p against l's bound. A
+// Leased run's bound is larger by a constant, which does not move the
+// interval checkLaw finds (where admitted − rate·length is largest): only
+// its bound and verdict change.
+func (l layout) law(p algo.Policy, adm []admission, slack time.Duration) (Law, error) {
+	law, err := checkLaw(p, adm, slack)
+	if err != nil || l.topology != Leased || len(adm) == 0 {
+		return law, err
+	}
+	law.Bound = l.bound(p, law.To-law.From+slack)
+	law.Holds = law.Admitted <= law.Bound
+	law.excess = float64(law.Admitted-law.Bound) / float64(p.Capacity())
+	return law, nil
 }
 
 // spread returns the largest skew minus the smallest, no skew counting
@@ -216,6 +263,16 @@ func (l layout) spread() time.Duration {
 // add registers instance i over backend store s (already counted or not),
 // wrapped by l.wrap if set; clk is the clock instance i reads.
 func (f *fleet) add(l layout, i int, clk store.Clock, s store.Store) error {
+	if l.topology == Leased {
+		s = tapped{Store: s, f: f, inst: i, clk: clk}
+		ls, err := hybrid.NewLeases(s, hybrid.LeasesConfig{Instances: len(l.skews), Lifetime: l.lifetime,
+			SweepEvery: -1, Clock: clk})
+		if err != nil {
+			return fmt.Errorf("leases of instance %d: %w", i, err)
+		}
+		f.closers = append(f.closers, ls.Close)
+		s = ls
+	}
 	if l.wrap != nil {
 		w, err := l.wrap(i, clk, s)
 		if err != nil {
@@ -261,7 +318,7 @@ func newFleet(l layout, c *clock) (f *fleet, err error) {
 		}
 	}()
 	switch {
-	case l.stores != nil && l.topology == Shared:
+	case l.stores != nil && l.topology != PerInstance:
 		clks := make([]store.Clock, len(l.skews))
 		for i, skew := range l.skews {
 			clks[i] = c.Skewed(dur(skew))
@@ -276,15 +333,23 @@ func newFleet(l layout, c *clock) (f *fleet, err error) {
 		return f, nil
 	}
 	switch l.topology {
-	case Shared:
+	case Shared, Leased:
 		f.caller = &callerClock{c: c}
-		ms, err := memstore.New(memstore.Config{Clock: f.caller, Algorithm: l.alg})
-		if err != nil {
-			return f, fmt.Errorf("memstore: %w", err)
+		shards := make(sharded, max(l.shards, 1))
+		for k := range shards {
+			ms, err := memstore.New(memstore.Config{Clock: f.caller, Algorithm: l.alg})
+			if err != nil {
+				return f, fmt.Errorf("memstore: %w", err)
+			}
+			f.closers = append(f.closers, ms.Close)
+			s, n := counted(ms)
+			f.counters = append(f.counters, n)
+			shards[k] = s
 		}
-		f.closers = append(f.closers, ms.Close)
-		s, n := counted(ms)
-		f.counters = append(f.counters, n)
+		var s store.Store = shards[0]
+		if len(shards) > 1 {
+			s = shards
+		}
 		for i := range l.skews {
 			if err := f.add(l, i, f.caller, s); err != nil {
 				return f, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/store"
 )
 
 // Timeline follows one bucket, the scenario's focus key, through a run,
@@ -44,7 +45,9 @@ type Timeline struct {
 	Denied   int64 `json:"denied"`
 	// Levels holds the room left in Key's bucket over the whole run: one
 	// Level for a shared store, one per instance that saw Key when each
-	// keeps its own. Room is what a request could take at that instant:
+	// keeps its own. A [Leased] run has the shared store's, drawn from the
+	// batches taken from it and given back, and then one per instance
+	// that leased Key: the tokens left in its batch. Room is what a request could take at that instant:
 	// the tokens in a token bucket, capacity minus the count of a fixed
 	// window, capacity minus the weighted estimate of a sliding window.
 	Levels []Level `json:"levels"`
@@ -101,8 +104,8 @@ type Request struct {
 // reaches capacity, two at every window boundary it crosses (the last µs
 // of the old window and the first of the new), and one at the run's end.
 type Level struct {
-	// Instance is the instance whose own store this is, or -1 for the
-	// shared store.
+	// Instance is the instance whose own store (or, in a [Leased] run,
+	// whose batch) this is, or -1 for the shared store.
 	Instance int `json:"instance"`
 	// Points are in time order. A shared store with skewed clocks is
 	// drawn on the clock of the caller that set each point (the time the
@@ -154,6 +157,32 @@ type tracer struct {
 	names    []string
 	requests []Request
 	stores   map[int]*shadow // by store: 0 when shared, else the instance
+	// In a Leased run: the key followed, each instance's batch of it, and
+	// whether the request being served called the shared store's Take.
+	key     string
+	layout  layout // its bound is the law's
+	leased  bool
+	batches map[int]*batch
+	direct  bool
+}
+
+// batch is the tokens an instance holds in its leased batch of the key,
+// as Level points on the run's time.
+type batch struct {
+	left int64
+	pts  []Point
+}
+
+// move changes b by n tokens at µs at since the run's start.
+func (b *batch) move(at, n int64) {
+	if len(b.pts) == 0 {
+		b.pts = append(b.pts, Point{})
+	}
+	if p := (Point{At: dur(at), Tokens: float64(b.left)}); b.pts[len(b.pts)-1] != p {
+		b.pts = append(b.pts, p)
+	}
+	b.left += n
+	b.pts = append(b.pts, Point{At: dur(at), Tokens: float64(b.left)})
 }
 
 // shadow is one store's state for the key and the takes it saw.
@@ -171,8 +200,9 @@ type take struct {
 }
 
 func newTracer(l layout, p algo.Policy) *tracer {
-	t := &tracer{alg: l.alg, p: p, start: runStart.UnixMicro(), skews: l.skews, shared: l.topology == Shared,
-		exact: true, clients: map[*client]int{}, stores: map[int]*shadow{}}
+	t := &tracer{alg: l.alg, p: p, start: runStart.UnixMicro(), skews: l.skews, shared: l.topology != PerInstance,
+		exact: true, clients: map[*client]int{}, stores: map[int]*shadow{},
+		layout: l, leased: l.topology == Leased, batches: map[int]*batch{}}
 	switch l.alg.(type) {
 	case algo.FixedWindow, algo.SlidingWindow:
 		t.window = p.FillTime().Microseconds()
@@ -191,6 +221,13 @@ func (t *tracer) add(c *client, e event, i int, res algo.Result) {
 	}
 	t.requests = append(t.requests, Request{At: dur(e.at), Client: ci, Instance: i, Cost: e.cost,
 		Allowed: res.Allowed, RetryAfter: res.RetryAfter, Remaining: res.Remaining})
+	if t.leased { // the shared store's calls were replayed as they came (backend)
+		if res.Allowed && !t.direct {
+			t.batch(i).move(e.at, -e.cost)
+		}
+		t.direct = false
+		return
+	}
 	if !t.exact {
 		return
 	}
@@ -208,6 +245,63 @@ func (t *tracer) add(c *client, e event, i int, res algo.Result) {
 	s, got, err := t.alg.Take(t.p, sh.s, now, e.cost)
 	if err != nil || got != res {
 		t.exact = false // a wrapper answered, or the store is not this algorithm
+		return
+	}
+	sh.s = s
+	sh.takes = append(sh.takes, take{at: now, before: before, after: t.room(s, now), s: s})
+}
+
+// batch returns instance i's batch.
+func (t *tracer) batch(i int) *batch {
+	b := t.batches[i]
+	if b == nil {
+		b = &batch{}
+		t.batches[i] = b
+	}
+	return b
+}
+
+// backend replays on the shared store's shadow a call instance inst's
+// Leases made to it at the followed key (the fleet's tap): a Take (the
+// request is then answered by the store, not a batch), a TakeAtMost that
+// granted granted tokens into the batch, or a Refund of what the batch
+// had left.
+func (t *tracer) backend(inst int, r store.Request, at time.Time, op backendOp, granted int64) {
+	if r.Key != t.key || !t.exact {
+		return
+	}
+	tb, ok := t.alg.(algo.TokenBucket)
+	if !ok {
+		t.exact = false
+		return
+	}
+	sh := t.stores[0]
+	if sh == nil {
+		sh = &shadow{}
+		t.stores[0] = sh
+	}
+	now := at.UnixMicro()
+	before := t.room(sh.s, now)
+	var s algo.State
+	var err error
+	switch op {
+	case opTake:
+		s, _, err = tb.Take(t.p, sh.s, now, r.Cost)
+		t.direct = true
+	case opTakeAtMost:
+		var got int64
+		s, got, _, err = tb.TakeAtMost(t.p, sh.s, now, r.Cost)
+		if got != granted {
+			t.exact = false
+			return
+		}
+		t.batch(inst).move(now-t.start, granted)
+	case opRefund:
+		s, _, err = tb.Refund(t.p, sh.s, now, r.Cost)
+		t.batch(inst).move(now-t.start, -r.Cost)
+	}
+	if err != nil {
+		t.exact = false
 		return
 	}
 	sh.s = s
@@ -255,6 +349,11 @@ func (t *tracer) levels(length time.Duration) []Level {
 			lv.WindowStart = dur(firstBoundary(t.start+shift, w))
 		}
 		out = append(out, lv)
+	}
+	for _, i := range sortedKeys(t.batches) {
+		b := t.batches[i]
+		pts := append(slices.Clip(b.pts), Point{At: length, Tokens: float64(b.left)})
+		out = append(out, Level{Instance: i, Points: pts})
 	}
 	return out
 }
@@ -339,7 +438,7 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	if t.p.Validate() != nil {
 		return nil // no request reached the key: nothing to check
 	}
-	law, err := checkLaw(t.p, adm, slack)
+	law, err := t.layout.law(t.p, adm, slack)
 	if err != nil {
 		return err
 	}
@@ -347,7 +446,7 @@ func (t *tracer) timeline(tl *Timeline, length, slack time.Duration) error {
 	tl.Law = law
 	for w := time.Millisecond; w <= length; w = nextWidth(w) {
 		peak, from := peakIn(adm, w)
-		tl.Peaks = append(tl.Peaks, Window{Width: w, Key: tl.Key, From: from, Peak: peak, Bound: t.p.Bound(w + slack)})
+		tl.Peaks = append(tl.Peaks, Window{Width: w, Key: tl.Key, From: from, Peak: peak, Bound: t.layout.bound(t.p, w+slack)})
 	}
 	if len(adm) > 0 {
 		pad := max((law.To-law.From)/2, 500*time.Millisecond)

@@ -51,6 +51,7 @@ Examples:
   ratebucket sim --scenario mobile --instances 5 --seed 7 --svg charts
   ratebucket sim --scenario abuser --skew 0,2s,-2s --topology shared
   ratebucket sim --scenario mobile --capacity 20 --rate 20/m
+  ratebucket sim --scenario fleet --topology shared,leased --instances 100
   ratebucket sim --list
   ratebucket sim --json > runs.json`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
@@ -58,7 +59,7 @@ Examples:
 		rf := addRedisFlags(fs, "run on this Redis (token bucket, shared) instead of memstore")
 		fs.StringVar(&cfg.scenario, "scenario", "all", "scenario `name`, or all (see --list)")
 		fs.StringVar(&cfg.algos, "algo", "all", "comma-separated `algorithms`: token, fixed, sliding, or all")
-		fs.StringVar(&cfg.topos, "topology", "all", "comma-separated `layouts`: shared, per-instance, or all")
+		fs.StringVar(&cfg.topos, "topology", "all", "comma-separated `layouts`: shared, per-instance, leased (token bucket only), or all (but leased)")
 		fs.IntVar(&cfg.instances, "instances", 3, "app instances behind the load balancer")
 		fs.Uint64Var(&cfg.seed, "seed", 1, "random seed of the traffic")
 		fs.DurationVar(&cfg.duration, "duration", 0, "virtual time per run (0: each scenario's own)")
@@ -152,11 +153,17 @@ func (cfg *simConfig) config() (sim.Config, error) {
 	if err != nil {
 		return sim.Config{}, err
 	}
-	topos, err := pick("--topology", cfg.topos, []sim.Topology{sim.Shared, sim.PerInstance}, func(t sim.Topology) []string {
+	topos, err := pick("--topology", cfg.topos, []sim.Topology{sim.Shared, sim.PerInstance, sim.Leased}, func(t sim.Topology) []string {
 		return []string{t.String()}
 	})
 	if err != nil {
 		return sim.Config{}, err
+	}
+	if strings.TrimSpace(cfg.topos) == "all" { // leased runs the token bucket only: ask for it by name
+		topos = slices.DeleteFunc(topos, func(t sim.Topology) bool { return t == sim.Leased })
+	}
+	if slices.Contains(topos, sim.Leased) && strings.TrimSpace(cfg.algos) == "all" { // …and all means it
+		algos = slices.DeleteFunc(algos, func(a algo.Algorithm) bool { return a.Name() != (algo.TokenBucket{}).Name() })
 	}
 	switch {
 	case cfg.instances < 1:
@@ -166,9 +173,9 @@ func (cfg *simConfig) config() (sim.Config, error) {
 	}
 	if cfg.redis.url != "" {
 		algos = slices.DeleteFunc(algos, func(a algo.Algorithm) bool { return a.Name() != (algo.TokenBucket{}).Name() })
-		topos = slices.DeleteFunc(topos, func(t sim.Topology) bool { return t != sim.Shared })
+		topos = slices.DeleteFunc(topos, func(t sim.Topology) bool { return t == sim.PerInstance })
 		if len(algos) == 0 || len(topos) == 0 {
-			return sim.Config{}, usagef("--redis runs only the token bucket on a shared store: include token in --algo and shared in --topology")
+			return sim.Config{}, usagef("--redis runs only the token bucket on a shared store: include token in --algo and shared or leased in --topology")
 		}
 	}
 	return sim.Config{Algorithms: algos, Topologies: topos, Instances: cfg.instances, Seed: cfg.seed,
@@ -284,7 +291,10 @@ that were denied. peak: the most admitted at one key in any 1 s, 10 s and
 60 s window, divided by its bound capacity + rate*w. law: "ok" when no
 interval admits more than capacity + rate*length, else the worst interval's
 admitted/bound and "!". shared×N: N instances share one store, as with Redis
-(redis×N: on Redis itself); per-inst×N: each instance has its own memstore.
+(redis×N: on Redis itself); per-inst×N: each instance has its own memstore;
+leased×N: each spends leased batches of the shared store (hybrid.Leases),
+its law's bound raised by the tokens they may hold (algo's BatchBound).
+calls/s: backend calls per second, in all and per Cluster shard (s0, s1...).
 `
 
 // simVerdict sums up the runs as a table: for each algorithm and layout, in

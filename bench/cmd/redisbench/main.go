@@ -68,19 +68,12 @@ type config struct {
 }
 
 func run(ctx context.Context, cfg config) error {
-	if cfg.addr == "" {
-		dir, err := os.MkdirTemp("", "redisbench")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		srv, err := bench.StartRedis(dir)
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-		cfg.addr = srv.Addr
+	addr, stop, err := bench.ServeRedis(cfg.addr, "redisbench")
+	if err != nil {
+		return err
 	}
+	defer stop()
+	cfg.addr = addr
 	var concs []int
 	for _, s := range strings.Split(cfg.concs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -27,7 +27,10 @@
 //	cost       the cost of every request of a named scenario (default each
 //	           request's own); of each custom request that does not set its own
 //	algos      comma-separated token, fixed, sliding (default all three)
-//	topology   shared or per-instance (default shared)
+//	topology   shared, per-instance or leased (default shared): leased
+//	           puts token leases in every instance (the token bucket
+//	           only, unless algos says otherwise), and draws the shared
+//	           bucket's line and each instance's batch
 //	instances  app instances behind the load balancer, 1 to 10 (default 3)
 //	capacity   the bucket's capacity; with rate, replaces the scenario's policy
 //	rate       tokens per period: 2/s, 100/m, 5/10s
@@ -214,6 +217,10 @@ func ParseView(q url.Values) (sim.Config, error) {
 			return bad("%v", err)
 		}
 		cfg.Topologies = []sim.Topology{t}
+		if t == sim.Leased && q.Get("algos") == "" { // token leases are the token bucket's
+			cfg.Algorithms = cfg.Algorithms[:0]
+			cfg.Algorithms = append(cfg.Algorithms, algo.TokenBucket{})
+		}
 	}
 	if s := q.Get("instances"); s != "" {
 		n, err := strconv.Atoi(s)

@@ -111,6 +111,12 @@ func TestParseView(t *testing.T) {
 		b.Seed != 7 || b.Duration != 90*time.Second || b.Cost != 0 {
 		t.Fatalf("ParseView = %+v", b)
 	}
+	// Token leases run the token bucket alone unless algos says otherwise
+	// (and sim refuses a window with them: a 400).
+	if v, err := ParseView(url.Values{"scenario": {"leases"}, "topology": {"leased"}}); err != nil ||
+		len(v.Algorithms) != 1 || v.Algorithms[0].Name() != "tokenbucket" || v.Topologies[0] != sim.Leased {
+		t.Fatalf("ParseView(scenario=leases&topology=leased) = %+v, %v", v, err)
+	}
 	// On a named scenario, cost is every request's: sim.Config.Cost.
 	if v, err := ParseView(url.Values{"scenario": {"sensor"}, "cost": {"3"}}); err != nil || v.Cost != 3 || len(v.Traffic) != 0 {
 		t.Fatalf("ParseView(scenario=sensor&cost=3) = %+v, %v", v, err)
@@ -126,6 +132,7 @@ func TestParseView(t *testing.T) {
 	srv := httptest.NewServer(Handler())
 	defer srv.Close()
 	for _, path := range []string{"/api/run?scenario=nope", "/api/run?scenario=cost&capacity=5",
+		"/api/run?scenario=leases&topology=leased&algos=fixed",
 		"/api/run?scenario=sensor&capacity=3&cost=4"} {
 		code, _, body := get(t, srv, path)
 		var e struct{ Error string }

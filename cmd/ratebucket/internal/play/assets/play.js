@@ -253,6 +253,9 @@ function requestTitle(tl, q) {
 // of a run, zoomed on its worst interval, with no table of its own.
 function chart(run, from, to, W, inset) {
   const tl = run.timeline, a = ALGOS[run.short];
+  // With token leases the instances' lines are their batches, spent
+  // against the shared bucket's line.
+  const leased = run.report.topology === "leased";
   const ML = 48, MR = 28, TOP = 16, H = inset ? 80 : 120, S = 36, PW = W - ML - MR;
   const HT = TOP + H + S + 22;
   const box = html("figure", { class: inset ? "inset" : "chart", "data-algo": run.short });
@@ -323,8 +326,9 @@ function chart(run, from, to, W, inset) {
     const lo = Math.max(lowerBound(pts, from) - 1, 0), hi = Math.min(lowerBound(pts, to) + 1, pts.length);
     let d = "";
     for (let k = lo; k < hi; k++) d += (k === lo ? "M" : "L") + x(pts[k].at).toFixed(2) + " " + y(pts[k].tokens).toFixed(2);
-    const p = el("path", { class: "level", d, "stroke-dasharray": DASHES[i % DASHES.length] }, g);
-    el("title", {}, p, levelName(lv));
+    const p = el("path", { class: "level", d, "stroke-dasharray": DASHES[i % DASHES.length],
+      "data-instance": lv.instance }, g);
+    el("title", {}, p, levelName(lv, leased));
   });
   g.appendChild(counts);
 
@@ -375,7 +379,7 @@ function chart(run, from, to, W, inset) {
     const r = svg.getBoundingClientRect(), px = (e.clientX - r.left) * W / r.width;
     if (px >= ML && px <= ML + PW) addBurst(from + (px - ML) / PW * (to - from));
   });
-  if (tl.levels.length > 1) levelKey(tl, box);
+  if (tl.levels.length > 1) levelKey(tl, box, leased);
   if (!inset) requestTable(tl, lo, hi, box, a.label);
   return box;
 }
@@ -397,17 +401,19 @@ function addBurst(at) {
 
 const DASHES = ["", "7 3", "2 2", "9 3 2 3", "4 4"];
 
-function levelName(lv) {
-  return lv.instance < 0 ? "room left in the shared store's bucket" : `room left in instance ${lv.instance}'s own bucket`;
+function levelName(lv, leased) {
+  if (lv.instance < 0) return "room left in the shared store's bucket";
+  return leased ? `tokens left in instance ${lv.instance}'s leased batch` : `room left in instance ${lv.instance}'s own bucket`;
 }
 
-// levelKey says which line is which store's, when each instance has its own.
-function levelKey(tl, box) {
-  const p = html("p", { class: "level-key" }, box, "Room left: ");
+// levelKey says which line is which store's, when each instance has its
+// own, or which is the shared bucket and which each instance's batch.
+function levelKey(tl, box, leased) {
+  const p = html("p", { class: "level-key" }, box, leased ? "Tokens: " : "Room left: ");
   tl.levels.forEach((lv, i) => {
     const s = el("svg", { width: 28, height: 10, "aria-hidden": "true" }, p);
     el("path", { class: "level", d: "M1 5 H27", "stroke-dasharray": DASHES[i % DASHES.length] }, s);
-    p.append(` instance ${lv.instance}'s own store `);
+    p.append(lv.instance < 0 ? " the shared bucket " : leased ? ` instance ${lv.instance}'s batch ` : ` instance ${lv.instance}'s own store `);
   });
 }
 
