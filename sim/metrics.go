@@ -95,7 +95,7 @@ func (r *recorder) record(c *client, e event, i int, out served) {
 	c.requests++
 	c.offered += e.cost
 	if c.key == r.focus {
-		r.trace.add(c, e, i, out.res)
+		r.trace.add(c, e, i, out.res, r.classes[c.class].op)
 	}
 	if !out.res.Allowed {
 		return

@@ -101,3 +101,19 @@ func (o settled) serve(ctx context.Context, s store.Store, lim *ratebucket.Limit
 	res, err := lim.Take(ctx, c.key, est)
 	return served{res: res, at: e.at, charged: est}, err
 }
+
+// replay is what serve does to a bucket, on algo, for the tracer: the
+// timeline then draws a settled bucket's debt, below zero.
+func (o settled) replay(alg algo.Algorithm, p algo.Policy, s algo.State, now int64, e event) (algo.State, algo.Result, error) {
+	est := min(o.estimate, p.Capacity())
+	tb, ok := alg.(algo.TokenBucket)
+	if o.never || !ok {
+		return alg.Take(p, s, now, est)
+	}
+	next, h, res, err := tb.Hold(p, s, now, est, time.Minute.Microseconds())
+	if err != nil || !res.Allowed {
+		return next, res, err
+	}
+	next, _, err = tb.Settle(p, next, now, h, e.cost)
+	return next, res, err
+}

@@ -68,6 +68,15 @@ func TestLLMGateway(t *testing.T) {
 			t.Errorf("%s: tokens used %v, %v; want the estimate past the stated limit, the settles within SettleBound", mode, stated, debt)
 		}
 	}
+	low := 0.0 // the timeline draws the settled bucket's debt, below zero
+	for _, lv := range r.Timeline.Levels {
+		for _, pt := range lv.Points {
+			low = min(low, pt.Tokens)
+		}
+	}
+	if low >= 0 || low < -float64(p.MaxDebt()) {
+		t.Errorf("the focus bucket's lowest level is %v, want debt below zero, at most %d", low, p.MaxDebt())
+	}
 	est, _ := r.Class("estimate")
 	set, _ := r.Class("settle")
 	if est.Denied >= set.Denied {
