@@ -29,18 +29,12 @@ func TestRedisWrappers(t *testing.T) {
 	}
 	t.Run("DenyCache", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-			if strings.Contains(t.Name(), "/Settle") {
-				t.Skip("redisstore: Hold and Settle are not in the script yet")
-			}
 			skipBackwards(t)
 			return newCache(t, newRedis(t, clk), hybrid.DenyCacheConfig{Clock: clk})
 		})
 	})
 	t.Run("Fallback over DenyCache", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-			if strings.Contains(t.Name(), "/Settle") {
-				t.Skip("redisstore: Hold and Settle are not in the script yet")
-			}
 			skipBackwards(t)
 			f, err := hybrid.NewFallback(newCache(t, newRedis(t, clk), hybrid.DenyCacheConfig{Clock: clk}),
 				newMem(t, clk), hybrid.FallbackConfig{Clock: clk, Timeout: 5 * time.Second})

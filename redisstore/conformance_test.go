@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,9 +59,6 @@ func conform(t *testing.T, rdb redis.UniversalClient) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-				if strings.Contains(t.Name(), "/Settle") {
-					t.Skip("redisstore: Hold and Settle are not in the script yet")
-				}
 				// Timeout: the default second is real time, which a
 				// queued call can outwait on a busy machine.
 				return newStore(t, rdb, redisstore.Config{Clock: clk, Timeout: patience, Pipeline: m.cfg})

@@ -43,9 +43,6 @@ func TestConformanceFunctions(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-				if strings.Contains(t.Name(), "/Settle") {
-					t.Skip("redisstore: Hold and Settle are not in the script yet")
-				}
 				return newStore(t, rdb, redisstore.Config{Clock: clk, Pipeline: m.cfg, Functions: true})
 			})
 		})
