@@ -89,7 +89,9 @@ type Config struct {
 //
 // A Limiter also gives tokens back (Refund), grants part of a batch
 // (TakeAtMost) and reserves tokens ahead, to proceed after an exact,
-// bounded delay instead of being refused (Reserve, which Wait uses).
+// bounded delay instead of being refused (Reserve, which Wait uses), and
+// holds an estimate for work whose cost is known only after it, settled
+// at the actual cost (Hold, [Hold.Settle]).
 // A calendar quota (algo.Quota) is taken, waited for and refunded, never
 // partly granted or reserved: TakeAtMost and Reserve under one return an
 // error wrapping algo.ErrQuotaUnsupported, on every Store, without a

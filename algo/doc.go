@@ -40,6 +40,13 @@
 // back exactly when no other was queued behind it since. Requests that
 // proceed at their admitted times keep the law above.
 //
+// [TokenBucket.Hold] takes an estimate of a cost known only after the
+// work (LLM tokens, bytes), and [TokenBucket.Settle] corrects it to the
+// actual cost: the difference back, or the extra charged into at most one
+// full bucket of debt ([Policy.MaxDebt]). The cost charged in any interval
+// of length t then stays within [Policy.SettleBound], the law above plus
+// the debt bound.
+//
 // # Calendar quotas
 //
 // A [Quota] is N per calendar period: a day, a week from Monday or a

@@ -38,6 +38,22 @@ var (
 	// [TokenBucket.Cancel] that no Reserve under that policy could have
 	// returned (negative units or time, or more units than two full buckets).
 	ErrInvalidReservation = errors.New("algo: invalid reservation")
+	// ErrInvalidHold reports a Hold passed to [TokenBucket.Settle] that no
+	// Hold could have made (the zero Hold, a negative estimate or one above
+	// the capacity, a deadline out of range), or a hold's TTL outside
+	// [1µs, MaxHoldTTL].
+	ErrInvalidHold = errors.New("algo: invalid hold")
+	// ErrHoldPolicy reports a Settle under another policy than the one its
+	// hold was made under: the estimate was charged in other tokens.
+	ErrHoldPolicy = errors.New("algo: hold made under another policy")
+	// ErrHoldExpired reports a Settle after the hold's deadline: the hold
+	// has settled itself at its estimate, which stays charged.
+	ErrHoldExpired = errors.New("algo: hold expired: settled at its estimate")
+	// ErrHoldSettled reports a Settle of a hold that is not open on the
+	// key: settled already, or never made there. Stores, which keep a
+	// record of each open hold, return it; nothing is charged or given
+	// back.
+	ErrHoldSettled = errors.New("algo: hold already settled or unknown")
 	// ErrInvalidLeasePolicy reports a LeasePolicy outside the documented
 	// bounds (see [LeasePolicy.Validate]), or the zero LeasePolicy.
 	ErrInvalidLeasePolicy = errors.New("algo: invalid lease policy")

@@ -62,6 +62,17 @@ type Rule struct {
 	Key KeyFunc
 	// Fail is the rule's FailMode. Default: the Config's.
 	Fail FailMode
+	// Settle, when set, names the response trailer in which the handler
+	// reports a call's actual cost in tokens (decimal; the last value
+	// counts), for calls whose cost is known only after they ran (an LLM
+	// call's tokens): the call holds Cost as its estimate
+	// (store.Store.Hold) and, when the handler returns, is charged the
+	// actual cost, the difference given back or the extra charged into at
+	// most one bucket of debt that later calls wait out (RetryInfo is
+	// exact). A call without the trailer keeps its estimate; one whose
+	// handler panics keeps it too, when its hold's TTL (5 minutes) passes.
+	// A stream is settled when it ends. Not for a calendar quota.
+	Settle string
 	// Exempt lets calls through unlimited and uncharged, with no
 	// metadata: for health checks and reflection. An Exempt rule sets no
 	// other field: it has no bucket, so [New] refuses a Name, Policy,
@@ -146,6 +157,7 @@ type rule struct {
 	key    KeyFunc
 	fail   FailMode
 	exempt bool
+	settle string // the trailer of the actual cost, lower case; "" to take
 	// draftPolicy is the ratelimit-policy item, `"name";q=100;w=50`, of
 	// a bucket; empty for a calendar quota, whose w is the period that
 	// holds the call (a month's is 28 to 31 days).
@@ -296,7 +308,10 @@ func compile(where string, r, base Rule) (*rule, error) {
 	if err := store.CheckRequest(store.Request{Key: "k", Policy: r.Policy, Cost: r.Cost}, 1); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, where, err)
 	}
-	cr := &rule{name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail}
+	if r.Settle != "" && r.Policy.IsQuota() {
+		return nil, fmt.Errorf("%w: %s: Settle under a calendar quota: %w", ErrInvalidConfig, where, algo.ErrQuotaUnsupported)
+	}
+	cr := &rule{name: r.Name, policy: r.Policy, cost: r.Cost, key: r.Key, fail: r.Fail, settle: strings.ToLower(r.Settle)}
 	if !r.Policy.IsQuota() {
 		cr.draftPolicy = cr.policyItem(time.Time{})
 	}
@@ -325,10 +340,18 @@ func (l *Limiter) ruleFor(method string) *rule {
 // authentication interceptor, which sets the identity ([WithIdentity]).
 func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := l.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
+		h, err := l.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+		if err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		ts := grpc.ServerTransportStreamFromContext(ctx)
+		if h == nil || ts == nil {
+			return handler(ctx, req)
+		}
+		tr := &trailers{ServerTransportStream: ts}
+		resp, err := handler(grpc.NewContextWithServerTransportStream(ctx, tr), req)
+		l.settle(ctx, info.FullMethod, h, tr.get())
+		return resp, err
 	}
 }
 
@@ -336,19 +359,26 @@ func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 // when it opens.
 func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := l.admit(ss.Context(), info.FullMethod, ss.SetHeader); err != nil {
+		h, err := l.admit(ss.Context(), info.FullMethod, ss.SetHeader)
+		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		if h == nil {
+			return handler(srv, ss)
+		}
+		st := &trailerStream{ServerStream: ss}
+		err = handler(srv, st)
+		l.settle(ss.Context(), info.FullMethod, h, st.get())
+		return err
 	}
 }
 
 // admit decides one call: nil to run the handler, else the status error
-// to end it with.
-func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metadata.MD) error) error {
+// to end it with; and the call's hold to settle, when its rule settles.
+func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metadata.MD) error) (*holding, error) {
 	r := l.ruleFor(method)
 	if r.exempt {
-		return nil
+		return nil, nil
 	}
 	md, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
@@ -365,13 +395,13 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 	}
 	if err != nil {
 		if _, isStatus := status.FromError(err); isStatus {
-			return err
+			return nil, err
 		}
 		if errors.Is(err, ErrNoKey) {
-			return status.Error(codes.InvalidArgument, err.Error())
+			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		l.log(ctx, "grpclimit: no key for a call", method, err)
-		return status.Error(codes.Internal, "rate limiter: no key for this call")
+		return nil, status.Error(codes.Internal, "rate limiter: no key for this call")
 	}
 	key := l.prefix + r.name + ":" + k.Class + "{" + bucketID(k.ID) + "}"
 	if observe.Active() {
@@ -379,9 +409,19 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 		// route, the rule as the policy.
 		ctx = observe.WithLabels(ctx, observe.Labels{Route: method, Policy: r.name})
 	}
-	res, err := l.store.Take(ctx, store.Request{Key: key, Policy: r.policy, Cost: r.cost})
+	q := store.Request{Key: key, Policy: r.policy, Cost: r.cost}
+	var h *holding
+	var res algo.Result
+	if r.settle != "" {
+		q.Refundable = true // settled by the instance that holds it
+		var hold algo.Hold
+		hold, res, err = l.store.Hold(ctx, q, settleTTL)
+		h = &holding{rule: r, req: q, hold: hold}
+	} else {
+		res, err = l.store.Take(ctx, q)
+	}
 	if err != nil {
-		return l.failure(ctx, method, r, err)
+		return nil, l.failure(ctx, method, r, err)
 	}
 	if !l.noMetadata {
 		// The header is best effort: it fails only once headers were
@@ -389,9 +429,9 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 		_ = setHeader(l.metadata(r, res))
 	}
 	if res.Allowed {
-		return nil
+		return h, nil
 	}
-	return denial(r, res)
+	return nil, denial(r, res)
 }
 
 // failure turns a store error into the call's outcome.

@@ -48,6 +48,9 @@ type options struct {
 	// ended, if set, receives the server's outcome of every call whose
 	// metadata has "slow", once the whole interceptor chain returned.
 	ended chan<- error
+	// after, if set, runs after the limiter, before the handler, in
+	// unary calls, with the handler's context (to set trailers).
+	after func(ctx context.Context)
 }
 
 // start serves cfg's limiter. A nil cfg.Store becomes a memstore on the
@@ -89,7 +92,12 @@ func start(t *testing.T, cfg grpclimit.Config, o options) *env {
 		}, authUnary, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			before(ctx)
 			return h(ctx, req)
-		}, lim.Unary()),
+		}, lim.Unary(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if o.after != nil {
+				o.after(ctx)
+			}
+			return h(ctx, req)
+		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			return report(ss.Context(), h(srv, ss))
 		}, authStream, func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {

@@ -225,6 +225,18 @@ type Config struct {
 	// batches back and stops its goroutine. Default: nil, every request
 	// is a Store call.
 	Leases *hybrid.LeasesConfig
+	// Settle, when its Header or Cost is set, charges each admitted
+	// request the actual cost its response reports, for work whose cost
+	// is known only after it is done (an LLM call's tokens): the request
+	// holds an estimate (Cost or CostBy, or when the route sets neither
+	// the 95th percentile of its last 128 settled costs) until its handler
+	// returns, then the difference is given back or the extra charged,
+	// into at most one full bucket of debt that later requests wait out
+	// (see [Settle] and "Charging the cost a response reports" in
+	// settle.go). It needs a route with a single Limit, not a calendar
+	// quota, without Delay, ChargeIf or a shadow limit; New and With
+	// return an error wrapping ErrInvalidConfig otherwise. Default: none.
+	Settle Settle
 	// Logger receives store failures and configuration errors met by
 	// requests. Default: slog.Default().
 	Logger *slog.Logger

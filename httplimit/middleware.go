@@ -57,6 +57,7 @@ type Middleware struct {
 	refunder  store.Store // store's, when chargeIf is set
 	delay     time.Duration
 	reserver  *ratebucket.Limiter // of the single limit, when delay is set
+	settle    *settler            // when Config.Settle is set
 	shadow    bool                // some limit is a shadow limit
 	leases    *hybrid.Leases      // over the Store, when Config.Leases is set; shared by routes
 	log       *logThrottle
@@ -103,6 +104,7 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.Concurrency, route.Concurrency)
 	set(&c.ChargeIf, route.ChargeIf)
 	set(&c.Delay, route.Delay)
+	set(&c.Settle, route.Settle)
 	return build(c, m)
 }
 
@@ -219,6 +221,9 @@ func (m *Middleware) finish(cfg Config) error {
 	if err := m.shadowLimiters(); err != nil {
 		return err
 	}
+	if err := m.checkSettle(cfg); err != nil {
+		return err
+	}
 	if m.conc != nil {
 		if m.inflight, err = newInFlight(m.store, m.conc, cfg.Concurrency.Policy); err != nil {
 			return err
@@ -287,6 +292,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.cost != nil {
 		ev.Cost = m.cost(r)
 	}
+	if m.settle != nil && m.settle.estimate != nil {
+		ev.Cost = m.settle.estimate.value()
+	}
 	d, takes, err := m.plan(r, ev.Cost)
 	if err != nil {
 		if errors.Is(err, ratebucket.ErrResolve) {
@@ -308,10 +316,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var mr store.MultiResult
 	var inOrder bool
 	var rsv ratebucket.Reservation // with Delay
+	var held algo.Hold             // with Settle
 	switch {
 	case err != nil || m.conc != nil && !lease.Allowed:
 	case m.reserver != nil:
 		mr, rsv, err = m.reserve(m.labelled(r), takes[0])
+	case m.settle != nil:
+		if m.settle.estimate != nil { // the running estimate, within the resolved capacity
+			takes[0].Cost = min(takes[0].Cost, takes[0].Policy.Capacity())
+		}
+		mr, held, err = m.holdCost(m.labelled(r), takes[0])
 	default:
 		mr, inOrder, err = m.take(m.labelled(r), takes)
 	}
@@ -347,6 +361,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if d.Allowed && !m.hold(r, &ev, rsv) {
 		return // the client left while its request was held
+	}
+	if d.Allowed && m.settle != nil && !ev.Fallback {
+		ev.Outcome = Allowed
+		m.observe(r, ev)
+		m.serveSettled(w, r, next, ev, takes[0], held)
+		return
 	}
 	if d.Allowed && m.chargeIf != nil && !ev.Fallback {
 		ev.Outcome = Allowed

@@ -165,9 +165,15 @@ const (
 	// reservation was cancelled. Event.Delay is the hold it was given,
 	// Err the context's error.
 	Cancelled
+	// Settled: the route's Settle charged a request admitted earlier
+	// (reported then as Allowed, with its estimate as Cost) the actual
+	// cost its response reported, now in Cost; Err, when set, is why the
+	// settle failed (the estimate stays charged). It is a second Event for
+	// the request: count requests by the other outcomes.
+	Settled
 )
 
-var outcomeNames = [...]string{"", "allowed", "denied", "skipped", "failed_open", "failed_closed", "invalid", "refunded", "cancelled"}
+var outcomeNames = [...]string{"", "allowed", "denied", "skipped", "failed_open", "failed_closed", "invalid", "refunded", "cancelled", "settled"}
 
 // String returns the outcome's lower-case name, such as "failed_open",
 // ready for a metrics label.

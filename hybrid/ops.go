@@ -26,6 +26,8 @@ const (
 	opAtMost
 	opReserve
 	opCancel
+	opHold
+	opSettle
 )
 
 // op is one call of an operation around a take, with its arguments.
@@ -36,8 +38,9 @@ type op struct {
 	n       int64 // Refund's n, TakeAtMost's n, Reserve's cost
 	refund  bool  // the request is marked Refundable
 	reqs    []store.Request
-	maxWait time.Duration
+	maxWait time.Duration // Reserve's maxWait, Hold's ttl
 	ticket  algo.Ticket
+	hold    algo.Hold // Settle's hold; n is its actual cost
 }
 
 // opResult is the answer to an op: the fields of its kind.
@@ -47,6 +50,8 @@ type opResult struct {
 	granted int64         // TakeAtMost
 	rsv     algo.Reservation
 	ok      bool // CancelReservation gave back
+	hold    algo.Hold
+	settled algo.Settlement
 }
 
 // opSourced is implemented by this package's wrappers: opFrom runs o and
@@ -71,6 +76,11 @@ func opOn(ctx context.Context, s store.Store, o op) (r opResult, primary bool, e
 	case opReserve:
 		r.rsv, err = s.Reserve(ctx, o.request(), o.maxWait)
 		r.res = r.rsv.Result
+	case opHold:
+		r.hold, r.res, err = s.Hold(ctx, o.request(), o.maxWait)
+	case opSettle:
+		r.settled, err = s.Settle(ctx, o.key, o.p, o.hold, o.n)
+		r.res = r.settled.Result
 	default:
 		r.ok, r.res, err = s.CancelReservation(ctx, o.key, o.p, o.ticket)
 	}
@@ -124,6 +134,20 @@ func (w *ops) CancelReservation(ctx context.Context, key string, p algo.Policy, 
 	return r.ok, r.res, err
 }
 
+// Hold takes cost tokens of the bucket at key under p as an estimate, to
+// be settled: see store.Store and the package doc.
+func (w *ops) Hold(ctx context.Context, req store.Request, ttl time.Duration) (algo.Hold, algo.Result, error) {
+	r, _, err := w.run(ctx, op{kind: opHold, key: req.Key, p: req.Policy, n: req.Cost, refund: req.Refundable, maxWait: ttl})
+	return r.hold, r.res, err
+}
+
+// Settle closes the hold h on key under p at the actual cost: see
+// store.Store and the package doc.
+func (w *ops) Settle(ctx context.Context, key string, p algo.Policy, h algo.Hold, actual int64) (algo.Settlement, error) {
+	r, _, err := w.run(ctx, op{kind: opSettle, key: key, p: p, hold: h, n: actual})
+	return r.settled, err
+}
+
 // keys returns the keys o adds tokens to or takes them from.
 func (o op) keys() []string {
 	if o.kind != opRefundMulti {
@@ -138,7 +162,7 @@ func (o op) keys() []string {
 
 // givesBack reports whether o may add tokens to a bucket.
 func (o op) givesBack() bool {
-	return o.kind == opRefund || o.kind == opRefundMulti || o.kind == opCancel
+	return o.kind == opRefund || o.kind == opRefundMulti || o.kind == opCancel || o.kind == opSettle
 }
 
 // check validates o as the stores do before acting, for the answers a
@@ -152,7 +176,7 @@ func (o op) check(maxKeyLen int) error {
 			return fmt.Errorf("%w: %d", algo.ErrInvalidCost, o.n)
 		}
 		return store.CheckRequest(store.Request{Key: o.key, Policy: o.p, Cost: min(o.n, o.p.Capacity())}, maxKeyLen)
-	case opCancel:
+	case opCancel, opSettle:
 		return store.CheckRequest(store.Request{Key: o.key, Policy: o.p}, maxKeyLen)
 	}
 	return store.CheckRequest(store.Request{Key: o.key, Policy: o.p, Cost: o.n}, maxKeyLen)
@@ -160,10 +184,11 @@ func (o op) check(maxKeyLen int) error {
 
 // opFrom passes o to the primary, and learns from what a grant answers,
 // or forgets the keys o may have added tokens to (a refund, a
-// cancellation). A grant the bound proves empty is answered locally. A
-// reservation is not learnt from: any reservation may be cancelled, by
-// whichever process holds it, and the tokens it would give back are ones
-// the bound could not see. Nor is any call marked refundable.
+// cancellation, a settlement). A grant the bound proves empty is answered
+// locally. A reservation or a hold is not learnt from: any reservation may
+// be cancelled and any hold settled, by whichever process holds it, and the
+// tokens that gives back are ones the bound could not see. Nor is any call
+// marked refundable.
 func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 	if c.closed.Load() {
 		return opResult{}, false, store.ErrClosed
@@ -185,7 +210,7 @@ func (c *DenyCache) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 		// Whatever the answer (a failure may still have given back),
 		// the key's bucket may hold more than the cache knows.
 		c.invalidate(o.keys()...)
-	case o.kind == opReserve || o.refund:
+	case o.kind == opReserve || o.kind == opHold || o.refund:
 		c.unlearn(o.key)
 	case err == nil && primary && o.kind == opAtMost:
 		// Granting g > 0 is an admitted Take of g; granting nothing, a
@@ -237,20 +262,27 @@ func (f *Fallback) degradeOp(ctx context.Context, o op, cause error) (opResult, 
 	case f.cfg.Mode == FailOpen && o.kind == opAtMost:
 		g := min(o.n, o.p.Capacity())
 		return opResult{granted: g, res: algo.Result{Allowed: true, Limit: o.p.Capacity(), Remaining: o.p.Capacity() - g}}, nil
+	case f.cfg.Mode == FailOpen && o.kind == opHold: // admitted, with no hold to settle
+		return opResult{res: algo.Result{Allowed: true, Limit: o.p.Capacity(), Remaining: o.p.Capacity() - o.n}}, nil
 	case f.cfg.Mode == FailOpen:
 		res := algo.Result{Allowed: true, Limit: o.p.Capacity(), Remaining: o.p.Capacity() - o.n}
 		return opResult{res: res, rsv: algo.Reservation{Result: res}}, nil
 	}
 	q := o.share(f.cfg.Instances)
-	if o.kind == opReserve && o.n > q.p.Capacity() {
+	if (o.kind == opReserve || o.kind == opHold) && o.n > q.p.Capacity() {
 		// The share can never hold this request: refuse until the
 		// primary may answer again.
 		res := algo.Result{Limit: o.p.Capacity(), RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}
 		return opResult{res: res, rsv: algo.Reservation{Result: res}}, nil
 	}
 	r, _, err := opOn(ctx, f.local, q)
-	if o.kind == opCancel && errors.Is(err, algo.ErrInvalidReservation) {
+	switch {
+	case o.kind == opCancel && errors.Is(err, algo.ErrInvalidReservation):
 		return opResult{}, nil // a ticket of the primary's: nothing to give back here
+	case o.kind == opSettle && errors.Is(err, algo.ErrHoldSettled):
+		return opResult{}, f.openErr(cause) // a hold of the primary's: it settles there, or at its estimate
+	case o.kind == opHold && r.hold.Policy == q.p:
+		r.hold.Policy = o.p // settled here while the primary is down (share maps it back)
 	}
 	if cached && err == nil {
 		switch {
@@ -267,6 +299,9 @@ func (f *Fallback) degradeOp(ctx context.Context, o op, cause error) (opResult, 
 // algo.Policy.Share), with refunds cut to the share's capacity: more
 // would only spill.
 func (o op) share(instances int) op {
+	if o.kind == opSettle && o.hold.Policy == o.p {
+		o.hold.Policy = o.p.Share(instances)
+	}
 	o.p = o.p.Share(instances)
 	if o.kind == opRefund {
 		o.n = min(o.n, o.p.Capacity())

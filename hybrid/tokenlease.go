@@ -321,8 +321,8 @@ func (l *Leases) takeMulti(ctx context.Context, rs []store.Request) (store.Multi
 	return mr, true, err
 }
 
-// opFrom passes o to the primary. A reservation on a key first gives its
-// batch back, so the reservation waits only for tokens nobody holds.
+// opFrom passes o to the primary. A reservation or a hold on a key first
+// gives its batch back, so it waits only for tokens nobody holds.
 func (l *Leases) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 	if l.closed.Load() {
 		return opResult{}, false, store.ErrClosed
@@ -330,7 +330,7 @@ func (l *Leases) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return opResult{}, false, err
 	}
-	if o.kind == opReserve {
+	if o.kind == opReserve || o.kind == opHold {
 		if e := l.lookup(o.key); e != nil {
 			e.mu.Lock()
 			l.void(ctx, e)

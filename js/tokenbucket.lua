@@ -5,7 +5,8 @@
 -- Wire contract: version 1 (WIRE.md beside this file; js/ loads this file
 -- by path). KEYS: the buckets', then the policy registry of their slot.
 -- ARGV: the call ("s"/"c" clock; op "t" take, "m" multi, "i" inspect, "r"
--- refund, "a" take at most, "v" reserve, "x" cancel; "k" keep corrupt
+-- refund, "a" take at most, "v" reserve, "x" cancel, "h" hold, "e" settle;
+-- "k" keep corrupt
 -- keys; "q" proportional policy changes; "st" may be left out), for the
 -- client clock now µs and margin ms, then per key "capacity:unit:refill"
 -- and the op's numbers. Reply: now, all admitted, per key admitted,
@@ -173,12 +174,13 @@ if head and head > 57 then word, first = ARGV[1], 2 end -- a letter: the call
 local clock, op, keep, proportional = 's', 't', false, false
 if word ~= 'st' then
   local k, q
-  clock, op, k, q = string.match(word, '^([sc])([tmiravx])(k?)(q?)$')
+  clock, op, k, q = string.match(word, '^([sc])([tmiravxhe])(k?)(q?)$')
   if not clock then error({err = 'RBARG bad call ' .. word}) end
   keep, proportional = k == 'k', q == 'q'
 end
-local per = 2 -- the policy and the op's numbers
-if op == 'v' then per = 3 elseif op == 'x' then per = 4 end
+local per, hold = 2 -- the policy and the op's numbers; a hold's record (KEYS[2], WIRE.md "Holds")
+if op == 'v' or op == 'h' then per = 3 elseif op == 'x' or op == 'e' then per = 4 end
+if op == 'h' or op == 'e' then nkeys, hold = nkeys - 1, KEYS[2] end
 local now, margin
 if clock == 'c' then now, margin, first = int(first, 0, 9007199254740991), int(first + 1, -1, 9007199254740991), first + 2 end
 if nkeys < 1 or #ARGV ~= first - 1 + per * nkeys then error({err = 'RBARG want the registry last, ' .. per .. ' arguments a key'}) end
@@ -186,7 +188,7 @@ if nkeys > 1 and not (op == 't' or op == 'm' or op == 'r') then error({err = 'RB
 -- (a batch with keep would fail with RBCORRUPT after the keys before it were written)
 if nkeys > 1 and op == 't' and keep then error({err = 'RBARG a batch of takes cannot keep corrupt keys'}) end
 keep = keep or op == 'i'
-local taking = op == 't' or op == 'm' or op == 'i' -- a take, multi-take or peek
+local taking = op == 't' or op == 'm' or op == 'i' or op == 'h' -- a take, multi-take, peek or hold
 -- Several keys each alone (a batch, a refund) are written one by one: all
 -- their arguments are checked first, so that a refused call writes nothing.
 if nkeys > 1 then
@@ -228,7 +230,7 @@ for pass = 1, op == 'm' and 2 or 1 do
         ps = ARGV[b]
         cap, unit, refill = policy(ps)
         if not cap then error({err = 'RBARG argument ' .. b .. ' (' .. ps .. ') not a policy'}) end
-        if unit == 0 and not (taking or op == 'r') then error({err = 'RBARG a quota is only taken, refunded or inspected'}) end
+        if unit == 0 and not (taking and op ~= 'h' or op == 'r') then error({err = 'RBARG a quota is only taken, refunded or inspected'}) end
         full, num = cap * unit, nil
         if clock == 's' then -- the policy's number in the registry (WIRE.md, "Policy changes")
           num = call('HGET', registry, ps)
@@ -246,10 +248,14 @@ for pass = 1, op == 'm' and 2 or 1 do
         ath, atl = 0, s + 0
         if #s > 6 then ath, atl = string.sub(s, 1, -7) + 0, string.sub(s, -6) + 0 end
         units, mark = int(b + 2, 0, full + full), int(b + 3, 0, full + full)
+      elseif op == 'e' then -- the actual cost, then the hold's estimate and deadline (digits, kept as text)
+        cost, wait, ath = int(b + 1, 0, 1000000000000), int(b + 2, 0, cap), ARGV[b + 3]
+        if not string.find(ath, '^[1-9]%d*$') or #ath > 19 then error({err = 'RBARG argument ' .. (b + 3) .. ' (' .. ath .. ') not a time'}) end
       else
         cost = tonumber(ARGV[b + 1])
         if not cost or cost % 1 ~= 0 or cost < 0 or cost > cap then int(b + 1, 0, cap) end
         if op == 'v' then wait = int(b + 2, 0, 9007199254740991) end
+        if op == 'h' then wait = int(b + 2, 1, 86400000000) end -- the ttl
         if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
       end
 
@@ -472,11 +478,32 @@ for pass = 1, op == 'm' and 2 or 1 do
         if taking then -- 3. admit and charge (a peek always), or 4. deny with the exact wait
           if d <= full - need then
             d, charged = d + need, need > 0
-          elseif need > 0 then
+          elseif need > 0 or op == 'h' then -- (a hold of 0 is refused in debt)
             ok, retry = 0, ceildiv(d - full + need, refill)
+          end
+          if op == 'h' then -- an admitted hold's record, expiring at its deadline t + ttl (WIRE.md "Holds")
+            local due, tl = ok == 1 and (sum and sum(t, wait) or t + wait) or 0, math.fmod(t, 1000)
+            if ok == 1 then
+              local ms = clock == 's' and (t - tl) / 1000 + ceildiv(tl + wait, 1000) or ceildiv(t - now + wait, 1000) + math.max(margin, 0)
+              call('SET', hold, string.format('%d:%s:%s', cost, type(due) == 'string' and due or string.format('%d', due), ps), clock == 's' and 'PXAT' or 'PX', string.format('%d', ms))
+            end
+            extra = {due}
           end
         elseif op == 'r' then -- the deficit less n*unit, never below 0
           d, charged = math.max(d - need, 0), exists and cost > 0
+        elseif op == 'e' then -- settle (cost: the actual, wait: the estimate, ath: the deadline; WIRE.md "Holds")
+          local st, left, rec, dl = 0, 0, redis.pcall('GET', hold), tonumber(ath)
+          if dl < 9007199254740992 and t > dl then st = 2 elseif not rec then st = 1
+          elseif rec ~= string.format('%d:%s:%s', wait, ath, ps) then st = 3 else -- the record goes: the difference back, or the extra up to 2*full
+            call('DEL', hold)
+            local d1, room = d, full + full - d
+            if cost <= wait then d = math.max(d - (wait - cost) * unit, 0) else
+              local c = math.min(cost - wait, (room - math.fmod(room, unit)) / unit)
+              d, left = d + c * unit, cost - wait - c
+            end
+            charged = d ~= d1
+          end
+          extra = {st, left}
         elseif op == 'a' then -- grant min(n, whole tokens held); none for n > 0 is a denied take of 1
           local g = 0
           if d < full then g = (full - d - (full - d) % unit) / unit end
@@ -548,7 +575,7 @@ for pass = 1, op == 'm' and 2 or 1 do
         -- with a client clock a change, but a refund and a cancel only what
         -- they give back (as memstore); a repaired or converted key always.
         writes = charged
-        if clock ~= 's' and op ~= 'r' and op ~= 'x' then writes = changed end
+        if clock ~= 's' and op ~= 'r' and op ~= 'x' and op ~= 'e' then writes = changed end
         writes = writes or kind or conv
       end
     end

@@ -89,6 +89,14 @@ func (o *observedStore) CancelReservation(ctx context.Context, key string, p alg
 	return o.rest.CancelReservation(ctx, key, p, t)
 }
 
+func (o *observedStore) Hold(ctx context.Context, req store.Request, ttl time.Duration) (algo.Hold, algo.Result, error) {
+	return o.rest.Hold(ctx, req, ttl)
+}
+
+func (o *observedStore) Settle(ctx context.Context, key string, p algo.Policy, h algo.Hold, actual int64) (algo.Settlement, error) {
+	return o.rest.Settle(ctx, key, p, h, actual)
+}
+
 func (o *observedStore) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
 	return o.rest.AcquireLease(ctx, key, p, id)
 }

@@ -34,6 +34,8 @@ type shard struct {
 
 	leases map[string]*leaseKey  // lease keys (lease.go); nil until the first
 	lpeak  int                   // largest len(leases) since the map was made
+	holds  map[string]algo.Hold  // records of open holds (settle.go); nil until the first
+	hpeak  int                   // largest len(holds) since the map was made
 	lost   map[string]int64      // idle times of buckets under no policy number (policychange.go)
 	pols   map[algo.Policy]int64 // a cache of policy numbers (policychange.go)
 	_      [64]byte
@@ -59,7 +61,7 @@ func (sh *shard) close() {
 	sh.b.n, sh.b.peak, sh.w.n, sh.w.peak = 0, 0, 0, 0
 	sh.b.init(1)
 	sh.w.init(1)
-	sh.leases, sh.lost, sh.closed = nil, nil, true
+	sh.leases, sh.lost, sh.holds, sh.closed = nil, nil, nil, true
 }
 
 // shardLock is a shard's mutex, and a flag that says it is held: a
@@ -94,8 +96,9 @@ func (l *shardLock) Unlock() {
 	l.mu.Unlock()
 }
 
-// size returns the number of keys held: buckets and lease keys.
-func (sh *shard) size() int { return sh.b.n + sh.w.n + len(sh.leases) }
+// size returns the number of keys held: buckets, lease keys and hold
+// records.
+func (sh *shard) size() int { return sh.b.n + sh.w.n + len(sh.leases) + len(sh.holds) }
 
 // put stores st as the token bucket of key (whose hash is h), idle from
 // idle: in sl, the key's slot, or if sl is nil in a new slot.
@@ -193,5 +196,5 @@ func (sh *shard) sweep(now int64, pols *policies) {
 		}
 		sh.leases, sh.lpeak = m, len(m)
 	}
-	sh.soonest = soonest
+	sh.soonest = min(soonest, sh.sweepHolds(now))
 }

@@ -64,8 +64,8 @@ func (o Outcome) String() string {
 // Op names the store method a [Decision] reports.
 type Op uint8
 
-// The operations. The first five decide; the others only change a bucket
-// or a lease set, and are reported only when they fail.
+// The operations. The first five and OpHold decide; the others only change
+// a bucket or a lease set, and are reported only when they fail.
 const (
 	OpTake Op = iota + 1
 	OpTakeMulti
@@ -77,10 +77,13 @@ const (
 	OpCancelReservation
 	OpReleaseLease
 	OpRenewLease
+	OpHold
+	OpSettle
 )
 
 var opNames = [...]string{"", "take", "take_multi", "take_at_most", "reserve", "acquire_lease",
-	"refund", "refund_multi", "cancel_reservation", "release_lease", "renew_lease"}
+	"refund", "refund_multi", "cancel_reservation", "release_lease", "renew_lease",
+	"hold", "settle"}
 
 // String returns the operation's snake_case name, such as "take_multi".
 func (op Op) String() string {
@@ -91,9 +94,9 @@ func (op Op) String() string {
 }
 
 // Decides reports whether op admits or refuses a request (Take, TakeMulti,
-// TakeAtMost, Reserve, AcquireLease), as opposed to giving back or
-// releasing what an earlier call took.
-func (op Op) Decides() bool { return op >= OpTake && op <= OpAcquireLease }
+// TakeAtMost, Reserve, AcquireLease, Hold), as opposed to giving back or
+// releasing what an earlier call took, or settling it.
+func (op Op) Decides() bool { return op >= OpTake && op <= OpAcquireLease || op == OpHold }
 
 // Decision is one store call as [Wrap] reports it: every call of an
 // operation that decides, and every failed call of the others.

@@ -350,6 +350,28 @@ func (w *observed) Reserve(ctx context.Context, req store.Request, maxWait time.
 	return r, err
 }
 
+func (w *observed) Hold(ctx context.Context, req store.Request, ttl time.Duration) (algo.Hold, algo.Result, error) {
+	cost := req.Cost
+	if !w.onlyCount() {
+		t0 := w.begin()
+		h, res, err := w.s.Hold(ctx, req, ttl)
+		w.report(ctx, OpHold, t0, -1, cost, res.Allowed, false, err)
+		return h, res, err
+	}
+	h, res, err := w.s.Hold(ctx, req, ttl)
+	if w.counted(ctx, -1, res.Allowed, err) {
+		w.report(ctx, OpHold, -1, -1, cost, false, true, err)
+	}
+	return h, res, err
+}
+
+func (w *observed) Settle(ctx context.Context, key string, p algo.Policy, h algo.Hold, actual int64) (algo.Settlement, error) {
+	t0 := w.begin()
+	res, err := w.s.Settle(ctx, key, p, h, actual)
+	w.failed(ctx, OpSettle, t0, actual, err)
+	return res, err
+}
+
 func (w *observed) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
 	if !w.onlyCount() {
 		t0 := w.begin()

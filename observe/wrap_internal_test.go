@@ -47,6 +47,14 @@ func (f *full) CancelReservation(context.Context, string, algo.Policy, algo.Tick
 	f.calls.Add(1)
 	return false, algo.Result{}, nil
 }
+func (f *full) Hold(context.Context, store.Request, time.Duration) (algo.Hold, algo.Result, error) {
+	f.calls.Add(1)
+	return algo.Hold{}, algo.Result{}, nil
+}
+func (f *full) Settle(context.Context, string, algo.Policy, algo.Hold, int64) (algo.Settlement, error) {
+	f.calls.Add(1)
+	return algo.Settlement{}, nil
+}
 func (f *full) AcquireLease(context.Context, string, algo.LeasePolicy, string) (algo.LeaseResult, error) {
 	f.calls.Add(1)
 	return algo.LeaseResult{}, nil
@@ -72,6 +80,8 @@ func callAll(s store.Store) {
 	s.RefundMulti(ctx, nil)
 	s.Reserve(ctx, r, 0)
 	s.CancelReservation(ctx, "k", algo.Policy{}, algo.Ticket{})
+	s.Hold(ctx, r, 0)
+	s.Settle(ctx, "k", algo.Policy{}, algo.Hold{}, 0)
 	s.AcquireLease(ctx, "k", algo.LeasePolicy{}, "id")
 	s.ReleaseLease(ctx, "k", "id")
 	s.RenewLease(ctx, "k", algo.LeasePolicy{}, "id")
@@ -85,11 +95,11 @@ func TestObserveForwardsEveryMethod(t *testing.T) {
 	var events atomic.Int64
 	s := Wrap(f, "x", Funcs{Decision: func(context.Context, Decision) { events.Add(1) }})
 	callAll(s)
-	if n := f.calls.Load(); n != 11 {
-		t.Errorf("%d calls reached the store, want 11 (every method once)", n)
+	if n := f.calls.Load(); n != 13 {
+		t.Errorf("%d calls reached the store, want 13 (every method once)", n)
 	}
-	if n := events.Load(); n != 5 {
-		t.Errorf("%d decisions reported, want 5 (the five operations that decide)", n)
+	if n := events.Load(); n != 6 {
+		t.Errorf("%d decisions reported, want 6 (the six operations that decide)", n)
 	}
 }
 

@@ -131,6 +131,7 @@ const (
 // call and signals it, and the pipeliner's one alarm signals a timed call
 // still waiting at dl, queued or in flight.
 type call struct {
+	hkey  string // a hold's record (opHold, opSettle)
 	ctx   context.Context
 	dl    time.Time // zero: no deadline
 	timed bool      // dl is the store's Timeout, not ctx's deadline

@@ -112,6 +112,15 @@
 // default), so a reservation made through one Store can be cancelled
 // through another.
 //
+// [Store.Hold] takes an estimate for work whose cost is known only after
+// it, and [Store.Settle] closes the hold at the actual cost, the extra
+// charged into at most one bucket of debt: the ops "h" and "e" of the
+// same script, twins of algo.TokenBucket's Hold and Settle. The open
+// hold's record is a string key in the bucket's slot that expires at the
+// hold's deadline (WIRE.md, "Holds"); a settle checks and deletes it in
+// the call that changes the bucket, so a hold settles once, through any
+// Store or the Node package.
+//
 // # Requests in flight
 //
 // Store is a store.Store: at most N leases of a key live at once, so a

@@ -53,6 +53,8 @@ const (
 	opAtMost  = "a"
 	opReserve = "v"
 	opCancel  = "x"
+	opHold    = "h" // KEYS: the bucket, its hold record, the registry
+	opSettle  = "e" // the same keys
 )
 
 // noRetry is a script command that go-redis must never send twice: a
@@ -77,7 +79,9 @@ type inspected struct {
 	granted              int64 // opAtMost: the tokens granted
 	wait, delay          int64 // opReserve: maxWait (in) and the Delay, in µs
 	ticket               algo.Ticket
-	gave                 bool // opCancel: the tokens were given back
+	gave                 bool      // opCancel: the tokens were given back
+	hold                 algo.Hold // opHold: its ID and TTL (in Deadline) in, its deadline out; opSettle: the hold
+	actual, status, left int64     // opSettle: the actual cost; the script's status and the uncharged tokens
 }
 
 // extraLen is how many integers op adds to the reply after its one key's
@@ -86,10 +90,12 @@ func extraLen(op string) int {
 	switch op {
 	case opInspect:
 		return 3
-	case opAtMost, opCancel:
+	case opAtMost, opCancel, opHold:
 		return 1
 	case opReserve:
 		return 4
+	case opSettle:
+		return 2
 	}
 	return 0
 }
@@ -223,7 +229,7 @@ var (
 
 func init() {
 	for _, clock := range []string{"s", "c"} {
-		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost, opReserve, opCancel} {
+		for _, op := range []string{opTake, opMulti, opInspect, opRefund, opAtMost, opReserve, opCancel, opHold, opSettle} {
 			for _, keep := range []string{"", "k"} {
 				for _, change := range []string{"", "q"} { // Config.OnPolicyChange
 					w := clock + op + keep + change
@@ -276,9 +282,12 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 	switch op {
 	case opReserve:
 		per = 2 // and maxWait
-	case opCancel:
-		per = 3 // the ticket instead of the cost
+	case opCancel, opSettle:
+		per = 3 // the ticket instead of the cost; the actual cost, estimate and deadline
+	case opHold:
+		per = 2 // and the TTL
 	}
+	held := op == opHold || op == opSettle // a hold record among the keys
 	nums := per * len(reqs)
 	if clock != "s" {
 		nums++
@@ -289,12 +298,20 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 	args := slices.Grow(c.args[:0], 5+2*len(reqs)+nums+2)
 	verb, target := s.fn.head() // EVALSHA or FCALL
 	// The keys, then the policy registry of the first one's slot or shard.
-	args = append(args, verb, target, len(reqs)+1)
+	nkeys := len(reqs) + 1
+	if held {
+		nkeys++
+	}
+	args = append(args, verb, target, nkeys)
 	for i, r := range reqs {
 		c.keys[i] = s.prefix + r.Key
 		args = append(args, &c.keys[i])
 	}
 	reg, regBytes := s.regs.key(c.keys[0])
+	if held { // in the registry's slot, which is the bucket's
+		c.hkey = holdKey(reg, in.hold.ID, c.keys[0])
+		args = append(args, &c.hkey)
+	}
 	c.keys = append(c.keys, reg)
 	c.mark.word = regBytes
 	args = append(args, &c.mark)
@@ -325,6 +342,10 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 			n[0], n[1] = r.Cost, in.wait
 		case opCancel:
 			n[0], n[1], n[2] = in.ticket.At, in.ticket.Units, in.ticket.Mark
+		case opHold:
+			n[0], n[1] = r.Cost, in.hold.Deadline // the TTL
+		case opSettle:
+			n[0], n[1], n[2] = in.actual, in.hold.Estimate, in.hold.Deadline
 		default:
 			n[0] = r.Cost
 		}
@@ -381,6 +402,10 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 		in.delay, in.ticket = v[0], algo.Ticket{At: v[1], Units: v[2], Mark: v[3]}
 	case opCancel:
 		in.gave = v[0] == 1
+	case opHold:
+		in.hold.Deadline = v[0]
+	case opSettle:
+		in.status, in.left = v[0], v[1]
 	}
 	return repaired, nil
 }

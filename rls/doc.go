@@ -92,6 +92,18 @@
 //   - requests_per_unit 0 refuses everything, as there; a hits_addend
 //     above the burst can never pass and is refused without charging.
 //
+// Costs known only after the response (LLM tokens: issue 30) are not
+// settled here. Envoy can send a second request when the stream is done
+// (a rate limit with apply_on_stream_done, its hits_addend taken from the
+// response), but the protocol does not say which request is which, and
+// that one's answer is ignored: this server takes its hits_addend as any
+// other, refused and uncharged when it does not fit, where a settlement
+// (store.Store.Settle) would charge it into bounded debt against a hold
+// made on the request path. The ratelimit.v3 API carries no hold to
+// settle, so a settlement would need a configuration extension naming the
+// response-path descriptors; until then, charge such costs in the
+// application, with httplimit's Config.Settle or grpclimit's Rule.Settle.
+//
 // # Stores, atomicity and Redis Cluster
 //
 // Buckets live in a store.Store: a redisstore (one script call per

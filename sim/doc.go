@@ -52,6 +52,12 @@
 // it proceeds. Under the windows, which can neither refund nor reserve,
 // each pair's rows are the same.
 //
+// And "llm-gateway" limits LLM calls by their tokens, a heavy-tailed cost
+// known only after the call: charged an estimate, held at the estimate and
+// settled at the tokens used (store.Store's Hold and Settle), or held at 0
+// and charged after. Its law is algo.Policy.SettleBound: the report shows
+// one fill time of slack.
+//
 // # Topologies and clocks
 //
 // [Shared] gives every instance the same store: what Redis gives a fleet.

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -20,6 +21,7 @@ type recorder struct {
 	keys    map[string]*bucketLog
 	focus   string // the key the timeline follows
 	instant bool   // the scenario is about an instant
+	debt    bool   // the scenario settles into debt: windows bound by SettleBound
 	cost    int64  // Config.Cost: every request's cost, or 0 for its own
 	trace   *tracer
 	layout  layout // the law's bound is its
@@ -35,7 +37,7 @@ type bucketLog struct {
 // base, scale times as many as the scenario has, for a run of length; seed
 // draws their traffic. The focus key is traced on the stores of l.
 func newRecorder(sc Scenario, base algo.Policy, length time.Duration, scale int, seed uint64, l layout) *recorder {
-	r := &recorder{length: length, instant: sc.Instant, layout: l,
+	r := &recorder{length: length, instant: sc.Instant, layout: l, debt: sc.debt,
 		classes: sc.classes(base), keys: map[string]*bucketLog{}}
 	for ci, cl := range r.classes {
 		for i := range cl.count * scale {
@@ -93,7 +95,7 @@ func (r *recorder) record(c *client, e event, i int, out served) {
 	c.requests++
 	c.offered += e.cost
 	if c.key == r.focus {
-		r.trace.add(c, e, i, out.res)
+		r.trace.add(c, e, i, out.res, r.classes[c.class].op)
 	}
 	if !out.res.Allowed {
 		return
@@ -157,6 +159,9 @@ func (r *recorder) report(head Report, calls int64, slack time.Duration) (*Repor
 			b := r.keys[k]
 			peak, from := peakIn(b.adm, w)
 			bound := r.layout.bound(b.policy, w)
+			if r.debt { // SettleBound: one bucket of debt more
+				bound += min(b.policy.MaxDebt(), math.MaxInt64-bound)
+			}
 			if best.Key == "" || peak*best.Bound > best.Peak*bound {
 				best = Window{Width: w, Key: k, From: from, Peak: peak, Bound: bound}
 			}

@@ -226,6 +226,9 @@ func (c *Config) resolve() ([]runPlan, error) {
 			q := p
 			q.layout = c.layout(alg, top, sc)
 			q.slack = q.layout.spread()
+			if sc.debt { // Bound(t + FillTime) ≥ SettleBound(t)
+				q.slack += p.base.FillTime()
+			}
 			q.head = Report{
 				Scenario: sc.Name, Algorithm: alg.Name(), Topology: top,
 				Instances: len(q.layout.skews), Skew: slices.Clone(c.Skew),

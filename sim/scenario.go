@@ -36,6 +36,9 @@ type Scenario struct {
 	lifetime time.Duration
 	shards   int
 	classes  func(base algo.Policy) []class
+	// debt: the scenario settles costs into debt, so its law is
+	// algo.Policy.SettleBound, a slack of one fill time.
+	debt bool
 }
 
 // class is a group of alike clients.
@@ -192,7 +195,7 @@ var scenarios = []Scenario{{
 				}},
 		}
 	},
-}, beyondTake, leases, fleetScenario}
+}, beyondTake, leases, fleetScenario, llmGateway}
 
 // Scenarios returns every scenario, in a fixed order.
 func Scenarios() []Scenario { return append([]Scenario(nil), scenarios...) }

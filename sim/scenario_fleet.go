@@ -132,6 +132,14 @@ func (s sharded) CancelReservation(ctx context.Context, key string, p algo.Polic
 	return s.of(key).CancelReservation(ctx, key, p, t)
 }
 
+func (s sharded) Hold(ctx context.Context, r store.Request, ttl time.Duration) (algo.Hold, algo.Result, error) {
+	return s.of(r.Key).Hold(ctx, r, ttl)
+}
+
+func (s sharded) Settle(ctx context.Context, key string, p algo.Policy, h algo.Hold, actual int64) (algo.Settlement, error) {
+	return s.of(key).Settle(ctx, key, p, h, actual)
+}
+
 func (s sharded) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
 	return s.of(key).AcquireLease(ctx, key, p, id)
 }

@@ -143,6 +143,12 @@ type Interval struct {
 // boundaries from Window and WindowStart.
 const maxWindows = 5000
 
+// replayer is an op whose effect on a bucket the tracer replays itself (a
+// hold and its settlement), instead of a Take of the request's cost.
+type replayer interface {
+	replay(alg algo.Algorithm, p algo.Policy, s algo.State, now int64, e event) (algo.State, algo.Result, error)
+}
+
 // tracer replays the followed key's requests on a shadow of each store's
 // state and keeps what the Timeline needs.
 type tracer struct {
@@ -211,8 +217,9 @@ func newTracer(l layout, p algo.Policy) *tracer {
 }
 
 // add records client c's request e, sent to instance i, and the store's
-// answer res, and replays it on the shadow.
-func (t *tracer) add(c *client, e event, i int, res algo.Result) {
+// answer res, and replays it on the shadow: a Take of its cost, or what
+// the class's op o does when it is a replayer.
+func (t *tracer) add(c *client, e event, i int, res algo.Result, o op) {
 	ci, ok := t.clients[c]
 	if !ok {
 		ci = len(t.names)
@@ -242,7 +249,14 @@ func (t *tracer) add(c *client, e event, i int, res algo.Result) {
 	}
 	now := t.start + e.at + t.skews[i]
 	before := t.room(sh.s, now)
-	s, got, err := t.alg.Take(t.p, sh.s, now, e.cost)
+	var s algo.State
+	var got algo.Result
+	var err error
+	if r, ok := o.(replayer); ok {
+		s, got, err = r.replay(t.alg, t.p, sh.s, now, e)
+	} else {
+		s, got, err = t.alg.Take(t.p, sh.s, now, e.cost)
+	}
 	if err != nil || got != res {
 		t.exact = false // a wrapper answered, or the store is not this algorithm
 		return

@@ -87,7 +87,7 @@ func TestLevelIsPiecewiseLinear(t *testing.T) {
 				t.Fatal(err)
 			}
 			states = append(states, s)
-			tr.add(c, e, 0, res)
+			tr.add(c, e, 0, res, nil)
 		}
 		length := 10 * time.Second
 		lv := tr.levels(length)

@@ -22,7 +22,9 @@ import (
 // something that is not a bucket ([ErrCorruptState], until the key is
 // reset); an operation the policy kind or the store's
 // algorithm cannot do ([ErrUnsupported], algo.ErrQuotaUnsupported); a
-// reservation ticket no store made (algo.ErrInvalidReservation); and a bad
+// reservation ticket no store made (algo.ErrInvalidReservation); a hold
+// that cannot be settled (algo.ErrInvalidHold, algo.ErrHoldPolicy,
+// algo.ErrHoldExpired, algo.ErrHoldSettled); and a bad
 // lease policy or id (algo.ErrInvalidLeasePolicy, algo.ErrInvalidLeaseID).
 // A closed store ([ErrClosed]) is not one: it cannot decide, as a store
 // that is down cannot.
@@ -42,5 +44,5 @@ var inputErrors = [...]error{
 	ErrEmptyKey, ErrKeyTooLong, ErrCorruptState, ErrNotTogether, ErrDuplicateKey, ErrUnsupported,
 	algo.ErrInvalidPolicy, algo.ErrInvalidCost, algo.ErrCostExceedsCapacity, algo.ErrInvalidTime,
 	algo.ErrInvalidState, algo.ErrQuotaUnsupported, algo.ErrInvalidReservation, algo.ErrInvalidLeasePolicy,
-	algo.ErrInvalidLeaseID,
+	algo.ErrInvalidLeaseID, algo.ErrInvalidHold, algo.ErrHoldPolicy, algo.ErrHoldExpired, algo.ErrHoldSettled,
 }

@@ -49,7 +49,7 @@ import (
 // keys: a prefix is the usual way to keep them apart.
 //
 // The math of each operation is algo.TokenBucket's (Take, Refund,
-// TakeAtMost, Reserve, Cancel): read those for the exact rules; storetest
+// TakeAtMost, Reserve, Cancel, Hold, Settle): read those for the exact rules; storetest
 // proves every store against them.
 type Store interface {
 	// Take applies r.Cost tokens to the bucket at r.Key under r.Policy,
@@ -96,6 +96,28 @@ type Store interface {
 	// Ticket, it changes nothing; a ticket no Reserve under p could have
 	// returned is algo.ErrInvalidReservation.
 	CancelReservation(ctx context.Context, key string, p algo.Policy, t algo.Ticket) (bool, algo.Result, error)
+	// Hold takes r.Cost tokens now as the estimate of a cost known only
+	// after the work (LLM tokens, bytes, rows), atomically, and keeps a
+	// record of the open hold until Settle closes it or its deadline (ttl
+	// from the bucket's time; whole µs, in [1µs, algo.MaxHoldTTL], else
+	// algo.ErrInvalidHold) passes: see algo.TokenBucket.Hold. It is
+	// admitted exactly when a Take of r.Cost would be (a hold of 0: when
+	// the bucket is not in debt), with a Hold whose ID names the record.
+	// Refused: nothing is charged, the Hold is zero and RetryAfter exact.
+	// A hold left open past its deadline has settled at its estimate: the
+	// record is forgotten and the estimate stays charged.
+	Hold(ctx context.Context, r Request, ttl time.Duration) (algo.Hold, algo.Result, error)
+	// Settle closes the open hold h on key, made under p, at the actual
+	// cost, atomically: the difference from the estimate is given back as
+	// by Refund, or the extra charged even into debt, at most one full
+	// bucket of it (Settlement.Uncharged reports the rest): see
+	// algo.TokenBucket.Settle. Errors, with nothing charged or given back:
+	// algo.ErrHoldSettled for a hold not open on key (settled already, or
+	// never made there), algo.ErrHoldExpired past its deadline,
+	// algo.ErrHoldPolicy under another policy, algo.ErrInvalidHold for a
+	// hold no Hold made, algo.ErrInvalidCost for an actual cost outside
+	// [0, algo.MaxCapacity].
+	Settle(ctx context.Context, key string, p algo.Policy, h algo.Hold, actual int64) (algo.Settlement, error)
 	// AcquireLease asks for a concurrency lease (at most p.Limit in
 	// flight per key) with the given id on key, at the store's now,
 	// after dropping the leases expired by then. Allowed reports whether

@@ -94,6 +94,31 @@ export interface TakeResult extends Result {
   now: number;
 }
 
+/** An open hold: what settle needs. */
+export interface Hold {
+  /** Names the hold's record. */
+  id: string;
+  /** The tokens held. */
+  estimate: number;
+  /** When the hold settles itself at its estimate, µs on the bucket's clock. */
+  deadline: number;
+  /** The policy held under, "capacity:unit:refill". */
+  policy: string;
+}
+
+/** What hold answers: a TakeResult and the hold, null when refused. */
+export interface HoldResult extends TakeResult {
+  hold: Hold | null;
+}
+
+/** What settle answers: the bucket after, and the extra the debt bound left uncharged. */
+export interface SettleResult extends TakeResult {
+  uncharged: number;
+}
+
+/** The longest a hold stays open, µs. */
+export declare const MAX_HOLD_TTL_US: number;
+
 /** What reserve answers: a TakeResult and the wait before proceeding. */
 export interface ReserveResult extends TakeResult {
   /** Allowed: µs to wait before proceeding (0 when the bucket held the tokens). */
@@ -173,6 +198,10 @@ export declare class RateBucket {
   refund(key: string, policy: Policy, n: number): Promise<TakeResult>;
   /** Takes cost tokens now if they exist within maxWaitUs; proceed after delayUs. Refused: nothing charged. */
   reserve(key: string, policy: Policy, cost: number, maxWaitUs: number): Promise<ReserveResult>;
+  /** Takes an estimate for work whose cost is known after it; settle closes the hold. */
+  hold(key: string, policy: Policy, estimate: number, ttlUs: number): Promise<HoldResult>;
+  /** Closes a hold at the actual cost: the difference back, or the extra into bounded debt. */
+  settle(key: string, policy: Policy, hold: Hold, actual: number): Promise<SettleResult>;
   /** Takes from several buckets: all charged or none. */
   takeMulti(reqs: TakeRequest[]): Promise<MultiResult>;
   /** The bucket as it stands, nothing written. */

@@ -4,7 +4,7 @@
 // against the source by test/package.test.js) and the wire contract it
 // implements (redisstore/WIRE.md).
 
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 import { Policy } from './policy.js';
@@ -56,7 +56,9 @@ export const CLUSTER_OPTIONS = Object.freeze({
  * (the call was written and no reply came within its timeout: the script
  * may have run), RB_CROSSSLOT (multi-take keys in several Cluster slots),
  * RB_SCRIPT (the script refused its arguments: a bug), RB_CLOSED (the
- * client was closed; nothing was sent).
+ * client was closed; nothing was sent); and a settle's RB_HOLD_SETTLED,
+ * RB_HOLD_EXPIRED, RB_HOLD_INVALID and RB_HOLD_POLICY (nothing charged or
+ * given back).
  */
 export class RateBucketError extends Error {
   /** @param {string} code @param {string} message @param {object} [options] */
@@ -84,7 +86,18 @@ export function loadScript(path = SCRIPT_PATH) {
 // OWN is how many numbers of an op's own follow the per-key answers
 // (WIRE.md, "Reply"): inspect's deficit, stamp and PTTL; reserve's delay,
 // At, Units and Mark.
-const OWN = { i: 3, v: 4 };
+const OWN = { i: 3, v: 4, h: 1, e: 2 };
+
+/** The longest a hold stays open, in µs (Go's algo.MaxHoldTTL: 24 hours). */
+export const MAX_HOLD_TTL_US = 86_400_000_000;
+/** The largest actual cost a settle accepts (Go's algo.MaxCapacity). */
+const MAX_ACTUAL = 1e12;
+// A settle's refusals by the script's status (WIRE.md, "Holds").
+const SETTLE_ERRORS = {
+  1: ['RB_HOLD_SETTLED', 'the hold is settled already, or was not made on this key'],
+  2: ['RB_HOLD_EXPIRED', 'the hold is past its deadline: it settled at its estimate'],
+  3: ['RB_HOLD_INVALID', 'the hold is not the one recorded'],
+};
 
 const KINDS = { 1: 'held another Redis type', 2: "held the other clock's format", 3: 'held a value that is not a bucket', 4: 'had a bad or missing expiry' };
 
@@ -201,6 +214,51 @@ export class RateBucket {
   }
 
   /**
+   * Takes estimate tokens now for work whose cost is known only after it
+   * (Go's Store.Hold): admitted as a take of estimate would be (a hold of 0:
+   * unless the bucket is in debt), with the hold that settle closes; open
+   * for ttlUs (at most MAX_HOLD_TTL_US), after which it has settled at its
+   * estimate. Refused, it charges nothing and hold is null.
+   * @param {string} key
+   * @param {Policy} policy
+   * @param {number} estimate
+   * @param {number} ttlUs
+   * @returns {Promise<HoldResult>}
+   */
+  async hold(key, policy, estimate, ttlUs) {
+    if (!Number.isSafeInteger(ttlUs) || ttlUs < 1 || ttlUs > MAX_HOLD_TTL_US) throw new RangeError(`ratebucket: invalid hold ttl ${ttlUs} µs`);
+    const id = randomUUID();
+    const { now, results, extra } = await this.#run('h', [{ key, policy, cost: estimate, more: [ttlUs], id }]);
+    const hold = results[0].allowed ? { id, estimate, deadline: Number(extra[0]), policy: `${policy.capacity}:${policy.unit}:${policy.refill}` } : null;
+    return { ...results[0], hold, now };
+  }
+
+  /**
+   * Closes hold on key at the actual cost (Go's Store.Settle): the
+   * difference from the estimate is given back, or the extra charged, into
+   * at most one full bucket of debt (uncharged: the rest). Refused with a
+   * RateBucketError: RB_HOLD_SETTLED, RB_HOLD_EXPIRED, RB_HOLD_INVALID,
+   * RB_HOLD_POLICY.
+   * @param {string} key
+   * @param {Policy} policy
+   * @param {Hold} hold
+   * @param {number} actual
+   * @returns {Promise<SettleResult>}
+   */
+  async settle(key, policy, hold, actual) {
+    if (!Number.isSafeInteger(actual) || actual < 0 || actual > MAX_ACTUAL) throw new RangeError(`ratebucket: invalid actual cost ${actual}`);
+    if (!hold || typeof hold.id !== 'string' || hold.id === '' || Buffer.byteLength(hold.id) > 64) throw new RateBucketError('RB_HOLD_INVALID', 'ratebucket: not a hold');
+    if (hold.policy !== `${policy.capacity}:${policy.unit}:${policy.refill}`) throw new RateBucketError('RB_HOLD_POLICY', 'ratebucket: the hold was made under another policy');
+    if (!Number.isSafeInteger(hold.estimate) || hold.estimate < 0 || hold.estimate > policy.capacity || !Number.isSafeInteger(hold.deadline) || hold.deadline < 1) {
+      throw new RateBucketError('RB_HOLD_INVALID', 'ratebucket: not a hold');
+    }
+    const { now, results, extra } = await this.#run('e', [{ key, policy, cost: 0, more: [actual, hold.estimate, hold.deadline], id: hold.id, args: 3 }]);
+    const refused = SETTLE_ERRORS[extra[0]];
+    if (refused) throw new RateBucketError(refused[0], `ratebucket: key ${this.key(key)}: ${refused[1]}`);
+    return { ...results[0], uncharged: Number(extra[1]), now };
+  }
+
+  /**
    * Takes from several buckets atomically: if every bucket admits, all are
    * charged; otherwise none is, each result is what its bucket alone would
    * answer, and denied and retryAfterUs name the longest wait. On a Cluster
@@ -253,9 +311,14 @@ export class RateBucket {
     // The call's letters (WIRE.md, "The script"): left out for a take.
     const call = 's' + op + (op === 'i' ? '' : this.keep) + this.change;
     const first = this.key(reqs[0].key);
-    const args = [reqs.length + 1, ...reqs.map((r) => this.key(r.key)), this.registry(first)];
+    const registry = this.registry(first);
+    // A hold's record (WIRE.md, "Holds") goes between the bucket and the registry.
+    const held = op === 'h' || op === 'e' ? [`${registry}:h:${reqs[0].id}:${first}`] : [];
+    const args = [reqs.length + 1 + held.length, ...reqs.map((r) => this.key(r.key)), ...held, registry];
     if (call !== 'st') args.push(call);
-    for (const { policy: p, cost, more = [] } of reqs) args.push(`${p.capacity}:${p.unit}:${p.refill}`, cost, ...more);
+    for (const { policy: p, cost, more = [], args: own } of reqs) {
+      args.push(`${p.capacity}:${p.unit}:${p.refill}`, ...(own ? more : [cost, ...more]));
+    }
     let vals;
     try {
       vals = await this.#send(() => this.client[this.command](...args));

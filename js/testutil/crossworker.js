@@ -8,7 +8,9 @@
 // First line out: {"sha": the script's SHA1}. Then per line in
 // {"op":"t"|"m"|"i","reqs":[{"key","capacity","unit","refill","cost"}]}
 // one line out: {"now","results":[{"allowed","limit","remaining","retryAfterUs","resetAfterUs"}]}
-// or {"error": message}.
+// or {"error": message}. A hold ("h", reqs[0].ttl µs) adds "hold"; a settle
+// ("e", reqs[0].actual, and "hold" beside reqs) adds "uncharged", or
+// "code" when the settle was refused.
 
 import { createInterface } from 'node:readline';
 
@@ -29,9 +31,20 @@ const policy = (r) => new Rate(r.refill, r.unit).burst(r.capacity);
 out({ sha: rb.sha });
 const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {
-  const { op, reqs } = JSON.parse(line);
+  const { op, reqs, hold } = JSON.parse(line);
   try {
-    if (op === 't') {
+    if (op === 'h') {
+      const r = await rb.hold(reqs[0].key, policy(reqs[0]), reqs[0].cost, reqs[0].ttl);
+      out({ now: r.now, results: [r], hold: r.hold });
+    } else if (op === 'e') {
+      try {
+        const r = await rb.settle(reqs[0].key, policy(reqs[0]), hold, reqs[0].actual);
+        out({ now: r.now, results: [r], uncharged: r.uncharged });
+      } catch (err) {
+        if (!String(err?.code).startsWith('RB_HOLD_')) throw err;
+        out({ code: err.code });
+      }
+    } else if (op === 't') {
       const r = await rb.take(reqs[0].key, policy(reqs[0]), reqs[0].cost);
       out({ now: r.now, results: [r] });
     } else if (op === 'm') {

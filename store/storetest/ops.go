@@ -550,6 +550,14 @@ func testOpsClose(t *testing.T, e *env) {
 		_, _, err := e.s.CancelReservation(ctx, key, p, algo.Ticket{})
 		return err
 	}
+	calls["Hold"] = func() error {
+		_, _, err := e.s.Hold(ctx, store.Request{Key: key, Policy: p, Cost: 1}, time.Second)
+		return err
+	}
+	calls["Settle"] = func() error {
+		_, err := e.s.Settle(ctx, key, p, algo.Hold{ID: "x", Estimate: 1, Deadline: 1, Policy: p}, 1)
+		return err
+	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close: %v, want store.ErrClosed", name, err)

@@ -109,3 +109,49 @@ func (s *mapStore) CancelReservation(ctx context.Context, key string, p algo.Pol
 	})
 	return ok, res, err
 }
+
+func init() {
+	mutants["settles twice"] = "Settle"
+	mutants["settle past the debt bound"] = "Settle"
+}
+
+func (s *mapStore) Hold(ctx context.Context, req store.Request, ttl time.Duration) (h algo.Hold, res algo.Result, err error) {
+	us := ttl.Microseconds()
+	if ttl%time.Microsecond != 0 {
+		us = -1
+	}
+	err = s.op(ctx, req.Key, req.Policy, func(st algo.State, now int64) (algo.State, error) {
+		st, h, res, err = algo.TokenBucket{}.Hold(req.Policy, st, now, req.Cost, us)
+		if err == nil && res.Allowed {
+			h.ID = store.NewLeaseID()
+			s.holds[req.Key+"\x00"+h.ID] = h
+		}
+		return st, err
+	})
+	return h, res, err
+}
+
+func (s *mapStore) Settle(ctx context.Context, key string, p algo.Policy, h algo.Hold, actual int64) (res algo.Settlement, err error) {
+	err = s.op(ctx, key, p, func(st algo.State, now int64) (algo.State, error) {
+		next, r, err := algo.TokenBucket{}.Settle(p, st, now, h, actual)
+		rec, open := s.holds[key+"\x00"+h.ID]
+		switch {
+		case err != nil:
+			return st, err
+		case !open:
+			return st, algo.ErrHoldSettled
+		case rec != h:
+			return st, algo.ErrInvalidHold
+		}
+		if s.mutant != "settles twice" {
+			delete(s.holds, key+"\x00"+h.ID)
+		}
+		if s.mutant == "settle past the debt bound" && r.Uncharged > 0 {
+			next.Level += r.Uncharged * p.Unit()
+			r.Uncharged = 0
+		}
+		res = r
+		return next, nil
+	})
+	return res, err
+}

@@ -69,12 +69,11 @@ func genExtremePolicy(t *rapid.T) algo.Policy {
 }
 
 // genCost draws a cost in [0, capacity], favouring the extremes.
-func genCost(t *rapid.T, p algo.Policy) int64 {
-	return rapid.OneOf(
-		rapid.Just(int64(1)),
-		rapid.Just(p.Capacity()),
-		rapid.Int64Range(0, p.Capacity()),
-	).Draw(t, "cost")
+func genCost(t *rapid.T, p algo.Policy) int64 { return genCostGen(p).Draw(t, "cost") }
+
+// genCostGen is genCost's generator.
+func genCostGen(p algo.Policy) *rapid.Generator[int64] {
+	return rapid.OneOf(rapid.Just(int64(1)), rapid.Just(p.Capacity()), rapid.Int64Range(0, p.Capacity()))
 }
 
 // event is one admitted request.

@@ -89,7 +89,15 @@
 //     reserved; concurrent reservations at a frozen clock admit exactly
 //     one bucket at once and one in debt, a token's refill apart; bad
 //     input as above, and a forged ticket is algo.ErrInvalidReservation.
-//     Each of these three ends by closing the store: every operation it
+//   - Settle: takes, holds and settlements (early, late, twice) on one key
+//     match algo.TokenBucket's Hold and Settle, a hold settled or unknown
+//     is algo.ErrHoldSettled; bad settles (a negative or overflowing
+//     actual cost, another policy, a forged or unknown hold) are errors
+//     matching their sentinels, input errors, and charge or give back
+//     nothing; past its deadline a hold is algo.ErrHoldExpired and its
+//     estimate stays charged; bad input to Hold (and a ttl outside [1µs,
+//     algo.MaxHoldTTL]) as above.
+//     Each of these four ends by closing the store: every operation it
 //     has then returns store.ErrClosed.
 //   - Close: every later call returns
 //     store.ErrClosed, and a second Close does not panic.
@@ -154,6 +162,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clk *Clock) store.Store) {
 		{"Refund", testRefund},
 		{"TakeAtMost", testTakeAtMost},
 		{"Reserve", testReserve},
+		{"Settle", testSettle},
 		{"Close", testClose},
 	}
 	for _, tc := range tests {

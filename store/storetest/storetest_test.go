@@ -26,6 +26,7 @@ type mapStore struct {
 	mutant string
 	closed bool
 	leases map[string]algo.Leases // lease_test.go
+	holds  map[string]algo.Hold   // ops_test.go
 }
 
 func (s *mapStore) Take(ctx context.Context, req store.Request) (algo.Result, error) {
@@ -126,7 +127,7 @@ func TestMutants(t *testing.T) {
 	for _, mutant := range append([]string{"none"}, slices.Sorted(maps.Keys(mutants))...) {
 		t.Run(mutant, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {
-				return &mapStore{m: map[string]algo.State{}, clk: clk, mutant: mutant}
+				return &mapStore{m: map[string]algo.State{}, holds: map[string]algo.Hold{}, clk: clk, mutant: mutant}
 			})
 		})
 	}

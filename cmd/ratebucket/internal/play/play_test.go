@@ -146,3 +146,29 @@ func TestParseView(t *testing.T) {
 		t.Errorf("GET /api/scenarios: %d %s", code, body)
 	}
 }
+
+// TestRunDrawsDebt: the llm-gateway scenario's focus bucket, whose calls
+// settle above their estimates, goes into debt, and the API's levels reach
+// below zero for the page to draw (its scale then starts at the deepest
+// debt, with a line at zero).
+func TestRunDrawsDebt(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	code, _, body := get(t, srv, "/api/run?scenario=llm-gateway&algos=token&instances=1&seed=1")
+	if code != http.StatusOK {
+		t.Fatalf("%d: %s", code, body)
+	}
+	var res struct{ Runs []struct{ Timeline sim.Timeline } }
+	if err := json.Unmarshal(body, &res); err != nil {
+		t.Fatal(err)
+	}
+	low := 0.0
+	for _, lv := range res.Runs[0].Timeline.Levels {
+		for _, p := range lv.Points {
+			low = min(low, p.Tokens)
+		}
+	}
+	if low >= 0 {
+		t.Fatalf("the lowest level drawn is %v, want debt below zero", low)
+	}
+}

@@ -273,7 +273,10 @@ function chart(run, from, to, W, inset) {
   el("rect", { x: ML, y: TOP - 2, width: PW, height: H + S + 4 }, clip);
   const x = (t) => ML + (t - from) / (to - from) * PW;
   const cap = tl.capacity;
-  const y = (v) => TOP + H - v / cap * H;
+  // A bucket in debt (a settled cost above its estimate) holds less than
+  // nothing: the scale then reaches below zero, to the deepest debt drawn.
+  const low = Math.min(0, ...tl.levels.flatMap((lv) => lv.points.map((p) => p.tokens)));
+  const y = (v) => TOP + H - (v - low) / (cap - low) * H;
   const g = el("g", { "clip-path": `url(#clip-${id})` }, svg);
 
   // The worst interval, when the law is broken.
@@ -367,7 +370,11 @@ function chart(run, from, to, W, inset) {
   // Axes.
   el("path", { class: "axis", d: `M${ML} ${TOP} V${TOP + H + S} H${ML + PW}` }, svg);
   el("line", { x1: ML, x2: ML + PW, y1: TOP + H, y2: TOP + H, stroke: "#ccc" }, svg);
-  for (const v of [0, cap / 2, cap]) el("text", { x: ML - 5, y: y(v) + 4, "text-anchor": "end" }, svg, String(+v.toFixed(1)));
+  for (const v of low < 0 ? [low, 0, cap] : [0, cap / 2, cap]) el("text", { x: ML - 5, y: y(v) + 4, "text-anchor": "end" }, svg, String(+v.toFixed(1)));
+  if (low < 0) {
+    el("line", { class: "zero", x1: ML, x2: ML + PW, y1: y(0), y2: y(0), stroke: "#999", "stroke-dasharray": "3 3" }, svg);
+    el("text", { class: "debt-label", x: ML + 4, y: y(0) + 12 }, svg, "below 0: debt, waited out");
+  }
   el("text", { x: ML - 5, y: ya + 9, "text-anchor": "end", fill: "#009E73" }, svg, "▲");
   el("text", { x: ML - 5, y: yd + 9, "text-anchor": "end", fill: "#D55E00" }, svg, "✕");
   const step = timeStep(to - from, Math.max(4, Math.floor(PW / 110)));
