@@ -2,7 +2,7 @@
 // policy bound to buckets in Redis, asked by key. Every answer is the
 // script's; this file only names the policy and passes the calls on.
 
-import { RateBucket } from './index.js';
+import { RateBucket } from './ratebucket.js';
 import { Policy, per, perSecond } from './policy.js';
 
 /**

@@ -60,7 +60,8 @@ test('npm pack gives a tarball that installs in an empty folder and runs', async
     assert.equal(tarball, 'ratebucket-ratebucket-0.1.0.tgz'.replace('0.1.0', pkg.version));
     const { stdout: list } = await run('tar', ['tzf', join(packDir, tarball)]);
     assert.deepEqual(list.trim().split('\n').map((f) => f.replace(/^package\//, '')).sort(),
-      ['README.md', 'package.json', 'src/express.d.ts', 'src/express.js', 'src/index.d.ts', 'src/index.js', 'src/limiter.js', 'src/policy.js', 'tokenbucket.lua']);
+      ['README.md', 'package.json', 'src/express.d.ts', 'src/express.js', 'src/index.d.ts', 'src/index.js', 'src/limiter.js', 'src/policy.js',
+        'src/ratebucket.js', 'tokenbucket.lua']);
     const tPack = performance.now();
 
     writeFileSync(join(appDir, 'package.json'), '{"name":"smoke","private":true,"type":"module"}\n');
