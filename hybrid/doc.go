@@ -173,28 +173,10 @@
 //     instance is refilled within L. A request of cost c is taken from the
 //     batch whole or not at all: the batch is topped up (to at most the
 //     cap) when it holds less; a cost above the cap is the primary's Take.
-//   - A TakeAtMost at t0 that grants less than it asked (ask), or leaves
-//     the bucket less than the other Instances−1 instances' asks or half
-//     its capacity, whichever is less, finds the key saturated: the
-//     instance asks again only from t0 + the time Instances·ask tokens take
-//     to refill (at most L). Meanwhile requests are admitted from what the
-//     batch holds, else denied without a call, with RetryAfter the time
-//     until it asks again: an upper bound on the wait, not the store's
-//     exact one (by then the bucket has refilled the ask, which covers
-//     what the batch lacked). Denials add no admission, so the bound below
-//     is untouched; a policy change ends the pause. Fairness: n symmetric
-//     instances each ask once per refill of n·ask, together what the
-//     bucket refills meanwhile, which it holds without spilling (n·cap ≤
-//     C), and askers at one instant each find their ask. An instance whose
-//     grants come whole is paused too once they leave the bucket short:
-//     else it takes what the paused ones leave (pausing only on a short
-//     grant gave 2537/2658/4837 of 10,032 in TestLeasesFair, and 9967/63/37
-//     with a pause of ask's refill alone). TestLeasesSaturated: 3 instances
-//     at 3× the rate, 321 calls for 10,061 admissions in 10 s, a third
-//     each (29,889 calls without the pause). A lone instance, whose grants
-//     leave the bucket full enough, is not paused.
-//   - A primary error is returned as it came: stack Leases over a
-//     [Fallback] and its Mode applies once the batch is spent.
+//   - When the primary has too few tokens, the request is denied with the
+//     primary's RetryAfter (for the tokens the batch lacks). A primary
+//     error is returned as it came: stack Leases over a [Fallback] and its
+//     Mode applies once the batch is spent.
 //   - A batch is given back exactly once, under the policy it was taken
 //     under: when L ends (at the key's next call, or by the SweepEvery
 //     goroutine or [Leases.Sweep]), when demand falls, on a policy change

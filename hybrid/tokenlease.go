@@ -105,10 +105,6 @@ type lease struct {
 	res  algo.Result
 	// spent counts admissions from the batch since the last report.
 	spent int64
-	// The pause, UnixNano on the clock: after a TakeAtMost under p at
-	// dryAt that found the bucket dry, the key asks again only from dryTo
-	// on, when the bucket has refilled every instance's ask.
-	dryAt, dryTo int64
 }
 
 // NewLeases returns a Leases in front of primary. It returns an error
@@ -153,9 +149,8 @@ func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
 
 // Take admits from the key's batch when it holds cost tokens; otherwise,
 // for a leased key, it tops the batch up with one TakeAtMost and admits
-// from it, or denies when the primary has not enough (without a call
-// while the key is paused after finding the bucket dry); for any other
-// key it is the primary's Take. See the package doc.
+// from it, or denies when the primary has not enough; for any other key
+// it is the primary's Take. See the package doc.
 //
 // An admission from the batch makes no call and allocates nothing: 126 ns
 // against memstore's own Take, 74 ns (BenchmarkLeases, benchstat of 6
@@ -196,13 +191,6 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	if r.Cost <= e.left {
 		return l.spend(e, r.Cost), false, nil
 	}
-	if t := now.UnixNano(); e.p == r.Policy && e.dryAt <= t && t < e.dryTo {
-		// The bucket ran dry at dryAt: deny without a call until
-		// the pause ends, when this key asks again.
-		wait := time.Duration(e.dryTo - t)
-		return algo.Result{Limit: r.Policy.Capacity(), RetryAfter: wait,
-			ResetAfter: max(e.res.ResetAfter-time.Duration(t-e.dryAt), wait)}, false, nil
-	}
 	ask := max(want, r.Cost) - e.left // the batch stays within the cap
 	l.calls.Add(1)
 	g, res, err := l.primary.TakeAtMost(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: ask, Refundable: r.Refundable})
@@ -212,31 +200,20 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	if g > 0 && l.free {
 		l.primary.Refund(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: g})
 	}
-	// e.p may change though no batch is taken: what e still holds was
-	// taken under r.Policy (see leased).
-	e.p, e.res = r.Policy, res
 	if g > 0 {
 		l.batches.Add(1)
-		e.left, e.t0 = e.left+g, now
+		e.p, e.left, e.t0, e.res = r.Policy, e.left+g, now, res
 		l.obs.leaseBatch(e, observe.LeaseBatch{Taken: g})
-	}
-	var dry time.Duration
-	// The bucket ran dry (g < ask), or is left less than the other
-	// instances' asks or half full, whichever is less: pause until it has
-	// refilled every instance's ask (see "Token leases").
-	if n := int64(l.cfg.Instances); g < ask || res.Remaining < min((n-1)*ask, r.Policy.Capacity()/2) {
-		dry = tokensIn(r.Policy, n*ask)
-		e.dryAt, e.dryTo = now.UnixNano(), now.Add(dry).UnixNano()
 	}
 	if r.Cost <= e.left {
 		return l.spend(e, r.Cost), false, nil
 	}
-	// Denied: the bucket ran dry (g < ask, as ask covers what the batch
-	// lacks), and the key asks again after the pause. By then the bucket
-	// has refilled the ask, which is at least what the batch lacks: the
-	// wait is an upper bound on the primary's for one token, and on what
-	// the batch lacks.
-	res.Allowed, res.Remaining, res.RetryAfter = false, 0, dry
+	// Denied. res is the primary's answer for one token (granted 0), or
+	// for the g tokens it had: what the batch lacks takes longer.
+	res.Allowed, res.Remaining = false, 0
+	if lack := r.Cost - e.left; g > 0 || lack > 1 {
+		res.RetryAfter = max(res.RetryAfter, tokensIn(r.Policy, lack))
+	}
 	return res, false, nil
 }
 

@@ -25,27 +25,27 @@ func TestLeasesAndFleetTables(t *testing.T) {
 | algo  | store    | admit | deny | false429 | peak 1s 10s 60s | law |
 |-------|----------|------:|-----:|---------:|----------------:|----:|
 | token | shared×3 | 51004 | 9068 |   15.10% |  1.00 0.50 0.08 |  ok |
-| token | leased×3 | 50077 | 9995 |   16.64% |  0.85 0.49 0.08 |  ok |
+| token | leased×3 | 51012 | 9060 |   15.08% |  0.92 0.50 0.08 |  ok |
 
 backend calls per second:
 
 | store    | calls/s |
 |----------|--------:|
 | shared×3 |   12014 |
-| leased×3 |      41 |
+| leased×3 |    6449 |
 `},
 		{"leases", 100, `
 | algo  | store      | admit | deny | false429 | peak 1s 10s 60s | law |
 |-------|------------|------:|-----:|---------:|----------------:|----:|
 | token | shared×100 | 51004 | 9068 |   15.10% |  1.00 0.50 0.08 |  ok |
-| token | leased×100 | 50166 | 9906 |   16.49% |  0.85 0.49 0.08 |  ok |
+| token | leased×100 | 50921 | 9151 |   15.23% |  0.91 0.50 0.08 |  ok |
 
 backend calls per second:
 
 | store      | calls/s |
 |------------|--------:|
 | shared×100 |   12014 |
-| leased×100 |    1281 |
+| leased×100 |    6656 |
 `},
 		{"fleet", 100, `
 | algo  | store      | admit | deny | false429 | peak 1s 10s 60s | law |
@@ -119,11 +119,10 @@ func TestShardOfIsClusterSlot(t *testing.T) {
 	}
 }
 
-// TestLeasedTimeline checks the Timeline of a Leased run: its law judged
-// by BatchBound, the shared store's level, replayed exactly from the
-// batches taken and given back, and one level per instance for its batch,
-// which never goes below zero or above the batch cap, and ends empty or
-// holding what it had left.
+// TestLeasedTimeline checks the Timeline of a Leased run: the shared
+// store's level, replayed exactly from the batches taken and given back,
+// and one level per instance for its batch, which never goes below zero or
+// above the batch cap, and ends empty or holding what it had left.
 func TestLeasedTimeline(t *testing.T) {
 	reps, err := Run(context.Background(), Config{Scenario: "leases", Instances: 3, Seed: 1,
 		Topologies: []Topology{Leased}, Duration: time.Second})
@@ -134,12 +133,10 @@ func TestLeasedTimeline(t *testing.T) {
 	if !tl.Exact || len(tl.Levels) != 4 || tl.Levels[0].Instance != -1 {
 		t.Fatalf("exact %v, %d levels (want the shared store's and 3 batches)", tl.Exact, len(tl.Levels))
 	}
-	// Judged by BatchBound in its tightest interval. (Since a saturated
-	// key pauses its asks, the run no longer reaches past the plain bound
-	// there: that is allowed, not required.)
-	if l := tl.Law; !l.Holds || l.Bound != hot.BatchBound(l.To-l.From, leases.lifetime, 3) {
-		t.Errorf("the timeline's law %v: want it held by BatchBound, %d",
-			l, hot.BatchBound(l.To-l.From, leases.lifetime, 3))
+	// Over the plain bound in its tightest interval, within BatchBound.
+	if l := tl.Law; !l.Holds || l.Admitted <= hot.Bound(l.To-l.From) || l.Bound != hot.BatchBound(l.To-l.From, leases.lifetime, 3) {
+		t.Errorf("the timeline's law %v: want it held by BatchBound, %d, and the plain bound %d exceeded",
+			l, hot.BatchBound(l.To-l.From, leases.lifetime, 3), hot.Bound(l.To-l.From))
 	}
 	limit := hot.BatchCap(leases.lifetime, 3)
 	for _, lv := range tl.Levels {
