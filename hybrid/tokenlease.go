@@ -84,8 +84,10 @@ type Leases struct {
 var _ store.Store = (*Leases)(nil)
 
 // lease is one key's demand and batch, guarded by mu. A key's takes are
-// serialized by mu, including the primary calls that fill its batch: the
-// callers waiting meanwhile would otherwise each call the primary.
+// serialized by mu, including the TakeAtMost that fills its batch: the
+// callers waiting meanwhile would otherwise each call the primary. A
+// direct Take (the key not leased, or a cost above the cap) is made after
+// mu is released, so it never waits for another.
 type lease struct {
 	mu   sync.Mutex
 	key  string
@@ -175,27 +177,19 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	if e == nil {
 		return l.direct(ctx, r)
 	}
+	// A direct call is made after e.mu is released: a key that is not
+	// leased then reaches the primary from every caller at once, which
+	// redisstore's pipeline groups into one round trip.
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.gone {
+	now := l.cfg.Clock.Now()
+	want, ok := l.leased(ctx, e, r, now)
+	if !ok {
+		e.mu.Unlock()
 		return l.direct(ctx, r)
 	}
-	now := l.cfg.Clock.Now()
-	want := e.measure(now, r.Cost, l.cfg.Lifetime)
-	if e.left > 0 && (e.p != r.Policy || l.expired(e, now)) {
-		l.void(ctx, e) // a policy change, or the Lifetime ended
-	}
+	defer e.mu.Unlock()
 	if r.Cost <= e.left {
 		return l.spend(e, r.Cost), false, nil
-	}
-	cap := r.Policy.BatchCap(l.cfg.Lifetime, l.cfg.Instances)
-	want = min(want, cap)
-	if want < l.cfg.MinBatch {
-		l.void(ctx, e) // demand fell, if anything is left
-		return l.direct(ctx, r)
-	}
-	if r.Cost > cap {
-		return l.direct(ctx, r) // no batch can hold it; the batch stays
 	}
 	ask := max(want, r.Cost) - e.left // the batch stays within the cap
 	l.calls.Add(1)
@@ -221,6 +215,32 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 		res.RetryAfter = max(res.RetryAfter, tokensIn(r.Policy, lack))
 	}
 	return res, false, nil
+}
+
+// leased counts r's demand on e at now and reports whether r is to be
+// taken from e's batch (topped up if need be) rather than by the
+// primary's Take, with the batch's size: the demand, within the cap. It
+// gives the batch back on a policy change, at the end of its Lifetime and
+// when the demand falls. Called with e.mu held; it makes no call but those
+// refunds.
+func (l *Leases) leased(ctx context.Context, e *lease, r store.Request, now time.Time) (int64, bool) {
+	if e.gone {
+		return 0, false
+	}
+	want := e.measure(now, r.Cost, l.cfg.Lifetime)
+	if e.left > 0 && (e.p != r.Policy || l.expired(e, now)) {
+		l.void(ctx, e) // a policy change, or the Lifetime ended
+	}
+	if r.Cost <= e.left {
+		return want, true
+	}
+	cap := r.Policy.BatchCap(l.cfg.Lifetime, l.cfg.Instances)
+	want = min(want, cap)
+	if want < l.cfg.MinBatch {
+		l.void(ctx, e) // demand fell, if anything is left
+		return want, false
+	}
+	return want, r.Cost <= cap // else no batch can hold it; the batch stays
 }
 
 // tokensIn returns how long the bucket of p takes to refill n tokens.

@@ -697,3 +697,49 @@ func TestLeasesUnderDenyCache(t *testing.T) {
 		t.Fatalf("cache %+v, leases %+v: want no local denial, most admitted from batches", st, ls)
 	}
 }
+
+// gate is a primary whose Take returns only once n Takes are in flight
+// at once, or fails when its context ends.
+type gate struct {
+	store.Store
+	n   int64
+	in  atomic.Int64
+	all chan struct{}
+}
+
+func (g *gate) Take(ctx context.Context, r store.Request) (algo.Result, error) {
+	if g.in.Add(1) == g.n {
+		close(g.all)
+	}
+	select {
+	case <-g.all:
+		return g.Store.Take(ctx, r)
+	case <-ctx.Done():
+		return algo.Result{}, fmt.Errorf("%d of %d Takes in flight at once: %w", g.in.Load(), g.n, ctx.Err())
+	}
+}
+
+// TestLeasesDirectConcurrent: the Takes of a key that is not leased (its
+// cap, 0 at 2/s, is below MinBatch) reach the primary concurrently, not
+// one at a time under the key's lock: each of 8 callers' Take returns
+// only once all 8 are in flight.
+func TestLeasesDirectConcurrent(t *testing.T) {
+	clk := storetest.NewClock()
+	g := &gate{Store: newMem(t, clk), n: 8, all: make(chan struct{})}
+	l := newLeases(t, g, hybrid.LeasesConfig{Instances: 1, Clock: clk, SweepEvery: -1})
+	p := algo.PerSecond(2).Burst(100)
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range g.n {
+		wg.Go(func() {
+			if _, err := l.Take(gctx, store.Request{Key: "hot", Policy: p, Cost: 1}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if st := l.Stats(); st.Calls != g.n || st.Local != 0 {
+		t.Fatalf("%+v: want %d direct calls", st, g.n)
+	}
+}
