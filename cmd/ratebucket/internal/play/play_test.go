@@ -158,7 +158,9 @@ func TestRunDrawsDebt(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("%d: %s", code, body)
 	}
-	var res struct{ Runs []struct{ Timeline sim.Timeline } }
+	var res struct {
+		Runs []struct{ Timeline sim.Timeline }
+	}
 	if err := json.Unmarshal(body, &res); err != nil {
 		t.Fatal(err)
 	}
