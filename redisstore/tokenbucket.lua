@@ -2,16 +2,8 @@
 -- ops.go, quota.go, rebase.go), applied atomically to one or more buckets.
 -- The tests in this package hold the two to identical Results, bit for bit.
 --
--- Wire contract: version 1 (WIRE.md beside this file; js/ loads this file
--- by path). KEYS: the buckets', then the policy registry of their slot.
--- ARGV: the call ("s"/"c" clock; op "t" take, "m" multi, "i" inspect, "r"
--- refund, "a" take at most, "v" reserve, "x" cancel, "h" hold, "e" settle;
--- "k" keep corrupt
--- keys; "q" proportional policy changes; "st" may be left out), for the
--- client clock now µs and margin ms, then per key "capacity:unit:refill"
--- and the op's numbers. Reply: now, all admitted, per key admitted,
--- remaining, retry-after, reset-after and the op's fields, then per
--- repaired key its index and kind.
+-- Wire contract: version 1 (WIRE.md beside this file, "The script", gives
+-- KEYS, ARGV and the reply; js/ loads this file by path).
 --
 -- Numbers are doubles, exact up to 2^53. With algo's bounds (capacity*unit
 -- and refill <= 2^52, cost <= capacity, times below 2^53, a deficit at
@@ -215,9 +207,8 @@ for pass = 1, op == 'm' and 2 or 1 do
     local key = KEYS[i]
     local d, t, exists, writes -- the state to write, and whether to
     if pass == 2 then
-      -- A denied multi-take leaves the keys that would have admitted alone as
-      -- they were; with the server clock only charges write. A repaired key
-      -- is written as decided, a converted one at least converted.
+      -- A denied multi-take leaves the keys that would have admitted alone;
+      -- a repaired key is written as decided, a converted one converted.
       local p = pend[i]
       d, t, exists, cap, unit, refill, num = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
       writes = p[10] and not (reply[2] == 0 and p[8] == 1)
@@ -254,16 +245,13 @@ for pass = 1, op == 'm' and 2 or 1 do
       else
         cost = tonumber(ARGV[b + 1])
         if not cost or cost % 1 ~= 0 or cost < 0 or cost > cap then int(b + 1, 0, cap) end
-        if op == 'v' then wait = int(b + 2, 0, 9007199254740991) end
-        if op == 'h' then wait = int(b + 2, 1, 86400000000) end -- the ttl
+        if per == 3 then wait = int(b + 2, op == 'h' and 1 or 0, op == 'h' and 86400000000 or 9007199254740991) end -- maxWait, a hold's ttl
         if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
       end
 
-      -- Read the key (WIRE.md, "Stored values"): its deficit (a quota's
-      -- count) d0 and stamp (a quota's period end) t0, 0 and 0 when absent.
-      -- A value names its policy by number (fc, fu, fr: the registry's
-      -- entry, when not the call's; none if the registry lost it) or in
-      -- full. A key holding no value of this clock is corrupt (kind, why).
+      -- Read the key (WIRE.md, "Stored values"): d0, t0 (0, 0 when absent),
+      -- the policy that wrote it (fc, fu, fr) when not the call's, or why
+      -- it is corrupt (kind, why).
       local d0, t0, kind, why, fc, fu, fr = 0, 0
       local v, u, c, n = redis.pcall('GET', key)
       exists = v ~= false
@@ -366,11 +354,10 @@ for pass = 1, op == 'm' and 2 or 1 do
         repaired[#repaired + 1], repaired[#repaired + 2] = i, kind
       end
 
-      -- A key written under another policy (fc, fu, fr) is converted as
-      -- algo.TokenBucket.Rebase converts it, and written whatever the op,
-      -- by muldiv: floor(a*m/c) (at most 2^53) and whether it is exact, for
-      -- a, m, c <= 2^52, c >= 1, the product (up to 2^104) in 26-bit limbs
-      -- divided a bit at a time (the remainder below c: 2r + 1 < 2^53).
+      -- A key of another policy (fc, fu, fr) is converted as algo's Rebase
+      -- (WIRE.md, "Policy changes"), by muldiv: floor(a*m/c) (at most 2^53)
+      -- and whether it is exact, for a, m, c <= 2^52, c >= 1, the product
+      -- in 26-bit limbs divided a bit at a time (2r + 1 < 2^53).
       local conv = fc ~= nil
       if conv then
         local function muldiv(a, m, c)
@@ -410,9 +397,8 @@ for pass = 1, op == 'm' and 2 or 1 do
             d0, t0 = 0, 0
           end
         elseif fu > 0 then -- (a quota's value read as a full bucket: 0, now)
-          -- A bucket refilled under its policy keeps its tokens ("q": its
-          -- fraction of a full bucket), rounded down, at most full; debt
-          -- carries over rounded up, at most one bucket.
+          -- Refilled under its policy: tokens ("q": the fraction) kept rounded
+          -- down, at most full; debt rounded up, at most one bucket.
           local ffull, x = fc * fu, d0
           if x > ffull + ffull then x = ffull + ffull end
           if now > t0 then
@@ -432,9 +418,8 @@ for pass = 1, op == 'm' and 2 or 1 do
         end
       end
 
-      -- sum returns a + b (0 <= a, b <= 2^53: a time and a duration), past
-      -- 2^53 as its exact digits. Built for a stamp after now (a lagging
-      -- clock) or times past 2^52 (2112): else t - now = 0, t + b < 2^53.
+      -- sum returns a + b (a time and a duration <= 2^53), past 2^53 as its
+      -- digits; built only when t0 > now or now > 2^52 (else t + b < 2^53).
       if not sum and (t0 > now or now > 4503599627370496) then
         sum = function(a, b)
           if a <= 9007199254740992 - b then return a + b end
@@ -445,15 +430,12 @@ for pass = 1, op == 'm' and 2 or 1 do
         end
       end
 
-      -- The decision, algo's steps: ok, rem, retry, reset and the op's own
-      -- fields (extra) go to the reply; charged is what the server clock
-      -- writes (a charge, or what a refund or cancel gives back).
+      -- The decision, algo's steps, to the reply (extra: the op's fields);
+      -- charged: a charge, or what a refund, cancel or settle gives back.
       local ok, rem, retry, reset, charged, extra = 1, 0, 0, 0
       d, t = d0, t0
       if unit == 0 then
-        -- A quota (algo's takeQuota, refundQuota): from the period's end on
-        -- the count is 0 in the period of now; before, at most capacity.
-        -- Retry-after, and reset-after while counting, run to the end.
+        -- A quota (algo's takeQuota, refundQuota; WIRE.md "Calendar quotas").
         if d > cap then d = cap end
         if now >= t then d, t = 0, quotaend(now, refill) end
         if op == 'r' then
@@ -515,10 +497,8 @@ for pass = 1, op == 'm' and 2 or 1 do
           end
           charged, extra = g > 0, {g}
         elseif op == 'v' then
-          -- Reserve: as a take when it fits; else admitted when its tokens
-          -- exist within w <= min(maxWait, floor(full/refill)) µs (one
-          -- bucket of debt), as a take at t + w would leave it; else the
-          -- exact wait until w fits.
+          -- Reserve: a take when it fits, else admitted at t + w, w <=
+          -- min(maxWait, floor(full/refill)) (WIRE.md, "The script").
           local delay, due, give, left = 0, 0, 0, 0
           if need == 0 or d <= full - need then
             d = d + need
@@ -535,9 +515,7 @@ for pass = 1, op == 'm' and 2 or 1 do
           end
           charged, extra = ok == 1 and need > 0, {delay, due, give, left}
         elseif op == 'x' then
-          -- Cancel: give Units back while the reservation waits (0 < At - t
-          -- <= floor(full/refill) + 1) and is the last (d - (At - t)*refill
-          -- = Mark).
+          -- Cancel: Units back while the reservation waits and is the last.
           local tl = math.fmod(t, 1000000)
           local due = (ath - (t - tl) / 1000000) * 1000000 + (atl - tl) -- At - t, in parts
           charged = units > 0 and due > 0 and due <= (full - full % refill) / refill + 1 and d - due * refill == mark
@@ -559,10 +537,7 @@ for pass = 1, op == 'm' and 2 or 1 do
         for j = 1, #extra do reply[at + j] = extra[j] end
         at = at + #extra
       end
-      -- changed: what a client clock writes (a bucket full at now is
-      -- deleted; a refund's stamped ahead of a lagging clock is kept, as
-      -- memstore keeps it)
-      local changed = d ~= d0 or t ~= t0 or (unit > 0 and exists and d == 0 and t == now)
+      local changed = d ~= d0 or t ~= t0 or (unit > 0 and exists and d == 0 and t == now) -- (a client clock's write: a full bucket is deleted)
       if op == 'i' then
         reply[at + 1], reply[at + 2], reply[at + 3] = d0, t0, call('PTTL', key)
         at = at + 3
@@ -570,21 +545,17 @@ for pass = 1, op == 'm' and 2 or 1 do
         pend = pend or {}
         pend[i] = {d, t, exists, cap, unit, refill, num, ok, charged, changed, kind, conv, d0, t0}
       else
-        -- Each key alone: with the server clock only a charge writes (a
-        -- denial or peek that refilled changes nothing a later call sees);
-        -- with a client clock a change, but a refund and a cancel only what
-        -- they give back (as memstore); a repaired or converted key always.
+        -- Each key alone: the server clock writes a charge; a client clock a
+        -- change (memstore's), a refund, cancel or settle only what it gives
+        -- back; a repaired or converted key always (WIRE.md, "Stored values").
         writes = charged
         if clock ~= 's' and op ~= 'r' and op ~= 'x' and op ~= 'e' then writes = changed end
         writes = writes or kind or conv
       end
     end
 
-    -- Write (d, t) (WIRE.md, "Stored values"), or delete the key of a bucket
-    -- full at now, of a quota without count. idle = t + ceil(d/refill), when
-    -- the bucket is full, may pass 2^53: formed in parts, below and above
-    -- 1000. E = ceil(idle/1000) ms and u = E*1000 - idle (a quota: its end,
-    -- u = 0).
+    -- Write (d, t) (WIRE.md, "Stored values"), or delete a key full at now.
+    -- idle = t + ceil(d/refill) may pass 2^53: formed in parts about 1000.
     if writes then
       local q, ql, tl, c, ms = 0, 0, 0, 0, t / 1000
       if unit > 0 then
