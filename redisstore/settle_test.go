@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,8 @@ func holdRecords(t *testing.T, rdb redis.UniversalClient, prefix string) []strin
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
 		err = c.ForEachMaster(ctxT(t), func(_ context.Context, n *redis.Client) error { return scan(n) })
+	case *redis.Ring:
+		err = c.ForEachShard(ctxT(t), func(_ context.Context, n *redis.Client) error { return scan(n) })
 	case *redis.Client:
 		err = scan(c)
 	}
@@ -39,6 +42,26 @@ func holdRecords(t *testing.T, rdb redis.UniversalClient, prefix string) []strin
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// recordTTL is the PTTL of the hold record rec, read where the script wrote
+// it: on a Ring, the bucket's shard, which need not be the record key's own.
+func recordTTL(t *testing.T, rdb redis.UniversalClient, rec string) time.Duration {
+	t.Helper()
+	ring, ok := rdb.(*redis.Ring)
+	if !ok {
+		return rdb.PTTL(ctxT(t), rec).Val()
+	}
+	var ttl atomic.Int64
+	if err := ring.ForEachShard(ctxT(t), func(ctx context.Context, n *redis.Client) error {
+		if d := n.PTTL(ctx, rec).Val(); d > 0 {
+			ttl.Store(int64(d))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ttl.Load())
 }
 
 // TestHoldRecord: on Redis's clock, a hold's record is a key in the
@@ -64,7 +87,7 @@ func TestHoldRecord(t *testing.T) {
 			if _, cluster := rdb.(*redis.ClusterClient); cluster && redisstore.Slot(recs[0]) != redisstore.Slot(prefix+key) {
 				t.Fatalf("%s: record %q in slot %d, the bucket in %d", key, recs[0], redisstore.Slot(recs[0]), redisstore.Slot(prefix+key))
 			}
-			if ttl := rdb.PTTL(ctxT(t), recs[0]).Val(); ttl <= 0 || ttl > 2*time.Second+time.Millisecond {
+			if ttl := recordTTL(t, rdb, recs[0]); ttl <= 0 || ttl > 2*time.Second+time.Millisecond {
 				t.Fatalf("%s: the record's TTL is %v, want in (0, 2.001s]: it expires at the deadline's millisecond", key, ttl)
 			}
 			st, err := s.Settle(ctxT(t), key, p, h, 100)
@@ -84,6 +107,14 @@ func TestHoldRecord(t *testing.T) {
 	}
 	t.Run("standalone", func(t *testing.T) { run(t, redistest.Start(t).Client()) })
 	t.Run("cluster", func(t *testing.T) { run(t, redistest.StartCluster(t).Client()) })
+	// On a Ring the script runs on the bucket's shard, and the record
+	// must be written there: a settle finds it only on that shard.
+	t.Run("ring", func(t *testing.T) {
+		a, b := redistest.Start(t), redistest.Start(t)
+		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
+		t.Cleanup(func() { ring.Close() })
+		run(t, ring)
+	})
 }
 
 // TestSettleLawRedis checks the law of settled totals on Redis: LLM-like
