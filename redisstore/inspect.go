@@ -126,7 +126,7 @@ func (s *Store) ResetPolicies(ctx context.Context, keys ...string) error {
 			shards[c] = true
 		}
 		for c := range shards {
-			if err := c.Del(ctx, s.regs.one).Err(); err != nil {
+			if err := c.Del(ctx, s.regs.one.s).Err(); err != nil {
 				return fmt.Errorf("redisstore: reset policies: %w", err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -89,38 +90,44 @@ func crc16(s string) uint16 {
 // Redis Cluster one per hash slot, in that slot. Its name is "pol:",
 // the prefix, then on a cluster a hash tag chosen for the slot.
 type registries struct {
-	one   string   // a single server's registry, or each Ring shard's (one name)
-	slots []string // a cluster's, by slot; made on first use
-	// The same names as bytes, for the script call's argument (written),
-	// made once so that a call allocates none.
-	oneBytes   []byte
-	slotsBytes [][]byte
-	once       *sync.Once
-	base       string
+	one regName // a single server's registry, or each Ring shard's (one name)
+	// A cluster's, by slot, each named on the first call that needs it:
+	// a store touches the slots of its keys only, and naming all 16,384 up
+	// front cost a new store 32k allocations (1.5 MB) before its first call.
+	slots []atomic.Pointer[regName]
+	base  string
+}
+
+// regName is a registry's name, and the same as bytes for the script
+// call's argument (written), made once so that a call allocates none.
+type regName struct {
+	s string
+	b []byte
 }
 
 func newRegistries(r router, prefix string) registries {
 	base := "pol:" + prefix
 	if r == cluster {
-		return registries{base: base, once: new(sync.Once), slots: make([]string, 16384), slotsBytes: make([][]byte, 16384)}
+		return registries{base: base, slots: make([]atomic.Pointer[regName], 16384)}
 	}
-	return registries{one: base, oneBytes: []byte(base)}
+	return registries{one: regName{base, []byte(base)}}
 }
 
 // key returns the registry of the bucket at Redis key bucket, and its name
 // as bytes.
 func (rg *registries) key(bucket string) (string, []byte) {
-	if rg.once == nil {
-		return rg.one, rg.oneBytes
+	if rg.slots == nil {
+		return rg.one.s, rg.one.b
 	}
-	rg.once.Do(func() {
-		for sl, tag := range slotTags() {
-			rg.slots[sl] = rg.base + "{" + tag + "}"
-			rg.slotsBytes[sl] = []byte(rg.slots[sl])
-		}
-	})
 	sl := Slot(bucket)
-	return rg.slots[sl], rg.slotsBytes[sl]
+	n := rg.slots[sl].Load()
+	if n == nil {
+		// Two first calls may both name it: the same name, either kept.
+		s := rg.base + "{" + slotTags()[sl] + "}"
+		n = &regName{s, []byte(s)}
+		rg.slots[sl].Store(n)
+	}
+	return n.s, n.b
 }
 
 // slotTags returns, for each cluster slot, the shortest base-36 number
