@@ -3,12 +3,12 @@ package redisstore
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratebucket/ratebucket/internal/clusterslot"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -44,7 +44,7 @@ func (r router) sameSlot(prefix string, reqs []store.Request) error {
 		case r == cluster && Slot(k) != Slot(first):
 			return fmt.Errorf("redisstore: keys %q (slot %d) and %q (slot %d) are in different cluster slots: %w; make them with store.GroupKey and one group (a hash tag such as {user:42})",
 				first, Slot(first), k, Slot(k), store.ErrNotTogether)
-		case r == ring && hashTag(k) != hashTag(first):
+		case r == ring && clusterslot.HashTag(k) != clusterslot.HashTag(first):
 			return fmt.Errorf("redisstore: keys %q and %q do not share a hash tag, so a Ring may shard them apart: %w; make them with store.GroupKey and one group",
 				first, k, store.ErrNotTogether)
 		}
@@ -54,36 +54,7 @@ func (r router) sameSlot(prefix string, reqs []store.Request) error {
 
 // Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
 // hash tag modulo 16384, as the Redis Cluster specification defines.
-func Slot(key string) int { return int(crc16(hashTag(key)) % 16384) }
-
-// hashTag returns the part of key that Redis Cluster hashes: the text
-// between the first "{" and the first "}" after it, when that is not
-// empty; otherwise the whole key.
-func hashTag(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
-	}
-	return key
-}
-
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
-// checksum Redis Cluster uses for key slots.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+func Slot(key string) int { return clusterslot.Of(key) }
 
 // registries names the policy registry (WIRE.md, "Policy changes") of
 // each bucket: a hash that a script call may touch with the bucket, so on
@@ -108,7 +79,7 @@ type regName struct {
 func newRegistries(r router, prefix string) registries {
 	base := "pol:" + prefix
 	if r == cluster {
-		return registries{base: base, slots: make([]atomic.Pointer[regName], 16384)}
+		return registries{base: base, slots: make([]atomic.Pointer[regName], clusterslot.Count)}
 	}
 	return registries{one: regName{base, []byte(base)}}
 }
@@ -134,10 +105,10 @@ func (rg *registries) key(bucket string) (string, []byte) {
 // (the first found, counting up) whose CRC16 lands in it: a hash tag that
 // puts a key in that slot. About 170,000 checksums, computed once.
 var slotTags = sync.OnceValue(func() []string {
-	tags := make([]string, 16384)
-	for i, left := int64(0), 16384; left > 0; i++ {
+	tags := make([]string, clusterslot.Count)
+	for i, left := int64(0), clusterslot.Count; left > 0; i++ {
 		tag := strconv.FormatInt(i, 36)
-		if sl := crc16(tag) % 16384; tags[sl] == "" {
+		if sl := clusterslot.Of(tag); tags[sl] == "" {
 			tags[sl] = tag
 			left--
 		}

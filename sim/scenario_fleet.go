@@ -3,10 +3,10 @@ package sim
 import (
 	"context"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/clusterslot"
 	"github.com/ratebucket/ratebucket/store"
 )
 
@@ -55,37 +55,11 @@ var fleetScenario = Scenario{
 	},
 }
 
-// slots is the number of Redis Cluster hash slots.
-const slots = 16384
-
 // shardOf returns the shard of key among n, as a Redis Cluster of n
-// masters created by redis-cli assigns them: the key's slot (CRC16 of its
-// hash tag, mod 16384) in n contiguous ranges of slots.
+// masters created by redis-cli assigns them: the key's hash slot in n
+// contiguous ranges of slots.
 func shardOf(key string, n int) int {
-	return slot(key) * n / slots
-}
-
-// slot is redisstore.Slot, which sim may not import (it imports go-redis):
-// CRC-16/XMODEM of the key's hash tag, mod 16384. A test checks the two
-// agree.
-func slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc % slots)
+	return clusterslot.Of(key) * n / clusterslot.Count
 }
 
 // sharded is one store per shard, each key sent to its shard's: what a
