@@ -225,18 +225,32 @@ type Config struct {
 	// batches back and stops its goroutine. Default: nil, every request
 	// is a Store call.
 	Leases *hybrid.LeasesConfig
-	// Settle, when its Header or Cost is set, charges each admitted
-	// request the actual cost its response reports, for work whose cost
-	// is known only after it is done (an LLM call's tokens): the request
-	// holds an estimate (Cost or CostBy, or when the route sets neither
-	// the 95th percentile of its last 128 settled costs) until its handler
-	// returns, then the difference is given back or the extra charged,
-	// into at most one full bucket of debt that later requests wait out
-	// (see [Settle] and "Charging the cost a response reports" in
-	// settle.go). It needs a route with a single Limit, not a calendar
-	// quota, without Delay, ChargeIf or a shadow limit; New and With
-	// return an error wrapping ErrInvalidConfig otherwise. Default: none.
-	Settle Settle
+	// Settle, when set, names a response header in which the handler
+	// reports the request's actual cost in tokens, in decimal, and charges
+	// each admitted request that cost, for work whose cost is known only
+	// after it is done (an LLM call's tokens): the request holds an
+	// estimate (Cost or CostBy, or when the route sets neither the 95th
+	// percentile of its last 128 settled costs) until its handler returns,
+	// then the difference is given back or the extra charged, into at most
+	// one full bucket of debt that later requests wait out (see "Charging
+	// the cost a response reports" in settle.go). The header is read from
+	// the response's header map when the handler returns, so a streaming
+	// handler may set it after writing the body (it is then not sent;
+	// declare it a trailer to send it); a response without it, or with
+	// something else in it, keeps the estimate. It needs a route with a
+	// single Limit, not a calendar quota, without Delay, ChargeIf or a
+	// shadow limit; New and With return an error wrapping ErrInvalidConfig
+	// otherwise. Default: none.
+	Settle string
+	// SettleCost, when set, settles as Settle does with the actual cost
+	// it returns from the response's status (200 when the handler wrote
+	// none) and header map, instead of a header's; ok false keeps the
+	// estimate. Default: none.
+	SettleCost func(status int, h http.Header) (cost int64, ok bool)
+	// SettleTTL is how long a settled request's hold stays open: a
+	// handler that runs longer is charged its estimate. Default: 5
+	// minutes; at most algo.MaxHoldTTL.
+	SettleTTL time.Duration
 	// Logger receives store failures and configuration errors met by
 	// requests. Default: slog.Default().
 	Logger *slog.Logger

@@ -105,6 +105,8 @@ func (m *Middleware) With(route Config) (*Middleware, error) {
 	set(&c.ChargeIf, route.ChargeIf)
 	set(&c.Delay, route.Delay)
 	set(&c.Settle, route.Settle)
+	set(&c.SettleCost, route.SettleCost)
+	set(&c.SettleTTL, route.SettleTTL)
 	return build(c, m)
 }
 

@@ -36,58 +36,40 @@ import (
 // is made on one bucket), and not with Delay, ChargeIf, a shadow limit or
 // a calendar quota.
 
-// Settle says where a route's requests find their actual cost: see
-// Config.Settle. Set Header or Cost.
-type Settle struct {
-	// Header names a response header in which the handler reports the
-	// request's actual cost in tokens, in decimal. It is read when the
-	// handler returns, from the response's header map, so a streaming
-	// handler may set it after writing the body (it is then not sent;
-	// declare it a trailer to send it). A response without it, or with
-	// something else in it, keeps the estimate.
-	Header string
-	// Cost, when set, returns the actual cost from the response's status
-	// (200 when the handler wrote none) and header map instead of
-	// Header; ok false keeps the estimate.
-	Cost func(status int, h http.Header) (cost int64, ok bool)
-	// TTL is how long a request's hold stays open: a handler that runs
-	// longer is charged its estimate. Default: 5 minutes; at most
-	// algo.MaxHoldTTL.
-	TTL time.Duration
-}
-
-// on reports whether s is set.
-func (s Settle) on() bool { return s.Header != "" || s.Cost != nil }
-
-// actual returns the cost the response reports.
-func (s Settle) actual(status int, h http.Header) (int64, bool) {
-	if s.Cost != nil {
-		return s.Cost(status, h)
-	}
-	n, err := strconv.ParseInt(h.Get(s.Header), 10, 64)
-	return n, err == nil && n >= 0
-}
-
-// settler is a Settle route's state: its hold TTL, and the running
-// estimate of a route that sets no cost.
+// settler is a settled route's state: where its responses report their
+// cost, its hold TTL, and the running estimate of a route that sets no
+// cost.
 type settler struct {
-	Settle
+	header   string
+	cost     func(status int, h http.Header) (int64, bool)
 	ttl      time.Duration
 	estimate *p95 // nil when the route has a Cost or CostBy
 }
 
-// checkSettle checks the route's Settle and builds its settler.
+// actual returns the cost the response reports.
+func (s *settler) actual(status int, h http.Header) (int64, bool) {
+	if s.cost != nil {
+		return s.cost(status, h)
+	}
+	n, err := strconv.ParseInt(h.Get(s.header), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// checkSettle checks the route's Settle fields and builds its settler.
 func (m *Middleware) checkSettle(cfg Config) error {
-	if !cfg.Settle.on() {
+	if cfg.Settle == "" && cfg.SettleCost == nil {
+		if cfg.SettleTTL != 0 {
+			return fmt.Errorf("%w: SettleTTL %v without Settle or SettleCost", ErrInvalidConfig, cfg.SettleTTL)
+		}
 		return nil
 	}
-	s := &settler{Settle: cfg.Settle, ttl: cfg.Settle.TTL}
+	s := &settler{header: cfg.Settle, cost: cfg.SettleCost, ttl: cfg.SettleTTL}
 	if s.ttl == 0 {
 		s.ttl = 5 * time.Minute
 	}
 	switch {
 	case s.ttl < time.Microsecond || s.ttl > algo.MaxHoldTTL:
-		return fmt.Errorf("%w: Settle.TTL %v outside [1µs, %v]", ErrInvalidConfig, s.ttl, algo.MaxHoldTTL)
+		return fmt.Errorf("%w: SettleTTL %v outside [1µs, %v]", ErrInvalidConfig, s.ttl, algo.MaxHoldTTL)
 	case len(m.limits) != 1:
 		return fmt.Errorf("%w: Settle charges requests of a route with a single Limit; this one has %d", ErrInvalidConfig, len(m.limits))
 	case cfg.Delay != 0 || cfg.ChargeIf != nil || m.shadow:

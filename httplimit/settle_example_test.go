@@ -17,7 +17,7 @@ import (
 // streamed: each call holds an estimate of 1,000 tokens and is charged
 // what the model used. A call of 90,000 tokens puts the client in debt,
 // which its next call waits out.
-func ExampleSettle() {
+func ExampleConfig_settle() {
 	clk := clock.NewMock()
 	st, err := memstore.New(memstore.Config{Clock: clk})
 	if err != nil {
@@ -40,7 +40,7 @@ func ExampleSettle() {
 	llm, err := mw.With(httplimit.Config{
 		Limits: []httplimit.Limit{{Name: "tokens", Policy: algo.PerMinute(60_000).Burst(60_000)}},
 		Cost:   1_000, // the estimate a call holds
-		Settle: httplimit.Settle{Header: "X-LLM-Tokens"},
+		Settle: "X-LLM-Tokens",
 	})
 	mux.Handle("POST /v1/chat", llm.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		used := proxyToModel(w, r) // streams the answer, returns the tokens it used

@@ -45,7 +45,7 @@ func TestSettleByHeader(t *testing.T) {
 	var ev events
 	p := algo.PerSecond(100).Burst(1000)
 	m, err := New(Config{Store: s, Clock: clk, Limits: []Limit{{Policy: p}}, Cost: 100, Observer: ev.Observe,
-		Settle: Settle{Header: "X-Tokens"}})
+		Settle: "X-Tokens"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +83,10 @@ func TestSettleRunningEstimate(t *testing.T) {
 	clk := newClock()
 	var ev events
 	m, err := New(Config{Store: newStore(t, clk), Clock: clk, Limits: []Limit{{Policy: algo.PerSecond(1e6).Burst(1e6)}},
-		Observer: ev.Observe, Settle: Settle{Cost: func(status int, h http.Header) (int64, bool) {
+		Observer: ev.Observe, SettleCost: func(status int, h http.Header) (int64, bool) {
 			n, err := strconv.ParseInt(h.Get("X-Tokens"), 10, 64)
 			return n, err == nil
-		}}})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +112,15 @@ func TestSettleConfig(t *testing.T) {
 		"quota":      {Limits: []Limit{{Policy: algo.Quota(10, algo.Day, 0)}}},
 	}
 	for name, c := range bad {
-		c.Settle = Settle{Header: "X-Tokens"}
+		c.Settle = "X-Tokens"
 		if _, err := New(c); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := New(Config{Settle: Settle{Header: "X", TTL: algo.MaxHoldTTL + 1}}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(Config{Settle: "X", SettleTTL: algo.MaxHoldTTL + 1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("TTL above MaxHoldTTL: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := New(Config{Limits: []Limit{{Policy: p}}, SettleTTL: time.Minute}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("SettleTTL without Settle: %v, want ErrInvalidConfig", err)
 	}
 }
