@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -134,28 +135,48 @@ func TestMutants(t *testing.T) {
 }
 
 // TestSuiteCatchesBugs: the plain map store passes, and each planted bug
-// fails the check meant for it. The suite runs in a child process, since a
-// failing suite fails the test that runs it.
+// fails the check meant for it. The suite runs in child processes, since a
+// failing suite fails the test that runs it: one for the plain store's
+// whole suite, and one per mutant running only the check meant for it (the
+// other checks' verdicts on a mutant say nothing here), GOMAXPROCS at once.
 func TestSuiteCatchesBugs(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child process")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMutants$", "-test.v", "-rapid.nofailfile", "-rapid.checks=200") // each planted bug is found in ~10% of cases, so 200 miss with odds below 1e-8
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	out, _ := cmd.CombinedOutput()
-	failed := map[string]bool{} // "mutant/Check"
-	for _, m := range regexp.MustCompile(`--- FAIL: TestMutants/([^/\s]+)/(\w+)`).FindAllStringSubmatch(string(out), -1) {
-		failed[m[1]+"/"+m[2]] = true
+	// child runs the suite's checks matching check ("" for all) on mutant.
+	child := func(mutant, check string) string {
+		run := "^TestMutants$/^" + regexp.QuoteMeta(strings.ReplaceAll(mutant, " ", "_")) + "$"
+		if check != "" {
+			run += "/^" + check + "$"
+		}
+		cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.v", "-rapid.nofailfile", "-rapid.checks=200") // each planted bug is found in ~10% of cases, so 200 miss with odds below 1e-8
+		cmd.Env = append(os.Environ(), childEnv+"=1")
+		out, _ := cmd.CombinedOutput()
+		return string(out)
 	}
-	if !strings.Contains(string(out), "--- PASS: TestMutants/none (") || slices.ContainsFunc(slices.Collect(maps.Keys(failed)), func(k string) bool { return strings.HasPrefix(k, "none/") }) {
+	outs := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for mutant, check := range maps.All(mutants) {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out := child(mutant, check)
+			mu.Lock()
+			outs[mutant] = out
+			mu.Unlock()
+		})
+	}
+	out := child("none", "")
+	wg.Wait()
+	if !strings.Contains(out, "--- PASS: TestMutants/none (") || strings.Contains(out, "--- FAIL") {
 		t.Fatalf("the plain map store did not pass:\n%s", out)
 	}
 	for mutant, check := range mutants {
-		if name := strings.ReplaceAll(mutant, " ", "_"); !failed[name+"/"+check] {
-			t.Errorf("mutant %q: check %s did not fail; failed: %v", mutant, check, failed)
+		want := "--- FAIL: TestMutants/" + strings.ReplaceAll(mutant, " ", "_") + "/" + check + " ("
+		if !strings.Contains(outs[mutant], want) {
+			t.Errorf("mutant %q: check %s did not fail:\n%s", mutant, check, outs[mutant])
 		}
-	}
-	if t.Failed() {
-		t.Logf("child output:\n%s", out)
 	}
 }
