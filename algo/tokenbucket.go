@@ -59,7 +59,7 @@ func (tb TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, e
 }
 
 // TakeTo is Take with the Result written to *res (left zero on error): the
-// same answer, for a store's hot path. A Result has six fields, too many
+// same answer, for a store's hot path. A Result has five fields, too many
 // for the compiler to keep in registers, so a Result returned from a call
 // is spilled and then copied, and the copy stalls on the stores just made;
 // written in place, it is read back field by field.
