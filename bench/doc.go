@@ -40,5 +40,7 @@
 // ulule's Redis stores, the redis-benchmark ceiling on the same server, and
 // memory per key. run.sh runs everything and cmd/benchtables turns the
 // output into Markdown tables (bench/out/generated.md), from which
-// BENCHMARKS.md's tables are copied.
+// BENCHMARKS.md's tables are copied. ab.sh REV answers "did my change slow
+// ratebucket down?": ratebucket's own rows built from REV and from the
+// working tree, run in alternating rounds, then benchstat old vs new.
 package bench
