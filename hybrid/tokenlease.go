@@ -158,8 +158,9 @@ func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
 
 // Take admits from the key's batch when it holds cost tokens; otherwise,
 // for a leased key, it tops the batch up with one TakeAtMost and admits
-// from it, or denies when the primary has not enough; for any other key
-// it is the primary's Take. See the package doc.
+// from it, or denies when the primary has not enough, and then denies
+// without a call for a pause (see pauseFor); for any other key it is the
+// primary's Take. See the package doc.
 //
 // An admission from the batch makes no call and allocates nothing: 126 ns
 // against memstore's own Take, 74 ns (BenchmarkLeases, benchstat of 6
