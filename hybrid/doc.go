@@ -173,10 +173,13 @@
 //     instance is refilled within L. A request of cost c is taken from the
 //     batch whole or not at all: the batch is topped up (to at most the
 //     cap) when it holds less; a cost above the cap is the primary's Take.
-//   - When the primary has too few tokens, the request is denied with the
-//     primary's RetryAfter (for the tokens the batch lacks). A primary
-//     error is returned as it came: stack Leases over a [Fallback] and its
-//     Mode applies once the batch is spent.
+//   - When the primary has too few tokens, the key is paced: for
+//     min(L/2, max(L/32, n·g/rate)), g the tokens granted, a request the
+//     batch cannot cover is denied without a call. A denial's RetryAfter
+//     is the primary's for the tokens the batch lacks, or the pause's
+//     end, whichever is later. A primary error is returned as it came:
+//     stack Leases over a [Fallback] and its Mode applies once the batch
+//     is spent.
 //   - A batch is given back exactly once, under the policy it was taken
 //     under: when L ends (at the key's next call, or by the SweepEvery
 //     goroutine or [Leases.Sweep]), when demand falls, on a policy change

@@ -592,8 +592,10 @@ func TestLeasesGiveBack(t *testing.T) {
 
 // TestLeasesCosts: a cost is taken from the batch whole or not at all (the
 // batch is topped up, within the cap, when it holds less); a cost above
-// the cap is the primary's Take; an empty bucket denies with the
-// primary's RetryAfter, for what the batch lacks.
+// the cap is the primary's Take; a short grant pauses the key, whose
+// requests are then denied without a call until the pause ends; an empty
+// bucket denies with at least the primary's RetryAfter for what the batch
+// lacks.
 func TestLeasesCosts(t *testing.T) {
 	p := algo.PerSecond(100).Burst(30) // cap: min(30, 10) = 10 at L = 100ms
 	r := newLeaseRig(t)
@@ -622,12 +624,21 @@ func TestLeasesCosts(t *testing.T) {
 	}
 	for take(1).Allowed { // drain the bucket and the batch
 	}
-	want, _ := r.ms.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
-	if res := take(1); res.Allowed || res.RetryAfter != want.RetryAfter {
-		t.Fatalf("on an empty bucket: %+v; want the primary's RetryAfter %v", res, want.RetryAfter)
+	// The drain ended on a short grant: the key is paused (pauseFor),
+	// and a denial says so.
+	calls = r.l.Stats().Calls
+	if res := take(1); res.Allowed || res.RetryAfter <= 0 || res.RetryAfter > 50*time.Millisecond || r.l.Stats().Calls != calls {
+		t.Fatalf("in the pause: %+v, %d calls; want a local denial for at most L/2", res, r.l.Stats().Calls-calls)
 	}
-	if res := take(3); res.Allowed || res.RetryAfter != want.RetryAfter+20*time.Millisecond {
-		t.Fatalf("3 on an empty bucket: %+v; want the primary's RetryAfter for 3 tokens, %v", res, want.RetryAfter+20*time.Millisecond)
+	r.clk.Add(50 * time.Millisecond) // past any pause: 5 tokens refilled
+	for take(1).Allowed {
+	}
+	r.clk.Add(50 * time.Millisecond)
+	for take(1).Allowed {
+	}
+	want, _ := r.ms.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1})
+	if res := take(3); res.Allowed || res.RetryAfter < want.RetryAfter+20*time.Millisecond {
+		t.Fatalf("3 on an empty bucket: %+v; want at least the primary's RetryAfter for 3 tokens, %v", res, want.RetryAfter+20*time.Millisecond)
 	}
 }
 
@@ -742,4 +753,57 @@ func TestLeasesDirectConcurrent(t *testing.T) {
 	if st := l.Stats(); st.Calls != g.n || st.Local != 0 {
 		t.Fatalf("%+v: want %d direct calls", st, g.n)
 	}
+}
+
+// TestLeasesSaturatedCalls: 3 instances over one memstore, each a closed
+// loop asking far above the rate of a saturated key (issue 29), make at
+// most 0.02 primary calls per admission and admit at least 95% of what the
+// bucket can give, C + r·T over T, in virtual time. With the pause on a
+// dry key turned off the same run must fail the calls check: every
+// refused request then asks the primary again.
+func TestLeasesSaturatedCalls(t *testing.T) {
+	p := algo.PerSecond(50_000).Burst(5_000)
+	cfg := hybrid.LeasesConfig{Instances: 3, Lifetime: 100 * time.Millisecond}
+	const T = 2 * time.Second
+	run := func(t *testing.T, nopause bool) (perAdmitted float64, admitted, can int64) {
+		f := testFleet(t, p, cfg, []time.Duration{0, 3 * time.Millisecond, -7 * time.Millisecond})
+		if nopause {
+			for _, l := range f.ls {
+				hybrid.PlantNoPause(l)
+			}
+		}
+		// 3 takes every 5 µs: 600,000/s against 50,000/s.
+		f.rotate(t, 0, T, 5*time.Microsecond, func(int, time.Duration) bool { return true })
+		var calls int64
+		for i, l := range f.ls {
+			calls += l.Stats().Calls
+			admitted += f.per[i]
+		}
+		can = p.Capacity() + p.Bound(T) - p.Capacity() // C + r·T
+		t.Logf("nopause %v: %d admitted of %d the bucket can give, %d calls: %.4f per admitted; per instance %v",
+			nopause, admitted, can, calls, float64(calls)/float64(admitted), f.per)
+		if !nopause {
+			fairShare(t, "paced", f.per)
+		}
+		return float64(calls) / float64(admitted), admitted, can
+	}
+	check := func(perAdmitted float64, admitted, can int64) string {
+		switch {
+		case perAdmitted > 0.02:
+			return fmt.Sprintf("%.4f calls per admitted, want at most 0.02", perAdmitted)
+		case float64(admitted) < 0.95*float64(can):
+			return fmt.Sprintf("admitted %d, want at least 95%% of %d", admitted, can)
+		}
+		return ""
+	}
+	t.Run("paced", func(t *testing.T) {
+		if s := check(run(t, false)); s != "" {
+			t.Error(s)
+		}
+	})
+	t.Run("unpaced", func(t *testing.T) {
+		if s := check(run(t, true)); s == "" {
+			t.Error("without the pause the run passes too: the test proves nothing")
+		}
+	})
 }

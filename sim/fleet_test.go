@@ -23,27 +23,27 @@ func TestLeasesAndFleetTables(t *testing.T) {
 | algo  | store    | admit | deny | false429 | peak 1s 10s 60s | law |
 |-------|----------|------:|-----:|---------:|----------------:|----:|
 | token | shared×3 | 51004 | 9068 |   15.10% |  1.00 0.50 0.08 |  ok |
-| token | leased×3 | 51012 | 9060 |   15.08% |  0.92 0.50 0.08 |  ok |
+| token | leased×3 | 50814 | 9258 |   15.41% |  0.90 0.50 0.08 |  ok |
 
 backend calls per second:
 
 | store    | calls/s |
 |----------|--------:|
 | shared×3 |   12014 |
-| leased×3 |    6449 |
+| leased×3 |     131 |
 `},
 		{"leases", 100, `
 | algo  | store      | admit | deny | false429 | peak 1s 10s 60s | law |
 |-------|------------|------:|-----:|---------:|----------------:|----:|
 | token | shared×100 | 51004 | 9068 |   15.10% |  1.00 0.50 0.08 |  ok |
-| token | leased×100 | 50921 | 9151 |   15.23% |  0.91 0.50 0.08 |  ok |
+| token | leased×100 | 50722 | 9350 |   15.56% |  0.89 0.50 0.08 |  ok |
 
 backend calls per second:
 
 | store      | calls/s |
 |------------|--------:|
 | shared×100 |   12014 |
-| leased×100 |    6656 |
+| leased×100 |    2026 |
 `},
 		{"fleet", 100, `
 | algo  | store      | admit | deny | false429 | peak 1s 10s 60s | law |
@@ -121,10 +121,12 @@ func TestLeasedTimeline(t *testing.T) {
 	if !tl.Exact || len(tl.Levels) != 4 || tl.Levels[0].Instance != -1 {
 		t.Fatalf("exact %v, %d levels (want the shared store's and 3 batches)", tl.Exact, len(tl.Levels))
 	}
-	// Over the plain bound in its tightest interval, within BatchBound.
-	if l := tl.Law; !l.Holds || l.Admitted <= hot.Bound(l.To-l.From) || l.Bound != hot.BatchBound(l.To-l.From, leases.lifetime, 3) {
-		t.Errorf("the timeline's law %v: want it held by BatchBound, %d, and the plain bound %d exceeded",
-			l, hot.BatchBound(l.To-l.From, leases.lifetime, 3), hot.Bound(l.To-l.From))
+	// Judged by BatchBound, and held. (It went over the plain bound in
+	// its tightest interval until a dry key was paced: the paced fleet
+	// admits 8693 there, the plain bound 8851.)
+	if l := tl.Law; !l.Holds || l.Bound != hot.BatchBound(l.To-l.From, leases.lifetime, 3) {
+		t.Errorf("the timeline's law %v: want it held by BatchBound, %d",
+			l, hot.BatchBound(l.To-l.From, leases.lifetime, 3))
 	}
 	limit := hot.BatchCap(leases.lifetime, 3)
 	for _, lv := range tl.Levels {
