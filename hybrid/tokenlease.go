@@ -70,10 +70,6 @@ type Leases struct {
 	keys   sync.Map
 	n      atomic.Int64
 	closed atomic.Bool
-	// free gives each batch back as soon as it is granted, and spends
-	// it all the same: the planted over-admission (a batch not charged)
-	// that the bound's tests must catch. Set by export_test.go only.
-	free bool
 	// nopause turns the pause on a dry key off: every request the batch
 	// cannot cover calls the primary, as before issue 29. Set by
 	// export_test.go only, for the test that the pause is what saves the
@@ -216,9 +212,6 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	g, res, err := l.primary.TakeAtMost(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: ask, Refundable: r.Refundable})
 	if err != nil {
 		return algo.Result{}, false, err
-	}
-	if g > 0 && l.free {
-		l.primary.Refund(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: g})
 	}
 	if g > 0 {
 		l.batches.Add(1)
