@@ -191,7 +191,7 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	// leased then reaches the primary from every caller at once, which
 	// redisstore's pipeline groups into one round trip.
 	e.mu.Lock()
-	now := l.cfg.Clock.Now()
+	now := l.cfg.Clock.Now().UnixMicro() // µs, as the lease keeps its times
 	want, ok := l.leased(ctx, e, r, now)
 	if !ok {
 		e.mu.Unlock()
@@ -215,7 +215,7 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	}
 	if g > 0 {
 		l.batches.Add(1)
-		e.p, e.left, e.t0, e.reset = r.Policy, e.left+g, now.UnixMicro(), res.ResetAfter
+		e.p, e.left, e.t0, e.reset = r.Policy, e.left+g, now, res.ResetAfter
 		l.obs.leaseBatch(e, observe.LeaseBatch{Taken: g})
 	}
 	var w time.Duration
@@ -223,7 +223,7 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 		// The bucket is dry. If e.left > 0, e.p is r.Policy already
 		// (leased gave back a batch of another policy).
 		w = l.pauseFor(r.Policy, g)
-		e.p, e.paused = r.Policy, now.Add(w).UnixMicro()
+		e.p, e.paused = r.Policy, now+w.Microseconds()
 	}
 	if r.Cost <= e.left {
 		return l.spend(e, r.Cost), false, nil
@@ -278,11 +278,11 @@ func (l *Leases) pauseFor(p algo.Policy, g int64) time.Duration {
 
 // pausing returns how long e's pause lasts from now, or 0. A pause longer
 // than L/2 (the clock went back) ends at once.
-func (l *Leases) pausing(e *lease, now time.Time) time.Duration {
+func (l *Leases) pausing(e *lease, now int64) time.Duration {
 	if e.paused == 0 {
 		return 0
 	}
-	d := time.Duration(e.paused-now.UnixMicro()) * time.Microsecond
+	d := time.Duration(e.paused-now) * time.Microsecond
 	if d <= 0 || d > l.cfg.Lifetime/2 {
 		e.paused = 0
 		return 0
@@ -290,13 +290,14 @@ func (l *Leases) pausing(e *lease, now time.Time) time.Duration {
 	return d
 }
 
-// leased counts r's demand on e at now and reports whether r is to be
-// taken from e's batch (topped up if need be) rather than by the
-// primary's Take, with the batch's size: the demand, within the cap. It
+// leased counts r's demand on e at now (µs since the epoch) and reports
+// whether r is to be taken from e's batch (topped up if need be) rather
+// than by the primary's Take, with the batch's size: the demand, within
+// the cap. It
 // gives the batch back on a policy change, at the end of its Lifetime and
 // when the demand falls. Called with e.mu held; it makes no call but those
 // refunds.
-func (l *Leases) leased(ctx context.Context, e *lease, r store.Request, now time.Time) (int64, bool) {
+func (l *Leases) leased(ctx context.Context, e *lease, r store.Request, now int64) (int64, bool) {
 	if e.gone {
 		return 0, false
 	}
@@ -344,8 +345,8 @@ func (l *Leases) direct(ctx context.Context, r store.Request) (algo.Result, bool
 
 // expired reports whether e's batch may no longer be spent at now: its
 // Lifetime ended, or the clock went back past its start.
-func (l *Leases) expired(e *lease, now time.Time) bool {
-	d := now.UnixMicro() - e.t0
+func (l *Leases) expired(e *lease, now int64) bool {
+	d := now - e.t0
 	return d < 0 || d >= l.cfg.Lifetime.Microseconds()
 }
 
@@ -370,13 +371,12 @@ func (l *Leases) void(ctx context.Context, e *lease) {
 	l.obs.leaseBatch(e, observe.LeaseBatch{Returned: n})
 }
 
-// measure counts cost asked at now, and returns the demand: tokens per
+// measure counts cost asked at now (µs since the epoch), and returns the demand: tokens per
 // Lifetime, the larger of the EWMA and the current window's count, rounded
 // up. Windows are Lifetime long; each completed window is averaged in with
 // weight ½, and each window without demand halves the EWMA.
-func (e *lease) measure(now time.Time, cost int64, lifetime time.Duration) int64 {
-	us := now.UnixMicro()
-	if d := time.Duration(us-e.win) * time.Microsecond; d >= lifetime || d < 0 {
+func (e *lease) measure(now, cost int64, lifetime time.Duration) int64 {
+	if d := time.Duration(now-e.win) * time.Microsecond; d >= lifetime || d < 0 {
 		k := int64(1)
 		if d > 0 {
 			k = int64(d / lifetime)
@@ -388,7 +388,7 @@ func (e *lease) measure(now time.Time, cost int64, lifetime time.Duration) int64
 		if e.demand < 1e-3 {
 			e.demand = 0 // idle: the key may be forgotten
 		}
-		e.win, e.n = us, 0
+		e.win, e.n = now, 0
 	}
 	e.n += cost
 	return max(int64(e.demand+0.999), e.n)
@@ -508,7 +508,7 @@ func (l *Leases) sweep(ctx context.Context, all bool) int64 {
 	l.each(func(e *lease) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		now := l.cfg.Clock.Now()
+		now := l.cfg.Clock.Now().UnixMicro()
 		want := min(e.measure(now, 0, l.cfg.Lifetime), e.p.BatchCap(l.cfg.Lifetime, l.cfg.Instances))
 		if all || l.expired(e, now) || want < l.cfg.MinBatch {
 			l.void(ctx, e)
