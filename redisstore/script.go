@@ -263,9 +263,11 @@ func (p *policyArg) String() string { return string(p.b) }
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, the
 // keys and the registry, the call (none for a take on the server clock),
 // for a client clock now and the margin, then per key its policy and cost,
-// with opReserve's maxWait after them, and for opCancel the ticket (At,
-// Units, Mark) instead of the cost (see tokenbucket.lua). in carries those
-// two; it may be nil for other ops.
+// with opReserve's maxWait and opHold's TTL after them, for opCancel the
+// ticket (At, Units, Mark) instead of the cost and for opSettle the actual
+// cost, estimate and deadline (see tokenbucket.lua); opHold and opSettle
+// add the hold's record among the keys. in carries those; it may be nil
+// for other ops.
 func (s *Store) scriptArgs(op, clock string, now int64, reqs []store.Request, in *inspected) []any {
 	c := new(call)
 	s.fillArgs(c, op, clock, now, reqs, in)
