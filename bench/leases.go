@@ -15,8 +15,12 @@ import (
 var Global = Policy{Name: "global", Burst: 5_000, Tokens: 50_000, Period: 1e9}
 
 // Leased is ratebucket's redisstore (as configured by default) behind
-// hybrid.Leases with Instances instances sharing its buckets and the
-// default lifetime: a hot key's tokens spent from local batches.
+// hybrid's stack for hot keys, as docs/leases.md recommends it:
+// hybrid.Leases (instances instances sharing its buckets, the default
+// lifetime) over hybrid.DenyCache. A hot key whose demand is worth a
+// batch spends its tokens from local batches; a hot key that cannot be
+// leased (its rate·L below MinBatch, say 2/s) and is mostly denied is
+// denied locally by the cache until Redis would admit it.
 func Leased(instances int) RedisImpl {
 	return RedisImpl{"ratebucket-leases", "rl:", func(c *redis.Client, p Policy) (Limiter, func() error, error) {
 		ap, err := p.Algo()
@@ -27,7 +31,11 @@ func Leased(instances int) RedisImpl {
 		if err != nil {
 			return nil, nil, err
 		}
-		ls, err := hybrid.NewLeases(s, hybrid.LeasesConfig{Instances: instances})
+		dc, err := hybrid.NewDenyCache(s, hybrid.DenyCacheConfig{})
+		if err != nil {
+			return nil, nil, errors.Join(err, s.Close())
+		}
+		ls, err := hybrid.NewLeases(dc, hybrid.LeasesConfig{Instances: instances})
 		if err != nil {
 			return nil, nil, errors.Join(err, s.Close())
 		}
