@@ -9,7 +9,7 @@ func (o observer) leaseBatch(e *lease, b observe.LeaseBatch) {
 	if o.o == nil {
 		return
 	}
-	b.Store, b.Local, e.spent = o.name, e.spent, 0
+	b.Store, b.Local, e.spent = o.name, int64(e.spent), 0
 	o.o.ObserveLeaseBatch(b)
 }
 

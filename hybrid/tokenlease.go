@@ -3,9 +3,11 @@ package hybrid
 import (
 	"context"
 	"fmt"
-	"sync"
+	"hash/maphash"
+	"math"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/observe"
@@ -33,9 +35,12 @@ type LeasesConfig struct {
 	MinBatch int64
 	// Keys is the most keys whose demand is measured at once; further keys
 	// are passed through unleased until idle keys are swept. The default
-	// is DefaultLeaseKeys. A key takes about 254 bytes beyond the
-	// primary's bucket, its name included (BenchmarkLeasedKeyHeap in
-	// bench/, 10,000 keys).
+	// is DefaultLeaseKeys. A key takes about 59 bytes beyond the
+	// primary's bucket, the header of its name included
+	// (BenchmarkLeasedKeyHeap in bench/, 10,000 keys); the memory of the
+	// most keys measured at once is kept for the next. A key longer than
+	// 32,767 bytes is never leased, nor are policies beyond the first
+	// 65,535 that batches are taken under.
 	Keys int
 	// SweepEvery is how often a goroutine gives back the batches whose
 	// Lifetime ended, or whose key's demand fell below MinBatch, and
@@ -65,10 +70,18 @@ type LeasesConfig struct {
 type Leases struct {
 	primary store.Store
 	cfg     LeasesConfig
-	// keys holds each measured key's *lease: a lock-free read on the
-	// hot path; n counts them, within cfg.Keys.
-	keys   sync.Map
+	// shards hold each measured key's lease (tokenlease_table.go); n
+	// counts them, within cfg.Keys.
+	shards [leaseShards]leaseShard
+	seed   maphash.Seed
+	hseed  uint64 // memhash's seed, drawn from seed (see hash)
 	n      atomic.Int64
+	pols   leasePolicies
+	// A tick, the unit of an entry's times, is 1<<qs µs: 1 µs, or for a
+	// Lifetime above 15 s the least power of two that makes 2^31 ticks at
+	// least 140 Lifetimes (see longAgo). lt is the Lifetime in µs.
+	qs     uint
+	lt     int64
 	closed atomic.Bool
 	// nopause turns the pause on a dry key off: every request the batch
 	// cannot cover calls the primary, as before issue 29. Set by
@@ -85,35 +98,39 @@ type Leases struct {
 
 var _ store.Store = (*Leases)(nil)
 
-// lease is one key's demand and batch, guarded by mu. A key's takes are
-// serialized by mu, including the TakeAtMost that fills its batch: the
-// callers waiting meanwhile would otherwise each call the primary. A
-// direct Take (the key not leased, or a cost above the cap) is made after
-// mu is released, so it never waits for another.
+// lease is one key's demand and batch, 48 bytes in its shard's chunk,
+// guarded by the shard's lock. A key's takes are serialized, including the
+// TakeAtMost that fills its batch: the callers waiting meanwhile would
+// otherwise each call the primary. So the entry is busy while a primary
+// call is made for it, the shard's lock released, and the others wait
+// (leaseShard). A direct Take (the key not leased, or a cost above the
+// cap) is made with no lock held, so it never waits for another.
+//
+// Times are ticks relative to the shard's base (see longAgo): win, t0 and
+// paused take 12 bytes where three int64 µs took 24, and the policy a
+// 2-byte number (leasePolicies) where algo.Policy took 24.
 type lease struct {
-	mu   sync.Mutex
-	key  string
-	gone bool // swept out of its shard's map
-	// The demand: cost asked in the window that began at win (µs since
-	// the epoch), and the EWMA of the completed windows' (each one
-	// Lifetime long), halved per window.
-	win    int64
-	n      int64
-	demand float64
-	// The batch: left tokens taken under p at t0 (µs since the epoch),
-	// and the ResetAfter of the primary's answer. Times as int64 µs and
-	// the one field of the answer that spend uses: win, t0 and reset
-	// take 24 bytes where two time.Time and an algo.Result took 88.
-	p     algo.Policy
-	left  int64
-	t0    int64
-	reset time.Duration
+	key unsafe.Pointer // the key's bytes; nil in a free entry
+	// The batch: left tokens taken under policy number pol at t0, and
+	// the ResetAfter of the primary's answer, in µs (to 7 digits).
+	// In a free entry, left is the next free entry's number+1.
+	left int64
+	klen uint16 // the key's length; bit 15 (busyBit): busy
+	pol  uint16
+	// The demand: cost asked in the window that began at win (up to
+	// 2^32−1, where it stays), and the EWMA of the completed windows'
+	// (each one Lifetime long), halved per window.
+	n   uint32
+	win int32
+	t0  int32
+	// paused is when the pause on the key ends: the last TakeAtMost
+	// granted less than it asked (see pauseFor), and until then no
+	// primary call is made for the key. noPause: no pause.
+	paused int32
+	demand float32
+	reset  float32
 	// spent counts admissions from the batch since the last report.
-	spent int64
-	// paused is when, in µs since the epoch, the pause on the key ends:
-	// the last TakeAtMost granted less than it asked (see pauseFor), and
-	// until then no primary call is made for the key. 0: no pause.
-	paused int64
+	spent uint32
 }
 
 // NewLeases returns a Leases in front of primary. It returns an error
@@ -147,7 +164,15 @@ func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
-	l := &Leases{primary: primary, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, defaultLeasesName)}
+	l := &Leases{primary: primary, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, defaultLeasesName),
+		seed: maphash.MakeSeed(), lt: cfg.Lifetime.Microseconds()}
+	l.hseed = maphash.String(l.seed, "")
+	for 1<<(31+l.qs) < 140*l.lt {
+		l.qs++
+	}
+	for i := range l.shards {
+		l.shards[i].init()
+	}
 	l.ops.run = l.opFrom
 	if cfg.SweepEvery > 0 {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
@@ -162,10 +187,10 @@ func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
 // without a call for a pause (see pauseFor); for any other key it is the
 // primary's Take. See the package doc.
 //
-// An admission from the batch makes no call and allocates nothing: 66 ns
-// against memstore's own Take, 48 ns (BenchmarkLeases, benchstat of 6
-// runs on 2 busy cores, 2026-12-06; the map read is lock-free, the key's
-// mutex is taken once).
+// An admission from the batch makes no call and allocates nothing: 583
+// instructions per Take against memstore's own 512 (BenchmarkLeases under
+// callgrind, 2026-12-06; 594 with the sync.Map of *lease this replaced);
+// one hash, the shard's mutex taken once.
 func (l *Leases) Take(ctx context.Context, r store.Request) (algo.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return algo.Result{}, err
@@ -183,50 +208,83 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	if r.Cost <= 0 || r.Policy.Unit() == 0 {
 		return l.direct(ctx, r) // a peek, a quota, or bad input
 	}
-	e := l.entry(r.Key)
+	// A direct call is made after the shard's lock is released: a key
+	// that is not leased then reaches the primary from every caller at
+	// once, which redisstore's pipeline groups into one round trip.
+	h := l.hash(r.Key)
+	sh := l.shardOf(h)
+	sh.mu.Lock()
+	e := sh.hold(l, h, r.Key, true)
 	if e == nil {
+		sh.mu.Unlock()
 		return l.direct(ctx, r)
 	}
-	// A direct call is made after e.mu is released: a key that is not
-	// leased then reaches the primary from every caller at once, which
-	// redisstore's pipeline groups into one round trip.
-	e.mu.Lock()
-	now := l.cfg.Clock.Now().UnixMicro() // µs, as the lease keeps its times
-	want, ok := l.leased(ctx, e, r, now)
+	now := sh.ticks(l)
+	want, ok := l.leased(ctx, sh, e, r, now)
 	if !ok {
-		e.mu.Unlock()
+		sh.release(e)
 		return l.direct(ctx, r)
 	}
-	defer e.mu.Unlock()
 	if r.Cost <= e.left {
-		return l.spend(e, r.Cost), false, nil
+		// e is not busy: leased gave nothing back, or e.left would be 0.
+		res := l.spend(e, r.Cost, r.Policy.Capacity())
+		sh.mu.Unlock()
+		return res, false, nil
 	}
-	if wait := l.pausing(e, now); wait > 0 {
+	res, ok, err := l.topUp(ctx, sh, e, r, now, want)
+	sh.release(e)
+	if !ok {
+		return l.direct(ctx, r)
+	}
+	return res, false, err
+}
+
+// topUp is take for a leased key whose batch cannot cover r: it denies
+// during a pause, else tops the batch up with one TakeAtMost for want
+// tokens (r's cost at least) and admits from it, or denies. It reports
+// false when r is to be the primary's Take instead. Called with sh.mu
+// held, e held.
+func (l *Leases) topUp(ctx context.Context, sh *leaseShard, e *lease, r store.Request, now, want int64) (algo.Result, bool, error) {
+	if wait := l.pausing(sh, e, now); wait > 0 {
 		// The bucket was dry less than a pause ago: denied here, no
 		// call, nothing charged.
 		return algo.Result{Limit: r.Policy.Capacity(), RetryAfter: max(wait, tokensIn(r.Policy, r.Cost-e.left)),
-			ResetAfter: tokensIn(r.Policy, r.Policy.Capacity())}, false, nil
+			ResetAfter: tokensIn(r.Policy, r.Policy.Capacity())}, true, nil
+	}
+	pol := e.pol
+	if l.pols.of(pol) != r.Policy {
+		pol = l.pols.id(r.Policy)
+	}
+	if pol == 0 {
+		return algo.Result{}, false, nil // no number left for the policy
 	}
 	ask := max(want, r.Cost) - e.left // the batch stays within the cap
 	l.calls.Add(1)
-	g, res, err := l.primary.TakeAtMost(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: ask, Refundable: r.Refundable})
+	var (
+		g   int64
+		res algo.Result
+		err error
+	)
+	sh.unlocked(e, func() {
+		g, res, err = l.primary.TakeAtMost(ctx, store.Request{Key: r.Key, Policy: r.Policy, Cost: ask, Refundable: r.Refundable})
+	})
 	if err != nil {
-		return algo.Result{}, false, err
+		return algo.Result{}, true, err
 	}
 	if g > 0 {
 		l.batches.Add(1)
-		e.p, e.left, e.t0, e.reset = r.Policy, e.left+g, now, res.ResetAfter
+		e.pol, e.left, e.t0, e.reset = pol, e.left+g, sh.rel(now, sh.base), float32(res.ResetAfter.Microseconds())
 		l.obs.leaseBatch(e, observe.LeaseBatch{Taken: g})
 	}
 	var w time.Duration
 	if g < ask && !l.nopause {
-		// The bucket is dry. If e.left > 0, e.p is r.Policy already
+		// The bucket is dry. If e.left > 0, e.pol is r.Policy's already
 		// (leased gave back a batch of another policy).
 		w = l.pauseFor(r.Policy, g)
-		e.p, e.paused = r.Policy, now+w.Microseconds()
+		e.pol, e.paused = pol, sh.rel(now+(w.Microseconds()+1<<l.qs-1)>>l.qs, sh.base)
 	}
 	if r.Cost <= e.left {
-		return l.spend(e, r.Cost), false, nil
+		return l.spend(e, r.Cost, r.Policy.Capacity()), true, nil
 	}
 	// Denied. res is the primary's answer for one token (granted 0), or
 	// for the g tokens it had: what the batch lacks takes longer, and
@@ -236,7 +294,7 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 		res.RetryAfter = max(res.RetryAfter, tokensIn(r.Policy, lack))
 	}
 	res.RetryAfter = max(res.RetryAfter, w)
-	return res, false, nil
+	return res, true, nil
 }
 
 // pauseFor returns w, how long an instance whose TakeAtMost under p came
@@ -277,37 +335,34 @@ func (l *Leases) pauseFor(p algo.Policy, g int64) time.Duration {
 	return min(l.cfg.Lifetime/2, max(l.cfg.Lifetime/32, tokensIn(p, g)*time.Duration(l.cfg.Instances)))
 }
 
-// pausing returns how long e's pause lasts from now, or 0. A pause longer
-// than L/2 (the clock went back) ends at once.
-func (l *Leases) pausing(e *lease, now int64) time.Duration {
-	if e.paused == 0 {
+// pausing returns how long e's pause lasts from now (ticks), or 0. A pause
+// longer than L/2 (the clock went back) ends at once.
+func (l *Leases) pausing(sh *leaseShard, e *lease, now int64) time.Duration {
+	if e.paused == noPause {
 		return 0
 	}
-	d := time.Duration(e.paused-now) * time.Microsecond
+	d := time.Duration((sh.abs(e.paused)-now)<<l.qs) * time.Microsecond
 	if d <= 0 || d > l.cfg.Lifetime/2 {
-		e.paused = 0
+		e.paused = noPause
 		return 0
 	}
 	return d
 }
 
-// leased counts r's demand on e at now (µs since the epoch) and reports
+// leased counts r's demand on e, of shard sh, at now (ticks) and reports
 // whether r is to be taken from e's batch (topped up if need be) rather
 // than by the primary's Take, with the batch's size: the demand, within
-// the cap. It
-// gives the batch back on a policy change, at the end of its Lifetime and
-// when the demand falls. Called with e.mu held; it makes no call but those
-// refunds.
-func (l *Leases) leased(ctx context.Context, e *lease, r store.Request, now int64) (int64, bool) {
-	if e.gone {
-		return 0, false
+// the cap. It gives the batch back on a policy change, at the end of its
+// Lifetime and when the demand falls. Called with sh.mu held, e held; it
+// makes no call but those refunds.
+func (l *Leases) leased(ctx context.Context, sh *leaseShard, e *lease, r store.Request, now int64) (int64, bool) {
+	want := l.measure(sh, e, now, r.Cost)
+	changed := l.pols.of(e.pol) != r.Policy
+	if changed && e.paused != noPause {
+		e.paused = noPause // the pause was on the old policy's bucket
 	}
-	want := e.measure(now, r.Cost, l.cfg.Lifetime)
-	if e.paused != 0 && e.p != r.Policy {
-		e.paused = 0 // the pause was on the old policy's bucket
-	}
-	if e.left > 0 && (e.p != r.Policy || l.expired(e, now)) {
-		l.void(ctx, e) // a policy change, or the Lifetime ended
+	if e.left > 0 && (changed || l.expired(sh, e, now)) {
+		l.void(ctx, sh, e) // a policy change, or the Lifetime ended
 	}
 	if r.Cost <= e.left {
 		return want, true
@@ -315,7 +370,7 @@ func (l *Leases) leased(ctx context.Context, e *lease, r store.Request, now int6
 	cap := r.Policy.BatchCap(l.cfg.Lifetime, l.cfg.Instances)
 	want = min(want, cap)
 	if want < l.cfg.MinBatch {
-		l.void(ctx, e) // demand fell, if anything is left
+		l.void(ctx, sh, e) // demand fell, if anything is left
 		return want, false
 	}
 	return want, r.Cost <= cap // else no batch can hold it; the batch stays
@@ -326,13 +381,23 @@ func tokensIn(p algo.Policy, n int64) time.Duration {
 	return time.Duration((n*p.Unit()+p.Refill()-1)/p.Refill()) * time.Microsecond
 }
 
-// spend admits cost from e's batch: the answer describes the batch.
-func (l *Leases) spend(e *lease, cost int64) algo.Result {
+// spend admits cost from e's batch, taken under a policy of capacity c:
+// the answer describes the batch.
+func (l *Leases) spend(e *lease, cost, c int64) algo.Result {
 	e.left -= cost
-	e.spent++
+	if e.spent++; e.spent == math.MaxUint32 {
+		l.reportSpent(e)
+	}
 	l.local.Add(1)
-	return algo.Result{Allowed: true, Limit: e.p.Capacity(), Remaining: e.left, ResetAfter: e.reset}
+	return algo.Result{Allowed: true, Limit: c, Remaining: e.left,
+		ResetAfter: time.Duration(e.reset) * time.Microsecond}
 }
+
+// reportSpent reports the admissions from e's batch before their count
+// wraps. (Not inlined: spend is, without it.)
+//
+//go:noinline
+func (l *Leases) reportSpent(e *lease) { l.obs.leaseBatch(e, observe.LeaseBatch{}) }
 
 // direct is the primary's Take.
 func (l *Leases) direct(ctx context.Context, r store.Request) (algo.Result, bool, error) {
@@ -344,17 +409,18 @@ func (l *Leases) direct(ctx context.Context, r store.Request) (algo.Result, bool
 	return res, true, err
 }
 
-// expired reports whether e's batch may no longer be spent at now: its
-// Lifetime ended, or the clock went back past its start.
-func (l *Leases) expired(e *lease, now int64) bool {
-	d := now - e.t0
-	return d < 0 || d >= l.cfg.Lifetime.Microseconds()
+// expired reports whether e's batch may no longer be spent at now
+// (ticks): its Lifetime ended, or the clock went back past its start.
+func (l *Leases) expired(sh *leaseShard, e *lease, now int64) bool {
+	d := (now - sh.abs(e.t0)) << l.qs
+	return d < 0 || d >= l.lt
 }
 
 // void gives e's batch back to the primary under the policy it was taken
 // under, exactly once: a refund that fails loses the tokens (they are never
-// admitted here again; the bucket refills them). Called with e.mu held.
-func (l *Leases) void(ctx context.Context, e *lease) {
+// admitted here again; the bucket refills them). Called with sh.mu held
+// and e held, which it leaves busy if it made the call.
+func (l *Leases) void(ctx context.Context, sh *leaseShard, e *lease) {
 	n := e.left
 	if n == 0 {
 		l.obs.spentOut(e)
@@ -362,7 +428,9 @@ func (l *Leases) void(ctx context.Context, e *lease) {
 	}
 	e.left = 0
 	l.calls.Add(1)
-	_, err := l.primary.Refund(context.WithoutCancel(ctx), store.Request{Key: e.key, Policy: e.p, Cost: n})
+	r := store.Request{Key: e.keyString(), Policy: l.pols.of(e.pol), Cost: n}
+	var err error
+	sh.unlocked(e, func() { _, err = l.primary.Refund(context.WithoutCancel(ctx), r) })
 	if err != nil {
 		l.lost.Add(n)
 		l.obs.leaseBatch(e, observe.LeaseBatch{Lost: n})
@@ -372,27 +440,28 @@ func (l *Leases) void(ctx context.Context, e *lease) {
 	l.obs.leaseBatch(e, observe.LeaseBatch{Returned: n})
 }
 
-// measure counts cost asked at now (µs since the epoch), and returns the demand: tokens per
-// Lifetime, the larger of the EWMA and the current window's count, rounded
-// up. Windows are Lifetime long; each completed window is averaged in with
-// weight ½, and each window without demand halves the EWMA.
-func (e *lease) measure(now, cost int64, lifetime time.Duration) int64 {
-	if d := time.Duration(now-e.win) * time.Microsecond; d >= lifetime || d < 0 {
+// measure counts cost asked on e, of shard sh, at now (ticks), and returns
+// the demand: tokens per Lifetime, the larger of the EWMA and the current
+// window's count, rounded up. Windows are Lifetime long; each completed
+// window is averaged in with weight ½, and each window without demand
+// halves the EWMA.
+func (l *Leases) measure(sh *leaseShard, e *lease, now, cost int64) int64 {
+	if d := time.Duration((now-sh.abs(e.win))<<l.qs) * time.Microsecond; d >= l.cfg.Lifetime || d < 0 {
 		k := int64(1)
 		if d > 0 {
-			k = int64(d / lifetime)
+			k = int64(d / l.cfg.Lifetime)
 		}
-		e.demand = (e.demand + float64(e.n)) / 2
+		e.demand = (e.demand + float32(e.n)) / 2
 		for i := int64(1); i < k && e.demand > 0; i++ {
 			e.demand /= 2
 		}
 		if e.demand < 1e-3 {
 			e.demand = 0 // idle: the key may be forgotten
 		}
-		e.win, e.n = now, 0
+		e.win, e.n = sh.rel(now, sh.base), 0
 	}
-	e.n += cost
-	return max(int64(e.demand+0.999), e.n)
+	e.n = uint32(min(int64(e.n)+cost, math.MaxUint32))
+	return max(int64(e.demand+0.999), int64(e.n))
 }
 
 // TakeMulti passes the call to the primary unleased: a multi-limit take is
@@ -429,11 +498,14 @@ func (l *Leases) opFrom(ctx context.Context, o op) (opResult, bool, error) {
 		return opResult{}, false, err
 	}
 	if o.kind == opReserve || o.kind == opHold {
-		if e := l.lookup(o.key); e != nil {
-			e.mu.Lock()
-			l.void(ctx, e)
-			e.mu.Unlock()
+		h := l.hash(o.key)
+		sh := l.shardOf(h)
+		sh.mu.Lock()
+		if e := sh.hold(l, h, o.key, false); e != nil {
+			l.void(ctx, sh, e)
+			e.idle(sh)
 		}
+		sh.mu.Unlock()
 	}
 	l.calls.Add(1)
 	return opOn(ctx, l.primary, o)
@@ -463,38 +535,6 @@ func (l *Leases) RenewLease(ctx context.Context, key string, p algo.LeasePolicy,
 	return l.primary.RenewLease(ctx, key, p, id)
 }
 
-// lookup returns key's entry, or nil.
-func (l *Leases) lookup(key string) *lease {
-	if v, ok := l.keys.Load(key); ok {
-		return v.(*lease)
-	}
-	return nil
-}
-
-// entry returns key's entry, made if there is room, or nil.
-func (l *Leases) entry(key string) *lease {
-	if v, ok := l.keys.Load(key); ok {
-		return v.(*lease)
-	}
-	if key == "" || l.n.Add(1) > int64(l.cfg.Keys) {
-		l.n.Add(-1)
-		return nil
-	}
-	v, loaded := l.keys.LoadOrStore(key, &lease{key: key})
-	if loaded {
-		l.n.Add(-1)
-	}
-	return v.(*lease)
-}
-
-// each calls f with every entry.
-func (l *Leases) each(f func(e *lease)) {
-	l.keys.Range(func(_, v any) bool {
-		f(v.(*lease))
-		return true
-	})
-}
-
 // Sweep gives back the batches whose Lifetime ended or whose key's demand
 // fell below MinBatch, and forgets the keys without a batch or demand. It
 // returns the tokens given back. The SweepEvery goroutine calls it; call it
@@ -506,20 +546,30 @@ func (l *Leases) Sweep(ctx context.Context) int64 {
 // sweep is Sweep, or with all set Close's: every batch back.
 func (l *Leases) sweep(ctx context.Context, all bool) int64 {
 	before := l.returned.Load()
-	l.each(func(e *lease) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		now := l.cfg.Clock.Now().UnixMicro()
-		want := min(e.measure(now, 0, l.cfg.Lifetime), e.p.BatchCap(l.cfg.Lifetime, l.cfg.Instances))
-		if all || l.expired(e, now) || want < l.cfg.MinBatch {
-			l.void(ctx, e)
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		// Entries never move; one freed or added while the lock is
+		// released for a refund is seen or not.
+		for j := uint32(0); j < sh.next; j++ {
+			e := sh.at(j)
+			if e.key == nil || !sh.wait(e) {
+				continue
+			}
+			now := sh.ticks(l)
+			want := min(l.measure(sh, e, now, 0), l.pols.of(e.pol).BatchCap(l.cfg.Lifetime, l.cfg.Instances))
+			if all || l.expired(sh, e, now) || want < l.cfg.MinBatch {
+				l.void(ctx, sh, e)
+				e.idle(sh)
+			}
+			if e.left == 0 && e.n == 0 && e.demand == 0 {
+				_, k := sh.find(l.hash(e.keyString()), e.keyString())
+				sh.remove(l, k)
+				l.n.Add(-1)
+			}
 		}
-		if e.left == 0 && e.n == 0 && e.demand == 0 && !e.gone {
-			e.gone = true
-			l.keys.CompareAndDelete(e.key, e)
-			l.n.Add(-1)
-		}
-	})
+		sh.mu.Unlock()
+	}
 	return l.returned.Load() - before
 }
 
@@ -543,14 +593,17 @@ func (l *Leases) sweeper() {
 func (l *Leases) Stats() Stats {
 	st := Stats{Calls: l.calls.Load(), Local: l.local.Load(), Batches: l.batches.Load(),
 		Returned: l.returned.Load(), Lost: l.lost.Load()}
-	l.each(func(e *lease) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if !e.gone {
-			st.Entries++
-			st.Held += e.left
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for j := uint32(0); j < sh.next; j++ {
+			if e := sh.at(j); e.key != nil && sh.wait(e) {
+				st.Entries++
+				st.Held += e.left
+			}
 		}
-	})
+		sh.mu.Unlock()
+	}
 	return st
 }
 

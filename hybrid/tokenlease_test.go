@@ -489,6 +489,114 @@ func BenchmarkLeases(b *testing.B) {
 	}
 }
 
+// BenchmarkLeasesParallel is BenchmarkLeases on GOMAXPROCS goroutines
+// (2 in bench/'s runs) over 1,000 leased keys, each goroutine going
+// through them from its own start: the keys share the Leases' locks, which
+// must not make a parallel load slower.
+func BenchmarkLeasesParallel(b *testing.B) {
+	clk := storetest.NewClock()
+	l := newLeases(b, newMem(b, clk), hybrid.LeasesConfig{Instances: 1, Lifetime: time.Hour, Clock: clk, SweepEvery: -1})
+	p := algo.PerSecond(1e6).Burst(1e9)
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key:%d", i)
+		for range 10 {
+			l.Take(ctx, store.Request{Key: keys[i], Policy: p, Cost: 1}) // the demand, then the batch
+		}
+	}
+	var start atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(start.Add(499))
+		for pb.Next() {
+			i++
+			l.Take(ctx, store.Request{Key: keys[i%len(keys)], Policy: p, Cost: 1})
+		}
+	})
+	if st := l.Stats(); st.Local < int64(b.N) {
+		b.Fatalf("only %d of %d admitted from the batches", st.Local, b.N)
+	}
+}
+
+// TestLeasesClockJumps: a key's times are kept relative to a base that
+// moves with the clock; a jump of an hour forward or back, or of 40 days
+// (beyond what they keep exactly), ends the batch, which the key's next
+// take gives back, and a key leased after the jump leases as before.
+func TestLeasesClockJumps(t *testing.T) {
+	p := algo.PerSecond(100).Burst(1000)
+	for _, d := range []time.Duration{time.Hour, -time.Hour, 40 * 24 * time.Hour} {
+		t.Run(d.String(), func(t *testing.T) {
+			r := newLeaseRig(t)
+			held := r.batch(t, "k", p)
+			r.clk.Add(d)
+			if res, err := r.l.Take(ctx, store.Request{Key: "k", Policy: p, Cost: 1}); err != nil || !res.Allowed {
+				t.Fatalf("take after the jump: %+v, %v", res, err)
+			}
+			if st := r.l.Stats(); st.Returned != held {
+				t.Fatalf("%+v after the jump: want the batch of %d given back", st, held)
+			}
+			r.batch(t, "k2", p)
+		})
+	}
+}
+
+// TestLeasesLongLifetime: with a Lifetime of a minute (times kept in ticks
+// of 4 µs), a batch is spent without a call until its Lifetime ends, and
+// given back at the first take after.
+func TestLeasesLongLifetime(t *testing.T) {
+	clk := storetest.NewClock()
+	l := newLeases(t, newMem(t, clk), hybrid.LeasesConfig{Instances: 1, Lifetime: time.Minute, MinBatch: 2, Clock: clk, SweepEvery: -1})
+	r := store.Request{Key: "k", Policy: algo.PerSecond(100).Burst(1000), Cost: 1}
+	take := func() {
+		t.Helper()
+		if res, err := l.Take(ctx, r); err != nil || !res.Allowed {
+			t.Fatalf("take: %+v, %v", res, err)
+		}
+	}
+	for l.Stats().Held < 5 {
+		clk.Add(time.Millisecond)
+		take()
+	}
+	calls := l.Stats().Calls
+	clk.Add(time.Minute - 10*time.Millisecond)
+	take()
+	if st := l.Stats(); st.Calls != calls || st.Returned != 0 {
+		t.Fatalf("%+v within the Lifetime: want no call since %d", st, calls)
+	}
+	clk.Add(10 * time.Millisecond)
+	take()
+	if st := l.Stats(); st.Returned == 0 {
+		t.Fatalf("%+v after the Lifetime: want the batch given back", st)
+	}
+}
+
+// TestLeasesKeyLengths: the empty key (which memstore refuses) and a key
+// longer than 32,767 bytes are passed through unleased; a key of 32,767
+// bytes is leased.
+func TestLeasesKeyLengths(t *testing.T) {
+	p := algo.PerSecond(100).Burst(1000)
+	for _, n := range []int{0, 1<<15 - 1, 1 << 15} {
+		r := &leaseRig{clk: storetest.NewClock()}
+		ms, err := memstore.New(memstore.Config{Clock: r.clk, MaxKeyLen: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ms.Close() })
+		r.l = newLeases(t, ms, hybrid.LeasesConfig{Instances: 1, MinBatch: 2, Clock: r.clk, SweepEvery: -1})
+		key := strings.Repeat("k", n)
+		for range 20 {
+			r.clk.Add(time.Millisecond)
+			if res, err := r.l.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1}); n > 0 && (err != nil || !res.Allowed) {
+				t.Fatalf("%d bytes: %+v, %v", n, res, err)
+			}
+		}
+		if st, leased := r.l.Stats(), n == 1<<15-1; (st.Local > 0) != leased || (st.Entries == 1) != leased {
+			t.Errorf("%d bytes: %+v, want leased %v", n, st, leased)
+		}
+	}
+}
+
 // leaseRig is one instance's Leases over a memstore on one clock.
 type leaseRig struct {
 	clk *storetest.Clock
