@@ -3,8 +3,9 @@ package hybrid
 import "github.com/ratebucket/ratebucket/observe"
 
 // leaseBatch reports b, a grant or a give-back of e's batch, with the
-// admissions from the batch since e's last report; called with e.mu held.
-// Without an Observer it does nothing, and e.spent just grows.
+// admissions from the batch since e's last report; called with e's shard
+// locked. Without an Observer it does nothing, and e.spent just grows
+// (wrapping at 2^32, unread; spend reports before it wraps otherwise).
 func (o observer) leaseBatch(e *lease, b observe.LeaseBatch) {
 	if o.o == nil {
 		return

@@ -872,6 +872,96 @@ func TestLeasesDirectConcurrent(t *testing.T) {
 	}
 }
 
+// topHook is a primary whose TakeAtMost calls hook first, counting the
+// calls in flight at once and the most seen.
+type topHook struct {
+	store.Store
+	hook     func(r store.Request)
+	in, most atomic.Int64
+}
+
+func (p *topHook) TakeAtMost(ctx context.Context, r store.Request) (int64, algo.Result, error) {
+	n := p.in.Add(1)
+	defer p.in.Add(-1)
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
+	if p.hook != nil {
+		p.hook(r)
+	}
+	return p.Store.TakeAtMost(ctx, r)
+}
+
+// TestLeasesTopUpSerialized: 8 callers on one leased key whose batch runs
+// dry every few takes make one TakeAtMost at a time, though each yields
+// the processor while in flight: the key's takes wait for its top-up.
+func TestLeasesTopUpSerialized(t *testing.T) {
+	clk := storetest.NewClock()
+	prim := &topHook{Store: newMem(t, clk), hook: func(store.Request) {
+		for range 20 {
+			runtime.Gosched()
+		}
+	}}
+	l := newLeases(t, prim, hybrid.LeasesConfig{Instances: 1, MinBatch: 2, Clock: clk, SweepEvery: -1})
+	p := algo.PerSecond(100).Burst(1_000_000) // a cap of 10: many top-ups
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if _, err := l.Take(ctx, store.Request{Key: "hot", Policy: p, Cost: 1}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := l.Stats(); st.Batches < 10 || prim.most.Load() != 1 {
+		t.Fatalf("%+v: %d TakeAtMost in flight at most, want 1 over 10 batches or more", st, prim.most.Load())
+	}
+}
+
+// TestLeasesTopUpUnlocked: while a key's TakeAtMost is in flight, Takes
+// of 1,000 other keys (some in its shard, but for a chance of 1 in 10^6)
+// complete: no lock is held over a primary call.
+func TestLeasesTopUpUnlocked(t *testing.T) {
+	clk := storetest.NewClock()
+	var l *hybrid.Leases
+	prim := &topHook{Store: newMem(t, clk)}
+	p := algo.PerSecond(100).Burst(1000)
+	others := make(chan error, 1)
+	prim.hook = func(r store.Request) {
+		if r.Key != "a" || prim.hook == nil {
+			return
+		}
+		prim.hook = nil // once
+		go func() {
+			for i := range 1000 {
+				if _, err := l.Take(ctx, store.Request{Key: fmt.Sprint("other:", i), Policy: p, Cost: 1}); err != nil {
+					others <- err
+					return
+				}
+			}
+			others <- nil
+		}()
+		select {
+		case err := <-others:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second): // a deadlock's timeout, not a timing
+			t.Error("other keys' Takes still waiting after 30 s")
+		}
+	}
+	l = newLeases(t, prim, hybrid.LeasesConfig{Instances: 1, MinBatch: 2, Clock: clk, SweepEvery: -1})
+	for range 3 {
+		if _, err := l.Take(ctx, store.Request{Key: "a", Policy: p, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := l.Stats(); st.Batches == 0 || st.Entries != 1001 {
+		t.Fatalf("%+v: want a batch for a, and 1,001 keys", st)
+	}
+}
+
 // TestLeasesSaturatedCalls: 3 instances over one memstore, each a closed
 // loop asking far above the rate of a saturated key (issue 29), make at
 // most 0.02 primary calls per admission and admit at least 95% of what the
