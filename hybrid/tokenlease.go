@@ -37,8 +37,8 @@ type LeasesConfig struct {
 	// are passed through unleased until idle keys are swept. The default
 	// is DefaultLeaseKeys. A key takes about 59 bytes beyond the
 	// primary's bucket, the header of its name included
-	// (BenchmarkLeasedKeyHeap in bench/, 10,000 keys); the memory of the
-	// most keys measured at once is kept for the next. A key longer than
+	// (BenchmarkLeasedKeyHeap in bench/, 10,000 keys); a sweep that
+	// forgets most keys gives their memory back. A key longer than
 	// 32,767 bytes is never leased, nor are policies beyond the first
 	// 65,535 that batches are taken under.
 	Keys int
@@ -568,6 +568,7 @@ func (l *Leases) sweep(ctx context.Context, all bool) int64 {
 				l.n.Add(-1)
 			}
 		}
+		sh.compact(l)
 		sh.mu.Unlock()
 	}
 	return l.returned.Load() - before

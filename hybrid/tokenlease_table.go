@@ -25,8 +25,8 @@ import (
 // 58.7 B at 10,000 keys (BenchmarkLeasedKeyHeap, index 6.6 B). The index
 // is rebuilt from the entries, their keys hashed again, when it doubles
 // (more than 7/8 full), and shifts slots back on removal (no tombstones);
-// entries freed by a sweep are reused, and their chunks are kept: a
-// shard's memory is that of its most keys.
+// entries freed by a sweep are reused, and a sweep that leaves fewer than a
+// quarter of a shard's entries in use moves them to new chunks (compact).
 const (
 	leaseShards = 64 // a power of two
 	// leaseChunk is the entries of a chunk: 384 bytes, a size class. (A
@@ -54,8 +54,11 @@ type leaseShard struct {
 	shift  uint      // 64 − log2(len(idx)): a hash's home slot is h >> shift
 	used   int       // index slots in use: entries held
 	chunks []*[leaseChunk]lease
-	next   uint32 // entries ever handed out, used or free
+	next   uint32 // entries handed out since the last compact, used or free
 	free   uint32 // the first free entry's number+1 (the list runs through left), or 0
+	// waiting counts the callers of wait in cond.Wait, who hold an
+	// entry's pointer and number across it: compact moves no entry then.
+	waiting int
 	// base, in ticks (see Leases.qs), is the time the entries' times are
 	// relative to; rebase moves it.
 	base int64
@@ -196,9 +199,45 @@ func (sh *leaseShard) hold(l *Leases, h uint64, key string, add bool) *lease {
 // sh.mu held.
 func (sh *leaseShard) wait(e *lease) bool {
 	for e.busy() {
+		sh.waiting++
 		sh.cond.Wait()
+		sh.waiting--
 	}
 	return e.key != nil
+}
+
+// compact moves the entries in use to new chunks, in order, and rebuilds
+// the index to fit them, when they are fewer than a quarter of the
+// entries handed out (and those more than 8 chunks): the memory of keys
+// swept is given back, as a Go map never gives it. It moves nothing while
+// an entry is busy or a caller of wait waits, since they hold entries'
+// pointers; a caller of hold finds its key again after it waits. Called
+// by sweep with sh.mu held.
+func (sh *leaseShard) compact(l *Leases) {
+	if sh.waiting > 0 || sh.next <= 8*leaseChunk || uint32(sh.used) >= sh.next/4 {
+		return
+	}
+	for j := range sh.next {
+		if sh.at(j).busy() {
+			return
+		}
+	}
+	old, n := sh.chunks, sh.next
+	sh.chunks, sh.next, sh.free = nil, 0, 0
+	for j := range n {
+		if e := &old[j/leaseChunk][j%leaseChunk]; e.key != nil {
+			if sh.next%leaseChunk == 0 {
+				sh.chunks = append(sh.chunks, new([leaseChunk]lease))
+			}
+			*sh.at(sh.next) = *e
+			sh.next++
+		}
+	}
+	size := 8 // twice what the entries need, as after a doubling
+	for 2*sh.used > size-size/8 {
+		size *= 2
+	}
+	sh.resize(l, size)
 }
 
 // release makes e, held by the caller, not busy, waking who waits for it,

@@ -597,6 +597,47 @@ func TestLeasesKeyLengths(t *testing.T) {
 	}
 }
 
+// TestLeasesCompact: once a sweep forgets 9,000 idle keys, the shards
+// give back the chunks that held them, keeping those of the keys still
+// measured, which stay leased from their batches; keys measured afterwards
+// lease as before.
+func TestLeasesCompact(t *testing.T) {
+	r := newLeaseRig(t)
+	p := algo.PerSecond(100).Burst(1000)
+	take := func(key string) {
+		t.Helper()
+		if res, err := r.l.Take(ctx, store.Request{Key: key, Policy: p, Cost: 1}); err != nil || !res.Allowed {
+			t.Fatalf("take %s: %+v, %v", key, res, err)
+		}
+	}
+	for i := range 9_000 {
+		take(fmt.Sprint("idle:", i))
+	}
+	full := hybrid.LeaseChunks(r.l)
+	r.clk.Add(time.Hour)
+	for range 5 { // 3 keys that hold a batch (of 2) through the sweep
+		for k := range 3 {
+			take(fmt.Sprint("hot:", k))
+		}
+	}
+	held := r.l.Stats().Held
+	r.l.Sweep(ctx)
+	st := r.l.Stats()
+	if st.Entries != 3 || st.Held != held || held != 6 {
+		t.Fatalf("%+v after the sweep: want the 3 hot keys, holding %d (6)", st, held)
+	}
+	if n := hybrid.LeaseChunks(r.l); n > 3 || full < 9_000/8 {
+		t.Errorf("%d chunks after the sweep, %d before: want at most one per hot key", n, full)
+	}
+	for k := range 3 {
+		take(fmt.Sprint("hot:", k))
+	}
+	if st2 := r.l.Stats(); st2.Local != st.Local+3 || st2.Held != held-3 || st2.Batches != st.Batches {
+		t.Errorf("%+v after the sweep: want the hot keys' batches spent from", st2)
+	}
+	r.batch(t, "new", p)
+}
+
 // leaseRig is one instance's Leases over a memstore on one clock.
 type leaseRig struct {
 	clk *storetest.Clock
