@@ -11,11 +11,11 @@ import (
 )
 
 // Hold is a hold made by [Limiter.Hold]: the store's answer (Allowed, the
-// bucket's Result after it) and the open hold (algo.Hold: its estimate and
+// bucket's Result after it, with the policy's Limit) and the open hold (algo.Hold: its estimate and
 // deadline) that [Hold.Settle] closes at the actual cost. The zero Hold,
 // like a refused one, has nothing to settle.
 type Hold struct {
-	algo.Result
+	Result
 	algo.Hold
 	lim *Limiter
 	key string
@@ -47,7 +47,7 @@ func (l *Limiter) Hold(ctx context.Context, key string, estimate int64, ttl time
 		return Hold{}, fmt.Errorf("ratebucket: Hold under %v: %w", p, algo.ErrQuotaUnsupported)
 	}
 	h, res, err := l.s.Hold(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: estimate, Refundable: true}, ttl)
-	return Hold{Result: res, Hold: h, lim: l, key: key}, err
+	return Hold{Result: withLimit(res, p, err), Hold: h, lim: l, key: key}, err
 }
 
 // Settle closes the hold at the actual cost: the difference from the

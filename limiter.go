@@ -175,9 +175,33 @@ func (l *Limiter) policy(ctx context.Context, key string, op observe.Op, n int64
 // Store returns the store the limiter takes from.
 func (l *Limiter) Store() store.Store { return l.s }
 
+// Result is a Limiter's answer: the store's algo.Result, and the Limit of
+// the policy it was decided under.
+type Result struct {
+	algo.Result
+	// Limit is the policy's capacity: the largest request a bucket ever
+	// admits at once, and a calendar quota's N per period; what an
+	// X-RateLimit-Limit header reports. It is zero when the call failed
+	// with no answer from the store.
+	//
+	// The store does not report it: its algo.Result keeps to four words,
+	// which the compiler passes in registers (see algo.Result).
+	Limit int64
+}
+
+// withLimit is the Limiter's Result for the store's answer res (and err)
+// to a call under p: res with p's capacity, or the zero Result when the
+// store failed with no answer.
+func withLimit(res algo.Result, p algo.Policy, err error) Result {
+	if err != nil && res == (algo.Result{}) {
+		return Result{}
+	}
+	return Result{Result: res, Limit: p.Capacity()}
+}
+
 // Allow takes one token from key's bucket: Take(ctx, key, 1), or, with a
 // Resolver whose answer has a Cost, that cost.
-func (l *Limiter) Allow(ctx context.Context, key string) (algo.Result, error) {
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 	return l.take(ctx, key, 1, true)
 }
 
@@ -189,22 +213,22 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Result, error) {
 // reports a policy that could not be resolved (nothing was charged). Other
 // errors are the Store's (see [store.Store.Take]). A shadow limiter's Result is
 // always Allowed (see Config.Shadow).
-func (l *Limiter) Take(ctx context.Context, key string, cost int64) (algo.Result, error) {
+func (l *Limiter) Take(ctx context.Context, key string, cost int64) (Result, error) {
 	return l.take(ctx, key, cost, false)
 }
 
 // take is Take, and Allow when allow is set: then a resolved Cost
 // replaces cost.
-func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) (algo.Result, error) {
+func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) (Result, error) {
 	if l == nil || l.s == nil {
-		return algo.Result{}, ErrNilStore
+		return Result{}, ErrNilStore
 	}
 	if key == "" {
-		return algo.Result{}, store.ErrEmptyKey
+		return Result{}, store.ErrEmptyKey
 	}
 	ctx, p, rc, err := l.policy(ctx, key, observe.OpTake, cost)
 	if err != nil {
-		return algo.Result{}, err
+		return Result{}, err
 	}
 	if allow && rc > 0 {
 		cost = rc
@@ -213,55 +237,60 @@ func (l *Limiter) take(ctx context.Context, key string, cost int64, allow bool) 
 	if l.shadow && err == nil {
 		res.Allowed = true // the caller proceeds; RetryAfter tells the truth
 	}
-	return res, err
+	return withLimit(res, p, err), err
 }
 
 // Refund gives n tokens back to key's bucket, never raising it above
 // capacity: for a request that should not count after all (see
 // [store.Store].Refund). A Store under a window algorithm returns
 // [store.ErrUnsupported].
-func (l *Limiter) Refund(ctx context.Context, key string, n int64) (algo.Result, error) {
+func (l *Limiter) Refund(ctx context.Context, key string, n int64) (Result, error) {
 	if err := l.check(key); err != nil {
-		return algo.Result{}, err
+		return Result{}, err
 	}
 	ctx, p, _, err := l.policy(ctx, key, observe.OpRefund, n)
 	if err != nil {
-		return algo.Result{}, err
+		return Result{}, err
 	}
-	return l.s.Refund(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: n})
+	res, err := l.s.Refund(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: n})
+	return withLimit(res, p, err), err
 }
 
 // TakeAtMost takes as many whole tokens as key's bucket holds, up to n, and
 // returns how many it granted; none granted is a denial with the exact wait
 // for one token (see [store.Store].TakeAtMost). A Store under a window algorithm
 // returns [store.ErrUnsupported].
-func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, algo.Result, error) {
+func (l *Limiter) TakeAtMost(ctx context.Context, key string, n int64) (int64, Result, error) {
 	if err := l.check(key); err != nil {
-		return 0, algo.Result{}, err
+		return 0, Result{}, err
 	}
 	if l.shadow {
-		return 0, algo.Result{}, fmt.Errorf("%w: a shadow Limiter has no TakeAtMost", store.ErrUnsupported)
+		return 0, Result{}, fmt.Errorf("%w: a shadow Limiter has no TakeAtMost", store.ErrUnsupported)
 	}
 	ctx, p, _, err := l.policy(ctx, key, observe.OpTakeAtMost, n)
 	if err != nil {
-		return 0, algo.Result{}, err
+		return 0, Result{}, err
 	}
 	if p.IsQuota() {
-		return 0, algo.Result{}, fmt.Errorf("ratebucket: TakeAtMost under %v: %w", p, algo.ErrQuotaUnsupported)
+		return 0, Result{}, fmt.Errorf("ratebucket: TakeAtMost under %v: %w", p, algo.ErrQuotaUnsupported)
 	}
-	return l.s.TakeAtMost(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: n, Refundable: l.refundable})
+	g, res, err := l.s.TakeAtMost(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: n, Refundable: l.refundable})
+	return g, withLimit(res, p, err), err
 }
 
 // Reservation is a reservation made by [Limiter.Reserve]: the store's
-// answer (embedded: Allowed, Delay, the bucket's Result after it) and what
-// [Reservation.Wait] and [Reservation.Cancel] need. The zero Reservation
-// waits for nothing and cancels nothing.
+// answer (embedded: Allowed, Delay, the bucket's Result after it), the
+// policy's Limit (see [Result]), and what [Reservation.Wait] and
+// [Reservation.Cancel] need. The zero Reservation waits for nothing and
+// cancels nothing.
 type Reservation struct {
 	algo.Reservation
-	lim *Limiter
-	key string
-	p   algo.Policy // the policy reserved under
-	at  time.Time   // the limiter's clock when the store answered
+	// Limit is the capacity of the policy reserved under, as a Result's.
+	Limit int64
+	lim   *Limiter
+	key   string
+	p     algo.Policy // the policy reserved under
+	at    time.Time   // the limiter's clock when the store answered
 }
 
 // Wait holds the caller until the reservation's time, Delay after the
@@ -279,9 +308,9 @@ type Reservation struct {
 // A reservation admitted with no delay returns at once; so does a
 // refused one, or the zero Reservation, with its Result (Allowed false)
 // and a nil error, as a denied Take answers.
-func (r Reservation) Wait(ctx context.Context) (algo.Result, error) {
+func (r Reservation) Wait(ctx context.Context) (Result, error) {
 	if !r.Allowed || r.Delay <= 0 || r.lim == nil {
-		return r.Result, nil
+		return r.result(), nil
 	}
 	if err := r.lim.sleep(ctx, r.at.Add(r.Delay).Sub(r.lim.clk.Now())); err != nil {
 		// The request will not proceed: give its place back.
@@ -291,8 +320,11 @@ func (r Reservation) Wait(ctx context.Context) (algo.Result, error) {
 		}
 		return res, err
 	}
-	return r.Result, nil
+	return r.result(), nil
 }
+
+// result is the reservation's Result.
+func (r Reservation) result() Result { return Result{Result: r.Result, Limit: r.Limit} }
 
 // Cancel gives the reservation's tokens back, before its time, when the
 // request will not proceed: exactly when no reservation on the key was
@@ -300,14 +332,15 @@ func (r Reservation) Wait(ctx context.Context) (algo.Result, error) {
 // whether it gave them back. A reservation that was refused, or admitted
 // with no delay, has nothing to cancel: Cancel reports false and calls
 // nothing.
-func (r Reservation) Cancel(ctx context.Context) (bool, algo.Result, error) {
+func (r Reservation) Cancel(ctx context.Context) (bool, Result, error) {
 	if r.lim == nil || r.Ticket == (algo.Ticket{}) {
-		return false, r.Result, nil
+		return false, r.result(), nil
 	}
 	if err := r.lim.check(r.key); err != nil {
-		return false, algo.Result{}, err
+		return false, Result{}, err
 	}
-	return r.lim.s.CancelReservation(ctx, r.lim.prefix+r.key, r.p, r.Ticket)
+	ok, res, err := r.lim.s.CancelReservation(ctx, r.lim.prefix+r.key, r.p, r.Ticket)
+	return ok, withLimit(res, r.p, err), err
 }
 
 // Reserve takes cost tokens from key's bucket now, even before they exist,
@@ -355,7 +388,7 @@ func (l *Limiter) reserve(ctx context.Context, key string, p algo.Policy, cost i
 		}
 	}
 	r, err := l.s.Reserve(ctx, store.Request{Key: l.prefix + key, Policy: p, Cost: cost, Refundable: l.refundable}, wait)
-	res := Reservation{Reservation: r, lim: l, key: key, p: p, at: l.clk.Now()}
+	res := Reservation{Reservation: r, Limit: withLimit(r.Result, p, err).Limit, lim: l, key: key, p: p, at: l.clk.Now()}
 	if err == nil && deadline && !r.Allowed {
 		err = fmt.Errorf("%w: proceeds in %v at the earliest, deadline in %v", ErrWouldExceedDeadline, r.RetryAfter+wait, left)
 	}
@@ -410,16 +443,16 @@ func (l *Limiter) check(key string) error {
 //
 // Errors from the Store, including a cost above capacity (which no wait
 // can admit), are returned at once.
-func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result, error) {
+func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Result, error) {
 	if err := l.check(key); err != nil {
-		return algo.Result{}, err
+		return Result{}, err
 	}
 	if l.shadow {
 		return l.waitTake(ctx, key, cost)
 	}
 	ctx, p, _, err := l.policy(ctx, key, observe.OpReserve, cost)
 	if err != nil {
-		return algo.Result{}, err
+		return Result{}, err
 	}
 	if p.IsQuota() {
 		return l.waitTake(ctx, key, cost)
@@ -430,9 +463,9 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 		case errors.Is(err, store.ErrUnsupported): // a store under a window algorithm
 			return l.waitTake(ctx, key, cost)
 		case err != nil:
-			return r.Result, err
+			return r.result(), err
 		case r.Allowed && r.Delay <= 0:
-			return r.Result, nil
+			return r.result(), nil
 		case r.Allowed:
 			return r.Wait(ctx)
 		}
@@ -440,17 +473,17 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (algo.Result
 		// proceed MaxDelay (rounded to the µs) after that, at the earliest.
 		wait := max(r.RetryAfter, time.Microsecond)
 		if err := l.before(ctx, wait+p.MaxDelay()); err != nil {
-			return r.Result, err
+			return r.result(), err
 		}
 		if err := l.sleep(ctx, wait); err != nil {
-			return r.Result, err
+			return r.result(), err
 		}
 	}
 }
 
 // waitTake is Wait where nothing can be reserved: Take, and after each
 // denial sleep its RetryAfter and try again.
-func (l *Limiter) waitTake(ctx context.Context, key string, cost int64) (algo.Result, error) {
+func (l *Limiter) waitTake(ctx context.Context, key string, cost int64) (Result, error) {
 	for {
 		res, err := l.Take(ctx, key, cost)
 		if err != nil || res.Allowed {

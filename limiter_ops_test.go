@@ -208,7 +208,7 @@ func TestReservationWait(t *testing.T) {
 	if err != nil || refused.Allowed {
 		t.Fatalf("second Reserve = %+v, %v; want refused", refused, err)
 	}
-	if got, err := refused.Wait(ctx); err != nil || got != refused.Result {
+	if got, err := refused.Wait(ctx); err != nil || got != (ratebucket.Result{Result: refused.Result, Limit: 2}) {
 		t.Fatalf("Wait of a refused reservation = %+v, %v; want its Result at once", got, err)
 	}
 	r.clk.Add(300 * time.Millisecond)
@@ -219,7 +219,7 @@ func TestReservationWait(t *testing.T) {
 	}()
 	r.timer(t, 700*time.Millisecond)
 	r.clk.Add(700 * time.Millisecond)
-	if got := <-done; got.err != nil || !got.res.Allowed || got.res != res.Result {
+	if got := <-done; got.err != nil || !got.res.Allowed || got.res.Result != res.Result || got.res.Limit != 2 {
 		t.Fatalf("Wait = %+v, %v; want the reservation's Result", got.res, got.err)
 	}
 }

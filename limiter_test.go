@@ -122,7 +122,7 @@ func (r *rig) remaining(t *testing.T, key string) int64 {
 }
 
 type waitResult struct {
-	res algo.Result
+	res ratebucket.Result
 	err error
 }
 

@@ -26,18 +26,18 @@ type State struct {
 	Prev int64
 }
 
-// Result is the answer to one Take. Its Limit repeats the policy's
-// capacity, so that a caller reporting it (an X-RateLimit-Limit header,
-// say) needs nothing else. That fifth word costs a store's hot path: a
-// Result of four words was kept in registers by the compiler, five are
-// copied through memory (memstore's hot-key Take 6.8% slower, p=0.002,
-// benchstat of 6 interleaved runs of BenchmarkTake on 2 cores).
+// Result is the answer to one Take. It has four words and should keep to
+// four: the compiler keeps a struct of at most four words (32 bytes) in
+// registers, but builds a larger one in memory and copies it with 16-byte
+// loads of what 8-byte stores have just written, which stall on store
+// forwarding, in every caller of a store. A fifth word (the policy's
+// capacity, as Limit) cost memstore's hot-key Take 6.8% (62.7 against
+// 67.3 ns, p=0.002; bench/HISTORY.md, "One contract, before and after").
+// The front door's ratebucket.Result adds the Limit, from the policy it
+// called with.
 type Result struct {
 	// Allowed reports whether the request was admitted (and charged).
 	Allowed bool
-	// Limit is the policy's capacity: the largest request a bucket ever
-	// admits at once, and a calendar quota's N per period.
-	Limit int64
 	// Remaining is how many whole tokens are left after this request
 	// (rounded down), between 0 and the policy's Capacity.
 	Remaining int64

@@ -162,7 +162,6 @@ func (b DenyBound) Bounded(cost, eff int64) Result {
 	full, u, r := b.p.Capacity()*b.p.Unit(), b.p.Unit(), b.p.Refill()
 	d := deficitAt(b.lo, r, eff)
 	return Result{
-		Limit:      b.p.Capacity(),
 		Remaining:  max(0, full-d) / u,
 		RetryAfter: time.Duration(max(1, ceilDiv(b.lo-full+cost*u, r)-eff)) * time.Microsecond,
 		ResetAfter: time.Duration(max(1, ceilDiv(b.lo, r)-eff)) * time.Microsecond,

@@ -287,11 +287,10 @@ func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket
 	return State{Level: d, Stamp: t, Prev: s.Prev}, ok, nil
 }
 
-// report writes the fields every answer shares: Limit, Remaining (rem,
+// report writes the fields every answer shares: Remaining (rem,
 // which is remaining(p.capacity, p.unit, d)) and ResetAfter for the
 // deficit d at t, seen from now (step 5 of Take).
 func report(res *Result, p Policy, d, t, now, rem int64) {
-	res.Limit = p.capacity
 	res.Remaining = rem
 	res.ResetAfter = 0
 	if d > 0 {

@@ -24,7 +24,7 @@ func (b *ratBucket) refillTo(now int64) {
 
 // result is the Result of an answer at now.
 func (b *ratBucket) result(now int64, allowed bool, retry int64) algo.Result {
-	res := algo.Result{Allowed: allowed, Limit: b.capacity.Num().Int64()}
+	res := algo.Result{Allowed: allowed}
 	if !allowed {
 		res.RetryAfter = time.Duration(retry) * time.Microsecond
 	}

@@ -282,10 +282,9 @@ func rollQuota(p Policy, s State, now, n int64) (c, end int64, err error) {
 	return 0, (b*86400 - off) * 1e6, nil
 }
 
-// reportQuota writes the Result's Limit, Remaining and ResetAfter for
+// reportQuota writes the Result's Remaining and ResetAfter for
 // count c in the period ending at end, and returns the state to keep.
 func reportQuota(res *Result, p Policy, s State, c, end, now int64) State {
-	res.Limit = p.capacity
 	res.Remaining = p.capacity - c
 	if c == 0 {
 		res.ResetAfter = 0

@@ -162,7 +162,7 @@ func TestPropQuotaTake(t *testing.T) {
 			if err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
-			want := algo.Result{Allowed: refund || refCount+cost <= n, Limit: n}
+			want := algo.Result{Allowed: refund || refCount+cost <= n}
 			switch {
 			case refund:
 				refCount = max(0, refCount-cost)
@@ -304,9 +304,9 @@ func TestQuotaChange(t *testing.T) {
 		p    algo.Policy
 		want algo.Result
 	}{
-		{algo.Quota(2, algo.Day, 0), algo.Result{Allowed: false, Limit: 2, RetryAfter: 12 * time.Hour, ResetAfter: 12 * time.Hour}},
-		{algo.Quota(10, algo.Month, 0), algo.Result{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: 12 * time.Hour}},
-		{algo.Quota(10, algo.Week, 3*time.Hour), algo.Result{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: 12 * time.Hour}},
+		{algo.Quota(2, algo.Day, 0), algo.Result{Allowed: false, RetryAfter: 12 * time.Hour, ResetAfter: 12 * time.Hour}},
+		{algo.Quota(10, algo.Month, 0), algo.Result{Allowed: true, Remaining: 5, ResetAfter: 12 * time.Hour}},
+		{algo.Quota(10, algo.Week, 3*time.Hour), algo.Result{Allowed: true, Remaining: 5, ResetAfter: 12 * time.Hour}},
 	} {
 		if _, res, err := tb.Take(c.p, s, now, 1); err != nil || res != c.want {
 			t.Errorf("after a change to %v: %+v, %v; want %+v", c.p, res, err, c.want)

@@ -47,7 +47,7 @@ func (b *ratBucket) take(now, cost int64) algo.Result {
 		}
 		b.last = now
 	}
-	res := algo.Result{Limit: b.capacity.Num().Int64()}
+	res := algo.Result{}
 	c := new(big.Rat).SetInt64(cost)
 	if cost == 0 || b.tokens.Cmp(c) >= 0 { // a peek is allowed in debt too
 		res.Allowed = true

@@ -15,9 +15,9 @@ func TestTakeToOverwrites(t *testing.T) {
 		want    Result
 		wantErr error
 	}{
-		{"admitted from full", State{}, 1, Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 500_000_000}, nil},
-		{"denied when empty", State{Level: 10 * p.Unit(), Stamp: 1}, 1, Result{Limit: 10, RetryAfter: 500_000_000, ResetAfter: 5_000_000_000}, nil},
-		{"peek at full", State{}, 0, Result{Allowed: true, Limit: 10, Remaining: 10}, nil},
+		{"admitted from full", State{}, 1, Result{Allowed: true, Remaining: 9, ResetAfter: 500_000_000}, nil},
+		{"denied when empty", State{Level: 10 * p.Unit(), Stamp: 1}, 1, Result{RetryAfter: 500_000_000, ResetAfter: 5_000_000_000}, nil},
+		{"peek at full", State{}, 0, Result{Allowed: true, Remaining: 10}, nil},
 		{"cost above capacity", State{}, 11, Result{}, ErrCostExceedsCapacity},
 		{"negative cost", State{}, -1, Result{}, ErrInvalidCost},
 	}

@@ -85,7 +85,6 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 	} else {
 		res.RetryAfter = Micros(t - now + refillTime(d-full+need, r))
 	}
-	res.Limit = p.capacity
 	res.Remaining = remaining(p.capacity, p.unit, d)
 	res.ResetAfter = 0
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock

@@ -76,7 +76,7 @@ func (FixedWindow) Take(p Policy, s State, now, cost int64) (State, Result, erro
 		// is admitted; until then the count stays above limit−cost.
 		res.RetryAfter = Micros(f.start + w - now)
 	}
-	res.Limit, res.Remaining = limit, limit-f.curr
+	res.Remaining = limit - f.curr
 	if f.curr > 0 {
 		res.ResetAfter = Micros(f.start + w - now)
 	}
@@ -122,7 +122,7 @@ func (SlidingWindow) Take(p Policy, s State, now, cost int64) (State, Result, er
 	} else {
 		res.RetryAfter = Micros(f.slidingRetry(limit, cost, w) - now)
 	}
-	res.Limit, res.Remaining = limit, max(avail, 0)
+	res.Remaining = max(avail, 0)
 	switch {
 	case f.curr > 0: // curr becomes prev, whose weight ends a window later
 		res.ResetAfter = Micros(f.start + 2*w - now)

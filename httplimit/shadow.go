@@ -87,7 +87,8 @@ func (m *Middleware) shadowTake(r *http.Request, l *limit, q store.Request) (alg
 	if observe.Active() {
 		ctx = observe.WithLabels(ctx, observe.Labels{Route: r.Pattern, Policy: l.name})
 	}
-	return lim.Take(ctx, q.Key, q.Cost)
+	res, err := lim.Take(ctx, q.Key, q.Cost)
+	return res.Result, err
 }
 
 // shadowLimiters gives each shadow limit of a fixed Policy its shadow

@@ -384,7 +384,7 @@ func (f *Fallback) degrade(ctx context.Context, r store.Request, cause error) (a
 	}
 	switch f.cfg.Mode {
 	case FailOpen:
-		return algo.Result{Allowed: true, Limit: p.Capacity(), Remaining: p.Capacity() - cost}, nil
+		return algo.Result{Allowed: true, Remaining: p.Capacity() - cost}, nil
 	case FailClosed:
 		return algo.Result{}, f.openErr(cause)
 	}
@@ -392,7 +392,7 @@ func (f *Fallback) degrade(ctx context.Context, r store.Request, cause error) (a
 	if cost > q.Capacity() {
 		// The share can never hold this request: deny until the primary
 		// may answer again.
-		return algo.Result{Limit: p.Capacity(), RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}, nil
+		return algo.Result{RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}, nil
 	}
 	res, err := f.local.Take(ctx, store.Request{Key: key, Policy: q, Cost: cost})
 	if d, ok := f.primary.(denier); ok && err == nil && res.Allowed {
@@ -416,7 +416,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 	switch f.cfg.Mode {
 	case FailOpen:
 		for i, r := range reqs {
-			mr.Results[i] = algo.Result{Allowed: true, Limit: r.Policy.Capacity(), Remaining: r.Policy.Capacity() - r.Cost}
+			mr.Results[i] = algo.Result{Allowed: true, Remaining: r.Policy.Capacity() - r.Cost}
 		}
 		return mr, nil
 	case FailClosed:
@@ -428,7 +428,7 @@ func (f *Fallback) degradeMulti(ctx context.Context, reqs []store.Request, cause
 		if r.Cost > scaled[i].Policy.Capacity() {
 			ra := f.br.retryIn(f.cfg.Clock.Now())
 			mr.Allowed, mr.Denied, mr.RetryAfter = false, i, ra
-			mr.Results[i] = algo.Result{Limit: scaled[i].Policy.Capacity(), RetryAfter: ra}
+			mr.Results[i] = algo.Result{RetryAfter: ra}
 			return mr, nil
 		}
 	}

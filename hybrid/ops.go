@@ -261,18 +261,18 @@ func (f *Fallback) degradeOp(ctx context.Context, o op, cause error) (opResult, 
 		return opResult{}, f.openErr(cause)
 	case f.cfg.Mode == FailOpen && o.kind == opAtMost:
 		g := min(o.n, o.p.Capacity())
-		return opResult{granted: g, res: algo.Result{Allowed: true, Limit: o.p.Capacity(), Remaining: o.p.Capacity() - g}}, nil
+		return opResult{granted: g, res: algo.Result{Allowed: true, Remaining: o.p.Capacity() - g}}, nil
 	case f.cfg.Mode == FailOpen && o.kind == opHold: // admitted, with no hold to settle
-		return opResult{res: algo.Result{Allowed: true, Limit: o.p.Capacity(), Remaining: o.p.Capacity() - o.n}}, nil
+		return opResult{res: algo.Result{Allowed: true, Remaining: o.p.Capacity() - o.n}}, nil
 	case f.cfg.Mode == FailOpen:
-		res := algo.Result{Allowed: true, Limit: o.p.Capacity(), Remaining: o.p.Capacity() - o.n}
+		res := algo.Result{Allowed: true, Remaining: o.p.Capacity() - o.n}
 		return opResult{res: res, rsv: algo.Reservation{Result: res}}, nil
 	}
 	q := o.share(f.cfg.Instances)
 	if (o.kind == opReserve || o.kind == opHold) && o.n > q.p.Capacity() {
 		// The share can never hold this request: refuse until the
 		// primary may answer again.
-		res := algo.Result{Limit: o.p.Capacity(), RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}
+		res := algo.Result{RetryAfter: f.br.retryIn(f.cfg.Clock.Now())}
 		return opResult{res: res, rsv: algo.Reservation{Result: res}}, nil
 	}
 	r, _, err := opOn(ctx, f.local, q)

@@ -227,7 +227,7 @@ func (l *Leases) take(ctx context.Context, r store.Request) (algo.Result, bool, 
 	}
 	if r.Cost <= e.left {
 		// e is not busy: leased gave nothing back, or e.left would be 0.
-		res := l.spend(e, r.Cost, r.Policy.Capacity())
+		res := l.spend(e, r.Cost)
 		sh.mu.Unlock()
 		return res, false, nil
 	}
@@ -248,7 +248,7 @@ func (l *Leases) topUp(ctx context.Context, sh *leaseShard, e *lease, r store.Re
 	if wait := l.pausing(sh, e, now); wait > 0 {
 		// The bucket was dry less than a pause ago: denied here, no
 		// call, nothing charged.
-		return algo.Result{Limit: r.Policy.Capacity(), RetryAfter: max(wait, tokensIn(r.Policy, r.Cost-e.left)),
+		return algo.Result{RetryAfter: max(wait, tokensIn(r.Policy, r.Cost-e.left)),
 			ResetAfter: tokensIn(r.Policy, r.Policy.Capacity())}, true, nil
 	}
 	pol := e.pol
@@ -284,7 +284,7 @@ func (l *Leases) topUp(ctx context.Context, sh *leaseShard, e *lease, r store.Re
 		e.pol, e.paused = pol, sh.rel(now+(w.Microseconds()+1<<l.qs-1)>>l.qs, sh.base)
 	}
 	if r.Cost <= e.left {
-		return l.spend(e, r.Cost, r.Policy.Capacity()), true, nil
+		return l.spend(e, r.Cost), true, nil
 	}
 	// Denied. res is the primary's answer for one token (granted 0), or
 	// for the g tokens it had: what the batch lacks takes longer, and
@@ -381,15 +381,14 @@ func tokensIn(p algo.Policy, n int64) time.Duration {
 	return time.Duration((n*p.Unit()+p.Refill()-1)/p.Refill()) * time.Microsecond
 }
 
-// spend admits cost from e's batch, taken under a policy of capacity c:
-// the answer describes the batch.
-func (l *Leases) spend(e *lease, cost, c int64) algo.Result {
+// spend admits cost from e's batch: the answer describes the batch.
+func (l *Leases) spend(e *lease, cost int64) algo.Result {
 	e.left -= cost
 	if e.spent++; e.spent == math.MaxUint32 {
 		l.reportSpent(e)
 	}
 	l.local.Add(1)
-	return algo.Result{Allowed: true, Limit: c, Remaining: e.left,
+	return algo.Result{Allowed: true, Remaining: e.left,
 		ResetAfter: time.Duration(e.reset) * time.Microsecond}
 }
 

@@ -44,7 +44,7 @@ func (s *Store) Hold(ctx context.Context, req store.Request, ttl time.Duration) 
 	if !sh.room(now, s.perShard-need+1, s.pols) {
 		wait := min(max(sh.soonest-now, 1), ttlus)
 		sh.mu.Unlock()
-		return algo.Hold{}, algo.Result{Limit: p.Capacity(), RetryAfter: time.Duration(wait) * time.Microsecond}, nil
+		return algo.Hold{}, algo.Result{RetryAfter: time.Duration(wait) * time.Microsecond}, nil
 	}
 	e = sh.b.find(h, key) // room may have moved the slots
 	st, hold, res, err := algo.TokenBucket{}.Hold(p, s.load(sh, e, p, now), now, req.Cost, ttlus)

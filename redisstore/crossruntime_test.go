@@ -144,7 +144,7 @@ func (w *nodeWorker) call(t *testing.T, op string, reqs []store.Request) (int64,
 	r := w.read(t)
 	res := make([]algo.Result, len(r.Results))
 	for i, x := range r.Results {
-		res[i] = algo.Result{Allowed: x.Allowed, Limit: x.Limit, Remaining: x.Remaining,
+		res[i] = algo.Result{Allowed: x.Allowed, Remaining: x.Remaining,
 			RetryAfter: algo.Micros(x.RetryAfterUs), ResetAfter: algo.Micros(x.ResetAfterUs)}
 	}
 	return r.Now, res
@@ -262,7 +262,7 @@ func goCall(t *testing.T, s *redisstore.Store, op string, reqs []store.Request) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Now.UnixMicro(), []algo.Result{{Allowed: true, Limit: reqs[0].Policy.Capacity(), Remaining: b.Tokens, ResetAfter: b.FullIn}}
+	return b.Now.UnixMicro(), []algo.Result{{Allowed: true, Remaining: b.Tokens, ResetAfter: b.FullIn}}
 }
 
 // TestCrossRuntimePolicy pins the Node package's one piece of arithmetic

@@ -52,7 +52,7 @@ func multiReply(t *rapid.T, v any, ps ...algo.Policy) (int64, bool, []algo.Resul
 	res := make([]algo.Result, n)
 	for k := range res {
 		f := x[2+4*k:]
-		res[k] = algo.Result{Allowed: f[0] == 1, Limit: ps[k].Capacity(), Remaining: f[1], RetryAfter: algo.Micros(f[2]), ResetAfter: algo.Micros(f[3])}
+		res[k] = algo.Result{Allowed: f[0] == 1, Remaining: f[1], RetryAfter: algo.Micros(f[2]), ResetAfter: algo.Micros(f[3])}
 	}
 	return x[0], x[1] == 1, res
 }

@@ -385,7 +385,6 @@ func parseReply(vals []int64, op string, reqs []store.Request, results []algo.Re
 		v := vals[2+4*i:]
 		results[i] = algo.Result{
 			Allowed:    v[0] == 1,
-			Limit:      reqs[i].Policy.Capacity(),
 			Remaining:  v[1],
 			RetryAfter: algo.Micros(v[2]),
 			ResetAfter: algo.Micros(v[3]),

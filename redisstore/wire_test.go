@@ -302,7 +302,7 @@ func TestWireOtherFormats(t *testing.T) {
 			if len(r) != 8 || r[6] != 1 || r[7] != c.kind {
 				t.Fatalf("reply %v: want 8 integers ending in the pair 1, %d (kind)", r, c.kind)
 			}
-			got := algo.Result{Allowed: r[2] == 1, Limit: p.Capacity(), Remaining: r[3], RetryAfter: algo.Micros(r[4]), ResetAfter: algo.Micros(r[5])}
+			got := algo.Result{Allowed: r[2] == 1, Remaining: r[3], RetryAfter: algo.Micros(r[4]), ResetAfter: algo.Micros(r[5])}
 			if got != want {
 				t.Fatalf("repaired take = %+v; algo on an empty bucket at %d says %+v", got, r[0], want)
 			}

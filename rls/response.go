@@ -41,7 +41,7 @@ func (s *Service) respond(items []item, domain string) *pb.RateLimitResponse {
 			if it.grouped {
 				st.LimitRemaining = uint32(min(it.res.Remaining, math.MaxUint32))
 			}
-			it.res = algo.Result{Limit: it.res.Limit, Remaining: it.res.Remaining, RetryAfter: d, ResetAfter: d}
+			it.res = algo.Result{Remaining: it.res.Remaining, RetryAfter: d, ResetAfter: d}
 		case kindTake:
 			st.LimitRemaining = uint32(min(it.res.Remaining, math.MaxUint32))
 			if it.res.Allowed {

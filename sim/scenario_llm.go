@@ -99,7 +99,7 @@ func (o settled) serve(ctx context.Context, s store.Store, lim *ratebucket.Limit
 		}
 	}
 	res, err := lim.Take(ctx, c.key, est)
-	return served{res: res, at: e.at, charged: est}, err
+	return served{res: res.Result, at: e.at, charged: est}, err
 }
 
 // replay is what serve does to a bucket, on algo, for the tracer: the

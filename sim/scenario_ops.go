@@ -117,7 +117,7 @@ func (cl *class) serve(ctx context.Context, s store.Store, lim *ratebucket.Limit
 // plainTake serves e with a plain Take.
 func plainTake(ctx context.Context, lim *ratebucket.Limiter, c *client, e event) (served, error) {
 	res, err := lim.Take(ctx, c.key, e.cost)
-	return served{res: res, at: e.at, charged: e.cost}, err
+	return served{res: res.Result, at: e.at, charged: e.cost}, err
 }
 
 // refundFailed takes, and gives the tokens of a request that failed back

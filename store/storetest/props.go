@@ -184,7 +184,7 @@ func testRemaining(t *testing.T, e *env) {
 			}
 		}
 		e.clk.Set(start.Add(last.ResetAfter))
-		want := algo.Result{Allowed: true, Limit: p.Capacity(), Remaining: p.Capacity()}
+		want := algo.Result{Allowed: true, Remaining: p.Capacity()}
 		if got := e.check(t, key, r, 0); got != want {
 			t.Fatalf("after ResetAfter %v: peek %+v, want full %+v", last.ResetAfter, got, want)
 		}

@@ -145,7 +145,7 @@ func testQuotaBoundary(t *testing.T, e *env) {
 			t.Fatalf("%v: a µs before %v = %+v, want denied for 1µs", c.p, c.next, res)
 		}
 		e.clk.Set(c.next)
-		want := algo.Result{Allowed: true, Limit: c.p.Capacity(), Remaining: c.p.Capacity() - 1, ResetAfter: mustEnd(t, c.p, c.next).Sub(c.next)}
+		want := algo.Result{Allowed: true, Remaining: c.p.Capacity() - 1, ResetAfter: mustEnd(t, c.p, c.next).Sub(c.next)}
 		if res := e.take(t, key, c.p, 1); res != want {
 			t.Fatalf("%v: at %v = %+v, want %+v", c.p, c.next, res, want)
 		}
