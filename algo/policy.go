@@ -134,9 +134,10 @@ type Policy struct {
 	// Take tells validity by unit > 0 alone. An invalid policy built by
 	// Burst keeps the rate it was given for Validate to report: the tokens
 	// in refill and ^period in unit (negative; a negative period is kept as
-	// 0). The zero Policy has unit 0. Three words, not five: a Policy
-	// passed by value through an interface method (store.Store.Take) then
-	// travels in registers, which measured 9% off memstore's hot-key Take.
+	// 0). The zero Policy has unit 0. Three words, not five: when a
+	// Policy was an argument of store.Store.Take by itself, three words
+	// travelled in registers, which measured 9% off memstore's hot-key
+	// Take; inside a store.Request they keep it at seven words (see there).
 	unit, refill int64
 }
 

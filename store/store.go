@@ -141,6 +141,16 @@ type Store interface {
 
 // Request is one call's bucket: its key, its policy, and the tokens asked
 // (a take's cost, a refund's or a partial grant's n).
+//
+// It is seven words. With a method's receiver and its context that is one
+// more than the nine integer registers of Go's calling convention, so a
+// Request travels on the stack: the caller builds it with 8-byte stores
+// and copies it with 16-byte loads, which stall on store forwarding. In a
+// perf profile of bench/'s BenchmarkHotKey on memstore that copy makes
+// the caller 8-9% of the samples, against 1.4% when key, policy and cost
+// were separate arguments (443e5fa); a six-word Request (a scratch tree
+// without Refundable) travels in registers and profiled as fast as the
+// separate arguments (bench/HISTORY.md, "One contract, before and after").
 type Request struct {
 	Key    string
 	Policy algo.Policy
