@@ -287,7 +287,11 @@ func TestLeasesBound(t *testing.T) {
 	leasedRuns.Store(0)
 	returnedRuns.Store(0)
 	rapid.Check(t, func(rt *rapid.T) { leaseRun(rt, false) })
-	if n, m := leasedRuns.Load(), returnedRuns.Load(); n < 50 || m < 10 {
+	// Over 100 checks, 57 to 77 runs admitted from a batch and 12 to 25
+	// gave tokens back (30 runs; one elsewhere saw 9): floors far below
+	// those, so that the check fails on a generator that stopped leasing,
+	// not on a draw.
+	if n, m := leasedRuns.Load(), returnedRuns.Load(); n < 25 || m < 3 {
 		t.Errorf("%d runs admitted from a batch, %d gave tokens back: the property tests little", n, m)
 	}
 }
