@@ -10,28 +10,23 @@
 -- most two full buckets) every level formed, in the order written, is at
 -- most 2^53. a % b is exact for a <= 2^52; above, math.fmod is used.
 --
--- Speed (callgrind, bench/scriptcost.sh): a call pays about 15k, 1.1k an
--- argument, 3k to 11k a Redis command (TIME 7k), 5k a table replied and
--- 0.5k a field, 1.9k a string formatted, 0.5k a library call, 0.7k to build
--- a closure (anew each call) and 45 a Lua instruction. So the common take
--- has a path of its own; the general path decides each key in one pass of
--- straight code, and the uncommon cases build what they need when needed.
+-- Speed (callgrind, bench/scriptcost.sh): a call pays about 15k, 1.1k an argument, 3k to 11k a Redis command
+-- (TIME 7k), 1.9k a string formatted, 0.5k a library call, 0.7k to build a closure (anew each call), 45 a Lua
+-- instruction, and for its reply packed in one string 1k and 0.45k an integer (a table: 5k and 0.5k a field).
+-- So the common take has a path of its own; the general path decides each key in one pass of straight code.
 
--- The common call, a take on the server clock ("st", "stq" or none; several
--- keys are a batch, each taken alone, in order, at one time) of buckets
--- absent or holding a short value of the call's policy, not in debt, is the
--- general path's take written straight: 72.6k instructions a take on 100k
--- random keys, 63.8k on a hot key, 41.3k a key in fours, against 87.0k,
--- 78.7k and 56.2k through the general path. The general path takes
--- anything else, from the first key this one does not take, at the same
+-- The common call, a take on the server clock ("st", "stq" or none; several keys are a batch, each taken alone,
+-- in order, at one time) of buckets absent or holding a short value of the call's policy, not in debt, is the
+-- general path's take written straight: 68.6k instructions a take on 100k random keys, 60.0k on a hot key, 41.0k
+-- a key in fours. The general path takes anything else, from the first key this one does not take, at the same
 -- time (FIRST, NOW, REPLY): the keys before it stay decided and written.
 local FIRST, NOW, REPLY = 1
+local I8 = '>i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8' -- cut to length, the format of a packed reply
 do
   local A, nk, o = ARGV, #KEYS - 1, 1 -- o: the index of the first policy
   if A[1] == 'st' or A[1] == 'stq' then o = 2 end
   if nk >= 1 and #A == o - 1 + 2 * nk then
-    -- Every key's policy and cost first (a call's letters are no policy):
-    -- nothing is written for a call this path does not take.
+    -- Every key's policy and cost first (letters are no policy): nothing is written for a call not taken here.
     local i, ps, cap, unit, refill, full, num, costarg, cost = 1
     for b = #A - 1, o, -2 do -- backwards, to keep the first key's
       if A[b] ~= ps then
@@ -115,20 +110,23 @@ do
       else
         lastkey, lastd, lastt = key, d0, t
       end
-      if nk == 1 then return {now, ok, ok, rem, retry, reset} end
+      if nk == 1 then return struct.pack('>i8i8i8i8i8i8', now, ok, ok, rem, retry, reset) end
       reply = reply or {now, 1}
       if ok == 0 then reply[2] = 0 end
       local at = 4 * i - 2
       reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = ok, rem, retry, reset
       i = i + 1
     end
-    if i == nk + 1 then return reply end
+    if i == nk + 1 then -- packed by a literal format (one cut from I8 costs 2k more)
+      local f = nk == 8 and I8 or nk == 4 and '>i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
+      f = f or nk == 2 and '>i8i8i8i8i8i8i8i8i8i8' or nk == 3 and '>i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
+      return struct.pack(f or #reply > 34 and string.rep('>i8', #reply) or string.sub(I8, 1, 2 * #reply + 1), unpack(reply))
+    end
     if i <= nk then FIRST, NOW, REPLY = i, now, reply end
   end
 end
 
--- The general path. Its helpers take what they need and capture nothing.
-local call = redis.call
+local call = redis.call -- the general path; its helpers take what they need (sum sets big alone)
 -- ceildiv returns ceil(a/b) for 0 <= a <= 2^53, 1 <= b <= 2^52.
 local function ceildiv(a, b)
   local r = a % b
@@ -145,9 +143,8 @@ local function int(i, lo, hi)
   return x
 end
 
--- policy returns the capacity, unit and refill in s ("capacity:unit:
--- refill"), or nothing when they are no policy: a token bucket's within
--- algo's bounds, or a calendar quota's (unit 0, refill -(kind + 4*(offset
+-- policy returns the capacity, unit and refill in s ("capacity:unit:refill"), or nothing when they are no
+-- policy: a token bucket's within algo's bounds, or a calendar quota's (unit 0, refill -(kind + 4*(offset
 -- + 86399)), kind 1-3, |offset| < 86400).
 local function policy(s)
   local cap, unit, refill = string.match(s, '^([1-9]%d*):(%d+):(%-?[1-9]%d*)$')
@@ -177,12 +174,10 @@ local now, margin
 if clock == 'c' then now, margin, first = int(first, 0, 9007199254740991), int(first + 1, -1, 9007199254740991), first + 2 end
 if nkeys < 1 or #ARGV ~= first - 1 + per * nkeys then error({err = 'RBARG want the registry last, ' .. per .. ' arguments a key'}) end
 if nkeys > 1 and not (op == 't' or op == 'm' or op == 'r') then error({err = 'RBARG one key only for this op'}) end
--- (a batch with keep would fail with RBCORRUPT after the keys before it were written)
-if nkeys > 1 and op == 't' and keep then error({err = 'RBARG a batch of takes cannot keep corrupt keys'}) end
+if nkeys > 1 and op == 't' and keep then error({err = 'RBARG a batch of takes cannot keep corrupt keys'}) end -- (RBCORRUPT after writes)
 keep = keep or op == 'i'
 local taking = op == 't' or op == 'm' or op == 'i' or op == 'h' -- a take, multi-take, peek or hold
--- Several keys each alone (a batch, a refund) are written one by one: all
--- their arguments are checked first, so that a refused call writes nothing.
+-- Keys each alone (a batch, a refund) are written one by one: all checked first.
 if nkeys > 1 then
   local last, cap
   for i = first, #ARGV, per do
@@ -197,11 +192,10 @@ local tm = clock == 's' and not NOW and call('TIME') -- (a batch's time: NOW, wh
 if clock == 's' then now = tm and tm[1] * 1000000 + tm[2] or NOW end
 
 local reply, at = REPLY or {now, 1}, 2 + 4 * (FIRST - 1) -- at: the reply's last field so far
-local repaired, pend, sum -- the repaired keys; a multi-take's decisions; see sum below
+local repaired, pend, sum, big -- the repaired keys; a multi-take's decisions; see sum below
 local ps, cap, unit, refill, full, num -- the previous key's policy: a run of one is read once
 
--- Each key is decided and written in turn (pass 1); a multi-take writes in
--- a second pass, once every key is decided.
+-- Each key is decided and written in turn; a multi-take writes in pass 2.
 for pass = 1, op == 'm' and 2 or 1 do
   for i = FIRST, nkeys do
     local key = KEYS[i]
@@ -249,9 +243,8 @@ for pass = 1, op == 'm' and 2 or 1 do
         if op == 'i' and cost ~= 0 then error({err = 'RBARG inspect takes cost 0'}) end
       end
 
-      -- Read the key (WIRE.md, "Stored values"): d0, t0 (0, 0 when absent),
-      -- the policy that wrote it (fc, fu, fr) when not the call's, or why
-      -- it is corrupt (kind, why).
+      -- Read the key (WIRE.md, "Stored values"): d0, t0 (0, 0 when absent), the policy that wrote it
+      -- (fc, fu, fr) when not the call's, or why it is corrupt (kind, why).
       local d0, t0, kind, why, fc, fu, fr = 0, 0
       local v, u, c, n = redis.pcall('GET', key)
       exists = v ~= false
@@ -426,7 +419,7 @@ for pass = 1, op == 'm' and 2 or 1 do
           local al, bl = math.fmod(a, 1000000), math.fmod(b, 1000000)
           local hi, lo = (a - al) / 1000000 + (b - bl) / 1000000, al + bl
           if lo >= 1000000 then hi, lo = hi + 1, lo - 1000000 end
-          return string.format('%d%06d', hi, lo)
+          big = true return string.format('%d%06d', hi, lo) -- (a reply field in digits)
         end
       end
 
@@ -545,9 +538,8 @@ for pass = 1, op == 'm' and 2 or 1 do
         pend = pend or {}
         pend[i] = {d, t, exists, cap, unit, refill, num, ok, charged, changed, kind, conv, d0, t0}
       else
-        -- Each key alone: the server clock writes a charge; a client clock a
-        -- change (memstore's), a refund, cancel or settle only what it gives
-        -- back; a repaired or converted key always (WIRE.md, "Stored values").
+        -- Each key alone: the server clock writes a charge; a client clock a change (memstore's), a refund,
+        -- cancel or settle only what it gives back; a repaired or converted key always (WIRE.md, "Stored values").
         writes = charged
         if clock ~= 's' and op ~= 'r' and op ~= 'x' and op ~= 'e' then writes = changed end
         writes = writes or kind or conv
@@ -592,7 +584,17 @@ for pass = 1, op == 'm' and 2 or 1 do
   end
 end
 
-if repaired then
-  for j = 1, #repaired do reply[at + j] = repaired[j] end
+for j = 1, repaired and #repaired or 0 do reply[at + j] = repaired[j] end
+-- The reply, packed (WIRE.md, "The script"); with big, a sum past 2^53 (hi*10^6 + lo) in 32-bit halves.
+if not big then return struct.pack(#reply > 34 and string.rep('>i8', #reply) or string.sub(I8, 1, 2 * #reply + 1), unpack(reply)) end
+local f, out = {}, {}
+for j = 1, #reply do
+  local x, h = reply[j]
+  if type(x) == 'string' then
+    x, h = string.sub(x, 1, -7) * 15625, string.sub(x, -6) + 0 -- hi*10^6 + lo = hi*15625*64 + lo
+    h, x = (x - x % 67108864) / 67108864, x % 67108864 * 64 + h
+    if x >= 4294967296 then h, x = h + 1, x - 4294967296 end out[#out + 1] = h
+  end
+  f[j], out[#out + 1] = h and 'I4I4' or 'i8', x
 end
-return reply
+return struct.pack('>' .. table.concat(f), unpack(out))

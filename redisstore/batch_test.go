@@ -288,7 +288,7 @@ func TestBatchOfOneKeyNamedTwice(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		vals, err := redisstore.Script().Run(ctx, rdb, []string{k, k, reg}, pol, 2, pol, 2).Int64Slice()
+		vals, err := redisstore.RunInts(ctx, rdb, []string{k, k, reg}, pol, 2, pol, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,8 +109,8 @@ func TestStoredStatesMatchAlgo(t *testing.T) {
 // may pass 2^53, where Lua's doubles skip odd integers: a ResetAfter of
 // 2^53 µs and more (a clock lagging a bucket in debt whose fill time is
 // near algo's bound: 52124 tokens at one a day take 142 years to refill),
-// which the script sends as digits, and a Ticket's At past 2^53 (a
-// reservation made near algo.MaxTime), which it sends and reads as digits.
+// which the script packs from digits, and a Ticket's At past 2^53 (a
+// reservation made near algo.MaxTime), which it packs and reads as digits.
 // algo, memstore and redisstore (client clock) answer alike, to the µs.
 func TestPast2To53(t *testing.T) {
 	rdb := redistest.Start(t).Client()

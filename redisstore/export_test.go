@@ -67,3 +67,16 @@ func PipelineClosed(s *Store) bool {
 	defer s.pipe.mu.Unlock()
 	return s.pipe.closed
 }
+
+// Ints reads a script's reply, the integers packed in one string.
+func Ints(reply string) ([]int64, error) { return ints(nil, reply) }
+
+// RunInts runs the bucket script with keys and args, as another runtime
+// does, and returns its integers.
+func RunInts(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) ([]int64, error) {
+	reply, err := Script().Run(ctx, rdb, keys, args...).Text()
+	if err != nil {
+		return nil, err
+	}
+	return Ints(reply)
+}

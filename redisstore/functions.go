@@ -77,7 +77,7 @@ func noScript(err error) bool {
 // running the script, is to be sent again, after rewriting args: NOSCRIPT
 // becomes EVAL of the source; a missing function is sent as it was once
 // the library is loaded (loadErr nil), else cmd fails with loadErr.
-func (f *functions) again(cmd *redis.IntSliceCmd, args []any, loadErr error) bool {
+func (f *functions) again(cmd *redis.StringCmd, args []any, loadErr error) bool {
 	switch err := cmd.Err(); {
 	case err == nil:
 		return false
@@ -95,7 +95,7 @@ func (f *functions) again(cmd *redis.IntSliceCmd, args []any, loadErr error) boo
 
 // retry is again for one call: it loads the library first if Redis said it
 // was missing.
-func (f *functions) retry(ctx context.Context, cmd *redis.IntSliceCmd, args []any) bool {
+func (f *functions) retry(ctx context.Context, cmd *redis.StringCmd, args []any) bool {
 	var loadErr error
 	if functionMissing(cmd.Err()) {
 		loadErr = f.load(ctx)

@@ -74,7 +74,8 @@ func evalSource(sha any) string {
 // out may have run: its lease then expires after p.TTL, as a crashed
 // holder's does.
 func (s *Store) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (algo.LeaseResult, error) {
-	r, err := s.lease(ctx, opAcquire, key, p, id)
+	var buf [5]int64 // the reply, on the stack
+	r, err := s.lease(ctx, buf[:0], opAcquire, key, p, id)
 	if err != nil {
 		return algo.LeaseResult{}, err
 	}
@@ -86,7 +87,8 @@ func (s *Store) AcquireLease(ctx context.Context, key string, p algo.LeasePolicy
 // nil error. A key left with no lease is deleted. Errors are those of
 // AcquireLease but the policy's.
 func (s *Store) ReleaseLease(ctx context.Context, key, id string) (bool, error) {
-	r, err := s.lease(ctx, opRelease, key, algo.LeasePolicy{}, id)
+	var buf [5]int64 // the reply, on the stack
+	r, err := s.lease(ctx, buf[:0], opRelease, key, algo.LeasePolicy{}, id)
 	return err == nil && r[1] == 1, err
 }
 
@@ -94,7 +96,8 @@ func (s *Store) ReleaseLease(ctx context.Context, key, id string) (bool, error) 
 // reports whether it was live, in one script call; an expired lease is not
 // renewed. Errors are those of AcquireLease.
 func (s *Store) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, id string) (bool, error) {
-	r, err := s.lease(ctx, opRenew, key, p, id)
+	var buf [5]int64 // the reply, on the stack
+	r, err := s.lease(ctx, buf[:0], opRenew, key, p, id)
 	return err == nil && r[1] == 1, err
 }
 
@@ -103,8 +106,9 @@ func (s *Store) RenewLease(ctx context.Context, key string, p algo.LeasePolicy, 
 func (s *Store) LeaseKey(key string) string { return s.leasePrefix + key }
 
 // lease checks a lease call, makes it and returns the script's reply:
-// now, ok, remaining, retry-after, repaired (see lease.lua).
-func (s *Store) lease(ctx context.Context, op, key string, p algo.LeasePolicy, id string) ([]int64, error) {
+// now, ok, remaining, retry-after, repaired (see lease.lua), appended to
+// dst.
+func (s *Store) lease(ctx context.Context, dst []int64, op, key string, p algo.LeasePolicy, id string) ([]int64, error) {
 	if op != opRelease {
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("redisstore: %w", err)
@@ -130,7 +134,7 @@ func (s *Store) lease(ctx context.Context, op, key string, p algo.LeasePolicy, i
 	lkey := s.leasePrefix + key
 	c := newCall(ctx)
 	s.leaseArgs(c, op, clock, now, lkey, p, id)
-	vals, err := s.send(c, true)
+	vals, err := s.send(c, true, dst)
 	if err != nil {
 		return nil, err
 	}

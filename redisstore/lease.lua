@@ -201,4 +201,4 @@ else
   end
   if n < limit then rem = limit - n end
 end
-return {now, ok, rem, retry, kind}
+return struct.pack('>i8i8i8i8i8', now, ok, rem, retry, kind) -- packed, as tokenbucket.lua's

@@ -18,5 +18,5 @@ const (
 // clock), ok, remaining, retry-after µs and the kind of repair, so tests
 // can replay each call through algo.
 func LeaseCall(ctx context.Context, s *Store, op, key string, p algo.LeasePolicy, id string) ([]int64, error) {
-	return s.lease(ctx, op, key, p, id)
+	return s.lease(ctx, nil, op, key, p, id)
 }

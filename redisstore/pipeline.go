@@ -136,7 +136,8 @@ type call struct {
 	dl    time.Time // zero: no deadline
 	timed bool      // dl is the store's Timeout, not ctx's deadline
 	args  []any
-	cmd   *redis.IntSliceCmd
+	cmd   *redis.StringCmd
+	vals  []int64 // the reply, when the call shared cmd (see split)
 	state atomic.Int32
 	done  chan struct{} // buffered: the writer never blocks on a caller that left
 	// dctx is what go-redis is given for a timed call sent alone whose
@@ -196,7 +197,7 @@ func (c *call) free() {
 	}
 	clear(c.args)
 	clear(c.keys)
-	c.ctx, c.dl, c.timed, c.cmd, c.dctx, c.batch, c.mark.word = nil, time.Time{}, false, nil, deadlineCtx{}, false, nil
+	c.ctx, c.dl, c.timed, c.cmd, c.vals, c.dctx, c.batch, c.mark.word = nil, time.Time{}, false, nil, nil, deadlineCtx{}, false, nil
 	c.args, c.keys, c.nums, c.pols = c.args[:0], c.keys[:0], c.nums[:0], c.pols[:0]
 	c.state.Store(queued)
 	c.wrote.Store(unwritten)
@@ -542,12 +543,13 @@ func (p *pipeliner) work(l *lane, inline bool) {
 
 // sender is what a writer reuses from one pipeline to the next: the
 // batch, the commands, the go-redis pipeline, which Exec leaves empty, and
-// the takes grouped into shared script calls.
+// the takes grouped into shared script calls, and their replies' integers.
 type sender struct {
 	batch  []*call
 	cmds   []redis.Cmder
 	pipe   redis.Pipeliner
 	groups []takes
+	ints   []int64
 }
 
 // takes is a group of calls that share one script call (see exec): args
@@ -556,7 +558,7 @@ type sender struct {
 type takes struct {
 	calls []*call
 	args  []any
-	cmd   *redis.IntSliceCmd
+	cmd   *redis.StringCmd
 	mark  written
 }
 
@@ -701,7 +703,7 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 	if len(calls) == 1 {
 		if c := calls[0]; pick(c) {
 			c.wrote.CompareAndSwap(writing, unwritten) // sent again: the first did not run
-			c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
+			c.cmd, c.vals = redis.NewStringCmd(ctx, c.args...), nil
 			_ = p.rdb.Process(ctx, noRetry{c.cmd})
 			p.fo.check(c.cmd.Err())
 		}
@@ -716,6 +718,7 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 			continue
 		}
 		c.wrote.CompareAndSwap(writing, unwritten) // sent again: the first did not run
+		c.vals = nil
 		if c.batch {
 			g := 0
 			for g < len(groups) && !joins(groups[g].calls[0], c) {
@@ -732,26 +735,26 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 			groups[g].calls = append(groups[g].calls, c)
 			continue
 		}
-		c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
+		c.cmd = redis.NewStringCmd(ctx, c.args...)
 		cmds = append(cmds, noRetry{c.cmd})
 	}
 	for i := range groups {
 		g := &groups[i]
 		if len(g.calls) == 1 {
 			c := g.calls[0]
-			c.cmd, g.cmd = redis.NewIntSliceCmd(ctx, c.args...), nil
+			c.cmd, g.cmd = redis.NewStringCmd(ctx, c.args...), nil
 			cmds = append(cmds, noRetry{c.cmd})
 			continue
 		}
 		g.args = takeBatch(g.args[:0], g)
-		g.cmd = redis.NewIntSliceCmd(ctx, g.args...)
+		g.cmd = redis.NewStringCmd(ctx, g.args...)
 		cmds = append(cmds, noRetry{g.cmd})
 	}
 	_ = w.pipe.BatchProcess(ctx, cmds...) // one append of them all
 	_, _ = w.pipe.Exec(ctx)               // each command holds its own error
 	for i := range groups {
 		if g := &groups[i]; g.cmd != nil {
-			split(ctx, g.cmd, g.calls)
+			w.ints = split(ctx, g.cmd, g.calls, w.ints)
 			clear(g.args)
 			g.cmd, g.mark.calls, g.mark.word = nil, nil, nil
 		}
@@ -783,23 +786,30 @@ func takeBatch(args []any, g *takes) []any {
 	return args
 }
 
-// split gives each of calls, which shared the script call cmd, its own
-// reply, as the script would have replied to it alone: the time, its
-// admission twice (as the all-admitted flag and its own), its remaining,
-// retry-after and reset-after, and its repair if the script reported one;
-// or cmd's error.
-func split(ctx context.Context, cmd *redis.IntSliceCmd, calls []*call) {
-	vals, err := cmd.Result()
+// split gives each of calls, which shared the script call cmd, cmd and
+// its own reply in vals, as the script would have replied to it alone: the
+// time, its admission twice (as the all-admitted flag and its own), its
+// remaining, retry-after and reset-after, and its repair if the script
+// reported one; or cmd's error. It reads cmd's integers into buf, which
+// it returns.
+func split(ctx context.Context, cmd *redis.StringCmd, calls []*call, buf []int64) []int64 {
+	vals, err := buf[:0], cmd.Err()
+	if err == nil {
+		vals, err = ints(vals, cmd.Val())
+	}
 	n := len(calls)
 	if err == nil && (len(vals) < 2+4*n || (len(vals)-2-4*n)%2 != 0) {
 		err = fmt.Errorf("redisstore: script replied %d integers to %d takes, want %d and pairs", len(vals), n, 2+4*n)
 	}
 	if err != nil {
-		for _, c := range calls {
-			c.cmd = redis.NewIntSliceCmd(ctx)
-			c.cmd.SetErr(err)
+		if cmd.Err() == nil {
+			cmd = redis.NewStringCmd(ctx)
+			cmd.SetErr(err)
 		}
-		return
+		for _, c := range calls {
+			c.cmd = cmd
+		}
+		return vals
 	}
 	repaired := vals[2+4*n:]
 	out := make([]int64, 6*n)
@@ -812,9 +822,9 @@ func split(ctx context.Context, cmd *redis.IntSliceCmd, calls []*call) {
 				v = append(v, 1, repaired[j+1])
 			}
 		}
-		c.cmd = redis.NewIntSliceCmd(ctx)
-		c.cmd.SetVal(v)
+		c.cmd, c.vals = cmd, v
 	}
+	return vals
 }
 
 // close refuses new calls, lets the writers send everything queued and

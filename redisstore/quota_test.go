@@ -20,13 +20,49 @@ import (
 
 // quotaScript is the bucket script, called directly to see the now it
 // decided at (the reply's first element).
-func quotaScript(t *testing.T) *redis.Script {
+func quotaScript(t *testing.T) packedScript {
 	t.Helper()
 	src, err := os.ReadFile("tokenbucket.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return redis.NewScript(string(src))
+	return packedScript{redis.NewScript(string(src))}
+}
+
+// packedScript runs a script whose reply is packed integers (WIRE.md, "The
+// script") and reads them.
+type packedScript struct{ s *redis.Script }
+
+// Run runs the script and reads its reply.
+func (p packedScript) Run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) packedReply {
+	reply, err := p.s.Run(ctx, rdb, keys, args...).Text()
+	if err != nil {
+		return packedReply{err: err}
+	}
+	v, err := redisstore.Ints(reply)
+	return packedReply{v, err}
+}
+
+// packedReply is a packedScript's reply, read as go-redis's commands read
+// theirs.
+type packedReply struct {
+	v   []int64
+	err error
+}
+
+// Err returns the call's error.
+func (r packedReply) Err() error { return r.err }
+
+// Int64Slice returns the integers.
+func (r packedReply) Int64Slice() ([]int64, error) { return r.v, r.err }
+
+// Result returns the integers as a go-redis Cmd would: a []any of int64.
+func (r packedReply) Result() (any, error) {
+	a := make([]any, len(r.v))
+	for i, x := range r.v {
+		a[i] = x
+	}
+	return a, r.err
 }
 
 // quotaReply is one key's answer under p: the script's now and the Result.

@@ -63,9 +63,9 @@ const (
 // cluster, where MOVED and ASK are still followed: they mean the script did
 // not run); it still re-sends a command it has proof was never written.
 //
-// The command is an IntSliceCmd: the script replies with integers only,
-// which it reads into a []int64 without boxing each one.
-type noRetry struct{ *redis.IntSliceCmd }
+// The command is a StringCmd: the script replies with one string of
+// packed integers (see ints), which costs Redis half what an array does.
+type noRetry struct{ *redis.StringCmd }
 
 // NoRetry reports true: see the type.
 func (noRetry) NoRetry() bool { return true }
@@ -136,7 +136,8 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 	}
 	c := newCall(ctx)
 	s.fillArgs(c, op, clock, now, reqs, in)
-	vals, err := s.send(c, op != opInspect)
+	var buf [8]int64 // the reply of one key, on the stack
+	vals, err := s.send(c, op != opInspect, buf[:0])
 	if err != nil {
 		return err
 	}
@@ -151,28 +152,30 @@ func (s *Store) run(ctx context.Context, op string, reqs []store.Request, result
 // through the pipeline when pipelined and the store has one, else on its
 // own (with EVAL after NOSCRIPT, or FCALL after loading a missing library,
 // as the pipeline does), bounded by the store's Timeout when ctx has no
-// deadline. It returns the script's reply, or an error from callError,
-// and frees c when nothing else holds it.
-func (s *Store) send(c *call, pipelined bool) ([]int64, error) {
-	var cmd *redis.IntSliceCmd
-	var cerr error // the context's error, or DeadlineExceeded past c.dl
+// deadline. It returns the script's reply, appended to dst unless c shared
+// a call (see split), or an error from callError, and frees c when nothing
+// else holds it.
+func (s *Store) send(c *call, pipelined bool, dst []int64) ([]int64, error) {
+	var cmd *redis.StringCmd
+	var vals []int64 // c's share of a shared call's reply
+	var cerr error   // the context's error, or DeadlineExceeded past c.dl
 	if s.pipe != nil && pipelined {
 		s.deadline(c)
 		if err := s.pipe.do(c); err != nil {
 			return nil, err // c may still be in a writer's hands: not freed
 		}
-		cmd = c.cmd
+		cmd, vals = c.cmd, c.vals
 		if cerr = c.ctx.Err(); cerr == nil && !c.dl.IsZero() && !time.Now().Before(c.dl) {
 			cerr = context.DeadlineExceeded // the socket saw the deadline first
 		}
 	} else {
 		ctx, cancel := s.bound(c.ctx)
 		defer cancel()
-		cmd = redis.NewIntSliceCmd(ctx, c.args...)
+		cmd = redis.NewStringCmd(ctx, c.args...)
 		_ = s.rdb.Process(ctx, noRetry{cmd})
 		if s.fn.retry(ctx, cmd, c.args) { // NOSCRIPT, or no function library
 			c.wrote.CompareAndSwap(writing, unwritten) // the first did not run
-			cmd = redis.NewIntSliceCmd(ctx, c.args...)
+			cmd = redis.NewStringCmd(ctx, c.args...)
 			_ = s.rdb.Process(ctx, noRetry{cmd})
 		}
 		if cerr = ctx.Err(); cerr == nil {
@@ -181,16 +184,31 @@ func (s *Store) send(c *call, pipelined bool) ([]int64, error) {
 			}
 		}
 	}
-	var vals []int64
 	err := cmd.Err()
 	if err != nil {
 		s.fo.check(err)
 		err = callError(c.wrote.Load() == writing, cerr, err)
-	} else if vals, err = cmd.Result(); err != nil {
-		err = fmt.Errorf("redisstore: script reply: %w", err)
+	} else if vals == nil {
+		vals, err = ints(dst, cmd.Val())
 	}
 	c.free()
 	return vals, err
+}
+
+// ints appends to dst the integers of a script's reply: one string of
+// big-endian 64-bit two's complement integers (WIRE.md, "The script").
+func ints(dst []int64, reply string) ([]int64, error) {
+	if len(reply)%8 != 0 {
+		return dst, fmt.Errorf("redisstore: script reply: %d bytes, not 64-bit integers", len(reply))
+	}
+	for i := 0; i < len(reply); i += 8 {
+		var u uint64
+		for _, b := range []byte(reply[i : i+8]) {
+			u = u<<8 | uint64(b)
+		}
+		dst = append(dst, int64(u))
+	}
+	return dst, nil
 }
 
 // deadline sets c's deadline: its context's, or else the store's Timeout

@@ -92,7 +92,7 @@ type wire struct {
 // call runs the script and returns its integer reply, or the error.
 func (w wire) call(keys []string, args ...any) ([]int64, error) {
 	w.t.Helper()
-	return redisstore.Script().Run(ctxT(w.t), w.rdb, keys, args...).Int64Slice()
+	return redisstore.RunInts(ctxT(w.t), w.rdb, keys, args...)
 }
 
 func (w wire) must(keys []string, args ...any) []int64 {

@@ -318,7 +318,7 @@ export class RateBucket {
     }
     let vals;
     try {
-      vals = await this.#send(() => this.client[this.command](...args));
+      vals = ints(await this.#send(() => this.client[`${this.command}Buffer`](...args)));
     } catch (err) {
       throw scriptError(err);
     }
@@ -406,6 +406,18 @@ export class RateBucket {
     const to = this.isCluster ? 'Redis Cluster' : `Redis at ${o.path ?? `${o.host ?? 'localhost'}:${o.port ?? 6379}`}`;
     return new RateBucketError('RB_CONNECT', `ratebucket: cannot reach ${to}: ${why} (nothing was sent)`);
   }
+}
+
+// ints reads the script's reply, big-endian 64-bit integers packed in one
+// string (WIRE.md, "The script"): numbers, or past 2^53 their digits.
+function ints(reply) {
+  if (!Buffer.isBuffer(reply) || reply.length % 8 !== 0) return reply;
+  const out = [];
+  for (let i = 0; i < reply.length; i += 8) {
+    const x = reply.readBigInt64BE(i);
+    out.push(x >= -9007199254740992n && x <= 9007199254740992n ? Number(x) : String(x));
+  }
+  return out;
 }
 
 function checkClient(c) {
