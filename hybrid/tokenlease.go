@@ -305,7 +305,7 @@ func (l *Leases) topUp(ctx context.Context, sh *leaseShard, e *lease, r store.Re
 // Why this w. Without a pause every request the batch cannot cover calls
 // the primary, and on a saturated key each such call grants the few
 // tokens refilled since the last: 0.25 calls per admitted on
-// leasebench's global load (11.4 in TestLeasesSaturatedCalls/unpaced).
+// leasebench's global load (7.6 in TestLeasesSaturatedCalls/unpaced, 200 ms).
 // A pause only removes calls: no token is taken or
 // admitted by it, so the bound (BatchBound) holds as before.
 //
