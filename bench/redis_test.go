@@ -94,9 +94,11 @@ func TestRedisTools(t *testing.T) {
 	if err := FlushSync(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	hot, err := RunLoad(l, keys, true, 4, 50*time.Millisecond)
-	if refill := int64(math.Ceil(2 * hot.Elapsed.Seconds())); err != nil || hot.Calls <= 100 || hot.Admitted < 100 || hot.Admitted > 100+refill {
-		t.Fatalf("RunLoad on one hot key: %+v, %v (want the burst of 100 admitted, and at most %d refilled)", hot, err, refill)
+	// The load runs for a time, so how many calls it makes depends on the
+	// machine (a loaded one made 79 in 50 ms): what it admits must not.
+	hot, err := RunLoad(l, keys, true, 4, 100*time.Millisecond)
+	if refill := int64(math.Ceil(2 * hot.Elapsed.Seconds())); err != nil || hot.Calls == 0 || hot.Admitted < min(hot.Calls, 100) || hot.Admitted > 100+refill {
+		t.Fatalf("RunLoad on one hot key: %+v, %v (want every call admitted up to the burst of 100, and at most %d refilled)", hot, err, refill)
 	}
 
 	memKeys := Keys(5000, OnRedis[0].Prefix)
