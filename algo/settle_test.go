@@ -261,7 +261,7 @@ func TestSettleLawCatchesUncapped(t *testing.T) {
 	if os.Getenv(settleMutantEnv) != "" {
 		t.Skip("child process")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSettleLawMutant$", "-rapid.nofailfile", "-rapid.checks=500")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSettleLawMutant$", "-rapid.nofailfile", "-rapid.checks=500", "-rapid.shrinktime=1s")
 	cmd.Env = append(os.Environ(), settleMutantEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "SettleBound") {
