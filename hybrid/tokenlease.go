@@ -3,11 +3,12 @@ package hybrid
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/ratebucket/ratebucket/internal/keyhash"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/observe"
@@ -75,8 +76,7 @@ type Leases struct {
 	// shards hold each measured key's lease (tokenlease_table.go); n
 	// counts them, within cfg.Keys.
 	shards [leaseShards]leaseShard
-	seed   maphash.Seed
-	hseed  uint64 // memhash's seed, drawn from seed (see hash)
+	seed   keyhash.Seed
 	n      atomic.Int64
 	pols   leasePolicies
 	// A tick, the unit of an entry's times, is 1<<qs µs: 1 µs, or for a
@@ -167,8 +167,7 @@ func NewLeases(primary store.Store, cfg LeasesConfig) (*Leases, error) {
 		cfg.Clock = systemClock{}
 	}
 	l := &Leases{primary: primary, cfg: cfg, obs: newObserver(cfg.Observer, cfg.Name, defaultLeasesName),
-		seed: maphash.MakeSeed(), lt: cfg.Lifetime.Microseconds()}
-	l.hseed = maphash.String(l.seed, "")
+		seed: keyhash.New(), lt: cfg.Lifetime.Microseconds()}
 	for 1<<(31+l.qs) < 140*l.lt {
 		l.qs++
 	}

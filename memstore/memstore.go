@@ -112,11 +112,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratebucket/ratebucket/internal/keyhash"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/observe"
@@ -182,8 +183,7 @@ type Store struct {
 	baseUS   int64       // base in µs since the Unix epoch
 	alg      algo.Algorithm
 	tb       bool         // alg is algo.TokenBucket: called directly, not through alg
-	seed     maphash.Seed // for 32-bit platforms (hash.go)
-	hseed    uint64       // the seed of hash
+	seed     keyhash.Seed // the keys' hash (hash)
 	mask     uint64
 	perShard int
 	maxKey   int // the longest key accepted, in bytes
@@ -220,10 +220,9 @@ func newStore(cfg Config, floor int) (*Store, error) {
 	if !cfg.OnPolicyChange.Valid() {
 		return nil, fmt.Errorf("%w: OnPolicyChange %v", ErrInvalidConfig, cfg.OnPolicyChange)
 	}
-	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: maphash.MakeSeed(), base: time.Now(), rule: cfg.OnPolicyChange}
+	s := &Store{clk: cfg.Clock, alg: cfg.Algorithm, seed: keyhash.New(), base: time.Now(), rule: cfg.OnPolicyChange}
 	s.pols, s.over = new(policies), new(overflow)
 	s.pols.init()
-	s.hseed = maphash.String(s.seed, "") // the seed's own value: hash is maphash.String (hash.go)
 	s.baseUS = s.base.UnixMicro()
 	if s.alg == nil {
 		s.alg = algo.TokenBucket{}
@@ -471,3 +470,6 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// hash returns key's hash under the Store's seed (internal/keyhash).
+func (s *Store) hash(key string) uint64 { return s.seed.String(key) }

@@ -3,9 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -214,27 +212,6 @@ func TestShardSweep(t *testing.T) {
 	}
 	if _, err := s.Take(ctx, store.Request{Key: "a", Policy: p, Cost: 1}); err == nil {
 		t.Fatal("Take after Close: no error")
-	}
-}
-
-// TestHash: the Store's hash is maphash.String under its seed, for keys
-// of up to 128 bytes, and spreads longer ones too.
-func TestHash(t *testing.T) {
-	s, err := New(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[uint64]bool{}
-	for n := 1; n <= 300; n++ {
-		key := strings.Repeat("k", n)
-		h := s.hash(key)
-		if want := maphash.String(s.seed, key); n <= 128 && h != want {
-			t.Fatalf("hash of %d bytes: %#x, maphash.String %#x", n, h, want)
-		}
-		seen[h>>32] = true
-	}
-	if len(seen) != 300 {
-		t.Fatalf("%d distinct top halves of 300 hashes", len(seen))
 	}
 }
 
