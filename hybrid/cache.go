@@ -1,10 +1,11 @@
 package hybrid
 
 import (
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratebucket/ratebucket/internal/keyhash"
 )
 
 // boundCache is a fixed-size map from key to bound, split into shards that
@@ -15,7 +16,7 @@ import (
 // an entry would have brought, never correctness: a key without an entry is
 // sent to the primary.
 type boundCache struct {
-	seed   maphash.Seed
+	seed   keyhash.Seed
 	mask   uint64
 	shards []cacheShard
 }
@@ -45,7 +46,7 @@ func newBoundCache(size, shards int) *boundCache {
 		n <<= 1
 	}
 	per := max(1, (size+n-1)/n)
-	c := &boundCache{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]cacheShard, n)}
+	c := &boundCache{seed: keyhash.New(), mask: uint64(n - 1), shards: make([]cacheShard, n)}
 	for i := range c.shards {
 		c.shards[i].idx = make(map[string]int32)
 		c.shards[i].cap = per
@@ -54,7 +55,7 @@ func newBoundCache(size, shards int) *boundCache {
 }
 
 func (c *boundCache) shard(key string) *cacheShard {
-	return &c.shards[maphash.String(c.seed, key)&c.mask]
+	return &c.shards[c.seed.String(key)&c.mask]
 }
 
 // get returns the bound kept for key.

@@ -1,6 +1,7 @@
 // Package keyhash hashes keys for ratebucket's in-process tables
-// (memstore's buckets, hybrid's token leases): the result of
-// hash/maphash.String under a random seed, reached in fewer instructions.
+// (memstore's buckets, hybrid's token leases, DenyCache's shards): the
+// result of hash/maphash.String under a random seed, reached in fewer
+// instructions.
 package keyhash
 
 import (
