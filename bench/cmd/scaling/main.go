@@ -11,6 +11,12 @@
 //	           the same work with nothing shared
 //	random     one goroutine takes keys at random
 //	prandom    GOMAXPROCS goroutines take keys at random, each its own order
+//	fresh      random, with keys that are other strings than the ones the
+//	           limiter was filled with (the same bytes), as a caller that
+//	           builds its key per request passes: the other modes take
+//	           with the very strings filled, which a limiter that keeps the
+//	           caller's string may compare by pointer
+//	pfresh     prandom with those fresh keys
 //
 // Each goroutine is locked to a thread whose CPU time is read around its
 // round, and a round counts only if every goroutine was on a core for at
@@ -50,7 +56,7 @@ func main() {
 	rounds := flag.Int("rounds", 100, "rounds of every mode")
 	ops := flag.Int("ops", 100_000, "takes per goroutine per round")
 	overlap := flag.Float64("overlap", 0.8, "the share of a round's wall time every goroutine must have had a core")
-	modes := flag.String("modes", "seq,stretches,split,random,prandom", "comma-separated modes (hot too)")
+	modes := flag.String("modes", "seq,stretches,split,random,prandom,fresh,pfresh", "comma-separated modes (hot too)")
 	flag.Parse()
 	if err := run(os.Stdout, *impls, *policy, strings.Split(*modes, ","), *rounds, *ops, *overlap); err != nil {
 		fmt.Fprintln(os.Stderr, "scaling:", err)
@@ -65,9 +71,11 @@ type lane struct {
 	walk benchkeys.Walk
 }
 
-// mode is one way of taking: its lanes run at once.
+// mode is one way of taking: its lanes run at once, taking keys[i] for
+// the walks' indices i.
 type mode struct {
 	impl, name string
+	keys       []string
 	lanes      []lane
 	cpu, wall  []float64 // ns per take, of the rounds kept
 }
@@ -80,6 +88,10 @@ func run(w io.Writer, impls, policy string, modeNames []string, rounds, ops int,
 		return fmt.Errorf("policy %q: want admit or deny", policy)
 	}
 	keys := bench.Keys(numKeys, "")
+	fresh := make([]string, len(keys)) // the same bytes in other strings
+	for i, k := range keys {
+		fresh[i] = strings.Clone(k)
+	}
 	procs := runtime.GOMAXPROCS(0)
 	var all []*mode
 	for _, impl := range bench.InProc {
@@ -103,19 +115,19 @@ func run(w io.Writer, impls, policy string, modeNames []string, rounds, ops int,
 			return fmt.Errorf("%s: %w", impl.Name, err)
 		}
 		for _, name := range modeNames {
-			m := &mode{impl: impl.Name, name: name}
+			m := &mode{impl: impl.Name, name: name, keys: keys}
 			switch name {
 			case "hot":
 				m.lanes = []lane{{shared, benchkeys.From(0, 1)}}
 			case "seq":
 				m.lanes = []lane{{shared, benchkeys.Stretch(0, 1, numKeys)}}
-			case "random":
+			case "random", "fresh":
 				m.lanes = []lane{{shared, benchkeys.Random(0, numKeys)}}
-			case "stretches", "split", "prandom":
+			case "stretches", "split", "prandom", "pfresh":
 				for g := range procs {
 					ln := lane{shared, benchkeys.Stretch(g, procs, numKeys)}
 					switch name {
-					case "prandom":
+					case "prandom", "pfresh":
 						ln.walk = benchkeys.Random(g, numKeys)
 					case "split":
 						lo, hi := g*numKeys/procs, (g+1)*numKeys/procs
@@ -126,7 +138,10 @@ func run(w io.Writer, impls, policy string, modeNames []string, rounds, ops int,
 					m.lanes = append(m.lanes, ln)
 				}
 			default:
-				return fmt.Errorf("mode %q: want hot, seq, stretches, split, random or prandom", name)
+				return fmt.Errorf("mode %q: want hot, seq, stretches, split, random, prandom, fresh or pfresh", name)
+			}
+			if name == "fresh" || name == "pfresh" {
+				m.keys = fresh
 			}
 			all = append(all, m)
 		}
@@ -136,7 +151,7 @@ func run(w io.Writer, impls, policy string, modeNames []string, rounds, ops int,
 	}
 	for range rounds {
 		for _, m := range all {
-			m.round(keys, ops, overlap)
+			m.round(ops, overlap)
 		}
 	}
 	return report(w, all, overlap)
@@ -145,7 +160,7 @@ func run(w io.Writer, impls, policy string, modeNames []string, rounds, ops int,
 // round runs ops takes on every lane at once, each on a thread of its
 // own, and keeps the round's figures if every lane had a core for at
 // least overlap of the wall time.
-func (m *mode) round(keys []string, ops int, overlap float64) {
+func (m *mode) round(ops int, overlap float64) {
 	cpu := make([]int64, len(m.lanes))
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -156,7 +171,7 @@ func (m *mode) round(keys []string, ops int, overlap float64) {
 			ln := &m.lanes[i]
 			c0 := obstest.ThreadCPU()
 			for range ops {
-				ln.l.Allow(keys[ln.walk.Next()])
+				ln.l.Allow(m.keys[ln.walk.Next()])
 			}
 			cpu[i] = obstest.ThreadCPU() - c0
 		})
@@ -176,7 +191,7 @@ func (m *mode) round(keys []string, ops int, overlap float64) {
 }
 
 // base names the sequential mode each parallel mode is compared with.
-var base = map[string]string{"stretches": "seq", "split": "seq", "prandom": "random"}
+var base = map[string]string{"stretches": "seq", "split": "seq", "prandom": "random", "pfresh": "fresh"}
 
 func report(w io.Writer, all []*mode, overlap float64) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -9,7 +9,7 @@ import (
 // report has a row for each with a ratio for the parallel ones.
 func TestRun(t *testing.T) {
 	var out strings.Builder
-	modes := []string{"hot", "seq", "stretches", "split", "random", "prandom"}
+	modes := []string{"hot", "seq", "stretches", "split", "random", "prandom", "fresh", "pfresh"}
 	if err := run(&out, "ratebucket", "deny", modes, 1, 100, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestRun(t *testing.T) {
 		if row == "" {
 			t.Fatalf("no row for mode %s in\n%s", m, out.String())
 		}
-		if parallel := m != "hot" && m != "seq" && m != "random"; parallel == strings.HasSuffix(strings.TrimSpace(row), "–") {
+		if parallel := m != "hot" && m != "seq" && m != "random" && m != "fresh"; parallel == strings.HasSuffix(strings.TrimSpace(row), "–") {
 			t.Errorf("mode %s: ratio %q, want one for a parallel mode only", m, row)
 		}
 	}
