@@ -8,8 +8,9 @@
 # 50 clients, -P 16) on 100k random keys and on one hot key. The server
 # runs at hz 1, so its cron ticks, counted too, stay out of the figures.
 # Each call is made as the script's wire version lays it out: version 1's
-# (KEYS key, registry; ARGV [call,] policy, cost...) or, for a revision
-# before it, version 3's ("stp" and four numbers a key), what Go sent.
+# (KEYS key, registry; ARGV [call,] policy, cost...; costs of 1 left out
+# when the script takes that) or, for a revision before it, version 3's
+# ("stp" and four numbers a key), what Go sent.
 # CALLS: "take" a take of 1 (the default), "refund", "atmost" (up to 5),
 # "reserve" (cost 1, maxWait 1 s), "quota" a take of 1 on a calendar
 # quota of 10^6 a month (UTC), and "b4", "b8" (any bN) a batch: one call
@@ -32,7 +33,12 @@ if [ -n "$REV" ]; then
   names+=("$REV") shas+=("$(cli -x SCRIPT LOAD <"$dir/rev.lua")")
   v3+=("$(grep -q '^-- Wire contract: version 3 ' "$dir/rev.lua" && echo yes || echo no)")
 fi
-# argsof CALL KEY V3 prints the call's keys and arguments.
+# ones[i]: the script takes costs of 1 left out (it does not refuse a take without one).
+ones=()
+for sha in "${shas[@]}"; do
+  ones+=("$(cli EVALSHA "$sha" 2 rb:probe pol:rb: 100:500000:1 2>&1 | grep -q RBARG && echo no || echo yes)")
+done
+# argsof CALL KEY V3 ONES prints the call's keys and arguments.
 argsof() {
   local call=$1 key=$2 pol="100:500000:1 1" word="" n=1 keys
   case $call in
@@ -42,6 +48,7 @@ argsof() {
     quota) pol="1000000:0:-345599 1" ;; # refill -(3 + 4*(0 + 86399)): a month, UTC
     b*) n=${call#b} ;;
   esac
+  if [ "$4" = yes ]; then pol=${pol% 1}; fi # a cost of 1 is left out
   keys=$(for _ in $(seq "$n"); do printf '%s ' "$key"; done)
   if [ "$3" = yes ]; then # version 3: "stp", "srp", ...; four numbers a key
     word=${word:-st}p pol=${pol//:/ }
@@ -59,7 +66,7 @@ for round in $(seq "$ROUNDS"); do
     for call in $CALLS; do
       per=1; [ "${call#b}" != "$call" ] && per=${call#b}
       for i in "${!shas[@]}"; do
-        read -r -a args <<<"$(argsof "$call" "$key" "${v3[$i]}")"
+        read -r -a args <<<"$(argsof "$call" "$key" "${v3[$i]}" "${ones[$i]}")"
         cli FLUSHALL >/dev/null
         callgrind_control -z "$pid" >/dev/null 2>&1
         redis-benchmark -p "$port" -n "$N" -c 50 -P 16 "${rand[@]}" --csv evalsha "${shas[$i]}" "${args[@]}" >/dev/null

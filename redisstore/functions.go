@@ -29,7 +29,7 @@ var functionCode = "#!lua name=" + functionName + "\n" +
 // time (FUNCTION LOAD REPLACE) or measure it, such as redis-benchmark
 // running one Take of cost 1 on a bucket of 100 refilled 2 per second:
 //
-//	redis-benchmark FCALL <name> 2 rb:k pol:rb: 100:500000:1 1
+//	redis-benchmark FCALL <name> 2 rb:k pol:rb: 100:500000:1
 //
 // The function takes the script's KEYS and ARGV (see WIRE.md).
 func FunctionLibrary() (name, code string) { return functionName, functionCode }

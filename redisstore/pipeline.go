@@ -75,8 +75,8 @@ const (
 // (so per slot on a cluster), which the script decides key by key, each as
 // a take alone, in order, at one server time (WIRE.md, "Calling it"). The
 // script's own cost per call, about a third of a lone take's, is paid once
-// per batch: 72.0k instructions of Redis per take alone, 45.4k each in
-// fours, 39.7k in eights. A take that would fail the others (KeepCorrupt),
+// per batch: 65.3k instructions of Redis per take alone, 39.6k each in
+// fours, 33.6k in eights. A take that would fail the others (KeepCorrupt),
 // a quota's and every call on a Ring are sent as their own call.
 type PipelineConfig struct {
 	// Disabled turns auto-pipelining off: each call is its own round
@@ -164,8 +164,10 @@ type call struct {
 	// batch: the call may share one script call with others (see
 	// exec): a take of one bucket, args laid out as fillArgs lays it:
 	// verb, target, 2, the key, the registry (the mark), the call's
-	// letters if any, then the policy and the cost.
+	// letters (word) if any, then the policy and the cost, unless ones.
 	batch bool
+	word  any  // the call's letters, or nil for a take on the server clock
+	ones  bool // the costs, each 1, are left out of args (nums has them)
 }
 
 // calls holds calls free for reuse, each with its done channel and its
@@ -198,6 +200,7 @@ func (c *call) free() {
 	clear(c.args)
 	clear(c.keys)
 	c.ctx, c.dl, c.timed, c.cmd, c.vals, c.dctx, c.batch, c.mark.word = nil, time.Time{}, false, nil, nil, deadlineCtx{}, false, nil
+	c.word, c.ones = nil, false
 	c.args, c.keys, c.nums, c.pols = c.args[:0], c.keys[:0], c.nums[:0], c.pols[:0]
 	c.state.Store(queued)
 	c.wrote.Store(unwritten)
@@ -566,8 +569,7 @@ type takes struct {
 // with the batchable call head: the same verb and script, the same
 // registry (so on a cluster the same slot) and the same call letters.
 func joins(head, c *call) bool {
-	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && sameWord(c.mark.word, head.mark.word) &&
-		len(c.args) == len(head.args) && (len(c.args) == 7 || c.args[5] == head.args[5])
+	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && sameWord(c.mark.word, head.mark.word) && c.word == head.word
 }
 
 // exit ends a writer of l; p.mu is held.
@@ -769,19 +771,27 @@ func (p *pipeliner) exec(ctx context.Context, w *sender, calls []*call, pick fun
 // each of one bucket (a take with several keys, each alone, in order):
 // the verb and script, the keys, the registry (g's mark, which marks each
 // call written), the call's letters if any, then each take's policy and
-// cost. The other arguments are the calls' own.
+// cost, the costs left out when every one is 1 (as fillArgs does). The
+// other arguments are the calls' own.
 func takeBatch(args []any, g *takes) []any {
 	calls := g.calls
 	head := calls[0]
 	g.mark.word, g.mark.calls = head.mark.word, calls
 	args = append(args, head.args[0], head.args[1], len(calls)+1)
+	ones := true
 	for _, c := range calls {
 		args = append(args, c.args[3])
+		ones = ones && c.ones
 	}
 	args = append(args, &g.mark)
-	args = append(args, head.args[5:len(head.args)-2]...) // the call's letters, if any
+	if head.word != nil {
+		args = append(args, head.word)
+	}
 	for _, c := range calls {
-		args = append(args, c.args[len(c.args)-2:]...)
+		args = append(args, &c.pols[0])
+		if !ones {
+			args = append(args, &c.nums[0])
+		}
 	}
 	return args
 }

@@ -27,9 +27,9 @@ var script = redis.NewScript(scriptSrc)
 // ahead of time (Script().Load) or measure it, such as redis-benchmark
 // running one Take of cost 1 on a bucket of 100 refilled 2 per second with
 // the server clock (the bucket's key, then the policy registry; the
-// policy as capacity:unit:refill, then the cost):
+// policy as capacity:unit:refill, then the cost, left out when 1):
 //
-//	redis-benchmark EVALSHA <Script().Hash()> 2 rb:k pol:rb: 100:500000:1 1
+//	redis-benchmark EVALSHA <Script().Hash()> 2 rb:k pol:rb: 100:500000:1
 //
 // The keys are the buckets' and the registry of their slot; the arguments
 // are the call (clock "s" server or "c" client, then op "t" take, "m"
@@ -38,7 +38,8 @@ var script = redis.NewScript(scriptSrc)
 // changes; a take on the server clock, "st", is left out), for a client
 // clock now in µs and the TTL margin in ms (-1: none), and per key the
 // policy (capacity, Policy.Unit and Policy.Refill, joined by colons) and
-// the op's own: cost (or n), a reservation's maxWait after it, a cancel's
+// the op's own: cost (or n; when it is the op's one number and 1 for
+// every key, none), a reservation's maxWait after it, a cancel's
 // ticket instead (see tokenbucket.lua). They are a versioned contract,
 // written down in WIRE.md beside the script ([WireVersion]): other
 // runtimes call the same script and share buckets with this package.
@@ -280,7 +281,8 @@ func (p *policyArg) String() string { return string(p.b) }
 
 // scriptArgs builds the EVALSHA command: "evalsha", sha, numkeys, the
 // keys and the registry, the call (none for a take on the server clock),
-// for a client clock now and the margin, then per key its policy and cost,
+// for a client clock now and the margin, then per key its policy and cost
+// (none when every cost is 1 and it is the op's one number),
 // with opReserve's maxWait and opHold's TTL after them, for opCancel the
 // ticket (At, Units, Mark) instead of the cost and for opSettle the actual
 // cost, estimate and deadline (see tokenbucket.lua); opHold and opSettle
@@ -308,6 +310,13 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 		per = 2 // and the TTL
 	}
 	held := op == opHold || op == opSettle // a hold record among the keys
+	// One number a key, every one 1 (most takes): left out of the call, a
+	// Redis argument less a key to read (WIRE.md, "The script"); still
+	// kept in c.nums, for a shared call (see takeBatch).
+	c.ones = per == 1
+	for _, r := range reqs {
+		c.ones = c.ones && r.Cost == 1
+	}
 	nums := per * len(reqs)
 	if clock != "s" {
 		nums++
@@ -339,8 +348,9 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 	if op == opInspect {
 		keep = "" // inspect never repairs
 	}
-	if w := argCall[clock+op+keep+s.change]; w != nil {
-		args = append(args, w)
+	c.word = argCall[clock+op+keep+s.change]
+	if c.word != nil {
+		args = append(args, c.word)
 	}
 	// A take of one bucket on the server clock may share a script call
 	// with others (see pipeliner.exec): not one that keeps corrupt keys
@@ -370,7 +380,9 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 			n[0] = r.Cost
 		}
 		for i := range per {
-			args = append(args, &n[i])
+			if !c.ones {
+				args = append(args, &n[i])
+			}
 		}
 		n = n[per:]
 	}

@@ -119,10 +119,11 @@ func TestWireExamples(t *testing.T) {
 		t.Errorf("the policy's field = %s, WIRE.md says %s", f, pol)
 	}
 
-	// Server clock, the common call (no call letters): a take on an absent
-	// key numbers the policy 0 and stores the encoding of (500000, now).
+	// Server clock, the common call (no call letters, the cost of 1 left
+	// out): a take on an absent key numbers the policy 0 and stores the
+	// encoding of (500000, now).
 	k := pre + "server"
-	r := w.must([]string{k, reg}, pol, 1)
+	r := w.must([]string{k, reg}, pol)
 	now := r[0]
 	if want := []int64{now, 1, 1, 99, 0, 500000}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("take reply %v, want %v", r, want)
@@ -181,7 +182,7 @@ func TestWireExamples(t *testing.T) {
 	if n, _ := rdb.Exists(ctxT(t), mk[0]).Result(); n != 0 {
 		t.Error("a denied multi-take charged the bucket that admitted")
 	}
-	for _, bad := range [][]any{{"sz", pol, 1}, {"stp", pol, 1}, {"100:500000", 1}, {pol}} {
+	for _, bad := range [][]any{{"sz", pol, 1}, {"stp", pol, 1}, {"100:500000", 1}, {pol, 1, 1}, {"si", pol}} {
 		if _, err := w.call([]string{k, reg}, bad...); err == nil || !regexp.MustCompile(`^RBARG`).MatchString(err.Error()) {
 			t.Errorf("%v: %v, want RBARG", bad, err)
 		}

@@ -313,8 +313,10 @@ export class RateBucket {
     const held = op === 'h' || op === 'e' ? [`${registry}:h:${reqs[0].id}:${first}`] : [];
     const args = [reqs.length + 1 + held.length, ...reqs.map((r) => this.key(r.key)), ...held, registry];
     if (call !== 'st') args.push(call);
+    // One number a key, every one 1 (most takes): left out, as Go leaves it out.
+    const ones = reqs.every((r) => r.cost === 1 && !r.more && !r.args);
     for (const { policy: p, cost, more = [], args: own } of reqs) {
-      args.push(`${p.capacity}:${p.unit}:${p.refill}`, ...(own ? more : [cost, ...more]));
+      args.push(`${p.capacity}:${p.unit}:${p.refill}`, ...(own ? more : ones ? [] : [cost, ...more]));
     }
     let vals;
     try {
