@@ -389,10 +389,10 @@ func TestQuotaValuesWithRegistry(t *testing.T) {
 	}
 	rdb.Del(ctx, key)
 	run([]string{key, reg}, policyField(p), 3)
-	n, err := rdb.HGet(ctx, reg, policyField(p)).Int64()
-	if err != nil {
+	if err := rdb.HGet(ctx, reg, policyField(p)).Err(); err != nil {
 		t.Fatalf("the quota has no number in the registry: %v", err)
 	}
+	n := number(t, rdb, reg, p)
 	if v, want := rdb.Get(ctx, key).Val(), fmt.Sprint(3*100_000+n); v != want {
 		t.Errorf("server clock stored %q, want %s (count 3, u 0, number %d)", v, want, n)
 	}

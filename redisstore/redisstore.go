@@ -70,7 +70,7 @@
 // that each value says which policy wrote it: a server-clock value ends
 // with its policy's number (two digits) in a registry of policies, one
 // small hash per cluster slot ("pol:" + prefix, with a hash tag for the
-// slot on a cluster: 440 bytes by MEMORY USAGE with 10 policies), so a
+// slot on a cluster: 824 bytes by MEMORY USAGE with 10 policies), so a
 // bucket stays one integer of 72 bytes; past 100 policies in a slot, or
 // for a deficit above about 9.2e13 level units, the value names its
 // policy in full (104 bytes). WIRE.md ("Policy changes") has the details. On a *redis.Ring each shard keeps a registry of its

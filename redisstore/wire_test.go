@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -61,8 +62,18 @@ func policyField(p algo.Policy) string {
 	return fmt.Sprintf("%d:%d:%d", p.Capacity(), p.Unit(), p.Refill())
 }
 
+// registered is the registry's value for p numbered n: n and p's three
+// integers, 64-bit big-endian (WIRE.md, "Policy changes").
+func registered(n int64, p algo.Policy) string {
+	var b []byte
+	for _, x := range []int64{n, p.Capacity(), p.Unit(), p.Refill()} {
+		b = binary.BigEndian.AppendUint64(b, uint64(x))
+	}
+	return string(b)
+}
+
 // number returns p's number in the registry reg, numbering it as the
-// script does when it has none (WIRE.md, "The registry").
+// script does when it has none (WIRE.md, "Policy changes").
 func number(t interface {
 	Helper()
 	Fatal(...any)
@@ -70,12 +81,18 @@ func number(t interface {
 	t.Helper()
 	ctx := context.Background()
 	f := policyField(p)
-	n, err := rdb.HGet(ctx, reg, f).Int64()
-	if err == redis.Nil {
+	v, err := rdb.HGet(ctx, reg, f).Result()
+	var n int64
+	switch {
+	case err == redis.Nil:
 		if n, err = rdb.HIncrBy(ctx, reg, "#", 1).Result(); err == nil {
 			n--
-			err = rdb.HSet(ctx, reg, f, n, n, f).Err()
+			err = rdb.HSet(ctx, reg, f, registered(n, p), n, f).Err()
 		}
+	case err == nil && (len(v) != 32 || v[8:] != registered(0, p)[8:]):
+		err = fmt.Errorf("registry %s, field %s: %q is not its number and integers", reg, f, v)
+	case err == nil:
+		n = int64(binary.BigEndian.Uint64([]byte(v)))
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +145,7 @@ func TestWireExamples(t *testing.T) {
 	if want := []int64{now, 1, 1, 99, 0, 500000}; fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("take reply %v, want %v", r, want)
 	}
-	if got := rdb.HGetAll(ctxT(t), reg).Val(); fmt.Sprint(got) != fmt.Sprint(map[string]string{"#": "1", pol: "0", "0": pol}) {
+	if got := rdb.HGetAll(ctxT(t), reg).Val(); fmt.Sprint(got) != fmt.Sprint(map[string]string{"#": "1", pol: registered(0, p), "0": pol}) {
 		t.Errorf("registry %v, want the policy numbered 0", got)
 	}
 	v, e := serverValue(500000, now, p, 0)
@@ -230,6 +247,24 @@ func TestWireExamples(t *testing.T) {
 	}
 	if n, _ := rdb.Exists(ctxT(t), mk[1]).Result(); n != 0 {
 		t.Error("a refund to an absent key wrote it")
+	}
+}
+
+// TestRegistryOtherLength: a registry field that is not 32 bytes (a
+// draft's number as text) is none: the next take numbers the policy anew,
+// writes its number and integers, and decides as on an absent key.
+func TestRegistryOtherLength(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	w, pre := wire{t, rdb}, redistest.Prefix(t)
+	reg, pol, p := "pol:"+pre, "100:500000:1", algo.PerSecond(2).Burst(100)
+	if err := rdb.HSet(ctxT(t), reg, pol, "0", "#", 1, "0", pol).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.must([]string{pre + "k", reg}, pol); r[2] != 1 || r[3] != 99 {
+		t.Errorf("take reply %v, want admitted with 99 remaining", r)
+	}
+	if got := rdb.HGet(ctxT(t), reg, pol).Val(); got != registered(1, p) {
+		t.Errorf("registry field %q, want %q (numbered 1)", got, registered(1, p))
 	}
 }
 

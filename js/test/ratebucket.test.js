@@ -102,7 +102,7 @@ describe('take', () => {
     const idle = r.now + 500000;
     const e = Math.ceil(idle / 1000);
     // WIRE.md: d*10^5 + u*100 + the policy's number in the registry
-    const num = BigInt(await admin.hget(rb.registry(rb.key(key)), '100:500000:1'));
+    const num = (await admin.hgetBuffer(rb.registry(rb.key(key)), '100:500000:1')).readBigInt64BE(0); // then the policy's integers
     const want = 500000n * 100000n + BigInt(e * 1000 - idle) * 100n + num;
     assert.equal(await admin.get(rb.key(key)), String(want));
     assert.equal(await admin.pexpiretime(rb.key(key)), e);
