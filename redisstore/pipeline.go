@@ -75,8 +75,8 @@ const (
 // (so per slot on a cluster), which the script decides key by key, each as
 // a take alone, in order, at one server time (WIRE.md, "Calling it"). The
 // script's own cost per call, about a third of a lone take's, is paid once
-// per batch: 62.0k instructions of Redis per take alone, 38.5k each in
-// fours, 33.0k in eights. A take that would fail the others (KeepCorrupt),
+// per batch: 62.1k instructions of Redis per take alone, 38.4k each in
+// fours, 32.9k in eights. A take that would fail the others (KeepCorrupt),
 // a quota's and every call on a Ring are sent as their own call.
 type PipelineConfig struct {
 	// Disabled turns auto-pipelining off: each call is its own round
