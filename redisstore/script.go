@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -203,11 +204,7 @@ func ints(dst []int64, reply string) ([]int64, error) {
 		return dst, fmt.Errorf("redisstore: script reply: %d bytes, not 64-bit integers", len(reply))
 	}
 	for i := 0; i < len(reply); i += 8 {
-		var u uint64
-		for _, b := range []byte(reply[i : i+8]) {
-			u = u<<8 | uint64(b)
-		}
-		dst = append(dst, int64(u))
+		dst = append(dst, int64(binary.BigEndian.Uint64([]byte(reply[i:i+8]))))
 	}
 	return dst, nil
 }
