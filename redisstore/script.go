@@ -376,8 +376,8 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 		default:
 			n[0] = r.Cost
 		}
-		for i := range per {
-			if !c.ones {
+		if !c.ones {
+			for i := range per {
 				args = append(args, &n[i])
 			}
 		}
