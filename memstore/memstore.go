@@ -121,9 +121,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratebucket/ratebucket/internal/keyhash"
-
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/keyhash"
 	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
