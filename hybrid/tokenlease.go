@@ -8,9 +8,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ratebucket/ratebucket/internal/keyhash"
-
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/keyhash"
 	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 )
