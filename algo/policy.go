@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unique"
 )
 
 // Rate is a refill rate: Tokens tokens every Period. The rate is continuous:
@@ -96,12 +97,12 @@ func (r Rate) Burst(capacity int64) Policy {
 	switch {
 	case err != nil && r.inexact != 0:
 		// Keep the rate per second asked for, for Validate to report.
-		return Policy{capacity: capacity, unit: inexact, refill: int64(math.Float64bits(r.inexact / r.Period.Seconds()))}
+		return mkPolicy(capacity, inexact, int64(math.Float64bits(r.inexact/r.Period.Seconds())))
 	case err != nil:
 		// Keep what was given, for Validate to report (see Policy).
-		return Policy{capacity: capacity, unit: ^int64(min(max(r.Period, 0), math.MaxInt64-1)), refill: r.Tokens}
+		return mkPolicy(capacity, ^int64(min(max(r.Period, 0), math.MaxInt64-1)), r.Tokens)
 	}
-	return Policy{capacity: capacity, unit: unit, refill: refill}
+	return mkPolicy(capacity, unit, refill)
 }
 
 // NewPolicy returns the Policy of a bucket of the given capacity refilled at
@@ -117,8 +118,10 @@ func NewPolicy(capacity int64, r Rate) (Policy, error) {
 //	algo.PerSecond(2).Burst(100) // 100 at once, then 2 per second
 //
 // The zero value is invalid: every Take with it returns [ErrInvalidPolicy].
-// Policies are small comparable values; copy them freely and use them as map
-// keys. A calendar quota ([Quota]: N per day, week or month) is a Policy
+// Policies are comparable values of one word; copy them freely and use
+// them as map keys. Building one interns it, which costs tens of
+// nanoseconds: build policies with the configuration, not per request. A
+// calendar quota ([Quota]: N per day, week or month) is a Policy
 // too, and goes wherever a bucket's does.
 //
 // A Policy is valid when 1 ≤ Capacity ≤ [MaxCapacity]; the rate has
@@ -128,21 +131,46 @@ func NewPolicy(capacity int64, r Rate) (Policy, error) {
 // periods with large capacities: a bucket of 1e9 refilled per second is
 // fine, one refilled 1 per day may hold up to about 52,000 tokens.
 type Policy struct {
-	capacity int64
-	// unit and refill are the rate in lowest terms: refill level units per
-	// µs, unit level units per token, both at least 1 in a valid policy.
-	// Take tells validity by unit > 0 alone. An invalid policy built by
-	// Burst keeps the rate it was given for Validate to report: the tokens
-	// in refill and ^period in unit (negative; a negative period is kept as
-	// 0). The zero Policy has unit 0. Three words, not five: when a
-	// Policy was an argument of store.Store.Take by itself, three words
-	// travelled in registers, which measured 9% off memstore's hot-key
-	// Take; inside a store.Request they keep it at seven words (see there).
-	unit, refill int64
+	// s is the policy's shape, interned: equal policies hold the same
+	// handle, so == and map keys work as on the numbers themselves, and
+	// a Policy is one word. One word keeps store.Request at five, which
+	// with a receiver and a context travel in registers: a seven-word
+	// Request went on the stack and cost memstore's hot-key Take 8%
+	// (admit) and 18% (deny). The zero Policy holds the zero handle.
+	s unique.Handle[shape]
+}
+
+// shape is what a Policy holds. capacity is the bucket's size in tokens.
+// unit and refill are the rate in lowest terms: refill level units per
+// µs, unit level units per token, both at least 1 in a valid policy. Take
+// tells validity by unit > 0 alone. An invalid policy built by Burst keeps
+// the rate it was given for Validate to report: the tokens in refill and
+// ^period in unit (negative; a negative period is kept as 0). The zero
+// shape has unit 0. A calendar quota has unit 0 and its code, negated, in
+// refill.
+type shape struct {
+	capacity, unit, refill int64
+}
+
+// mkPolicy returns the Policy of the shape (capacity, unit, refill); the
+// zero shape is the zero Policy.
+func mkPolicy(capacity, unit, refill int64) Policy {
+	if capacity == 0 && unit == 0 && refill == 0 {
+		return Policy{}
+	}
+	return Policy{unique.Make(shape{capacity, unit, refill})}
+}
+
+// v returns p's shape.
+func (p Policy) v() shape {
+	if p.s == (unique.Handle[shape]{}) {
+		return shape{}
+	}
+	return p.s.Value()
 }
 
 // Capacity returns the bucket's size in tokens: the largest burst.
-func (p Policy) Capacity() int64 { return p.capacity }
+func (p Policy) Capacity() int64 { return p.v().capacity }
 
 // Rate returns the refill rate. It is the rate the policy was built with,
 // though not always in the same terms: it comes back as whole tokens per
@@ -154,50 +182,50 @@ func (p Policy) Capacity() int64 { return p.capacity }
 // ([Quota]) has no rate and returns the zero Rate.
 func (p Policy) Rate() Rate {
 	switch {
-	case p.unit == inexact:
-		return Rate{Period: time.Second, inexact: math.Float64frombits(uint64(p.refill))}
-	case p.unit < 0:
-		return Rate{Tokens: p.refill, Period: time.Duration(^p.unit)}
-	case p.unit == 0:
+	case p.v().unit == inexact:
+		return Rate{Period: time.Second, inexact: math.Float64frombits(uint64(p.v().refill))}
+	case p.v().unit < 0:
+		return Rate{Tokens: p.v().refill, Period: time.Duration(^p.v().unit)}
+	case p.v().unit == 0:
 		return Rate{}
 	}
 	for _, d := range [...]time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour} {
 		// refill/unit tokens per µs, in lowest terms: whole per d iff unit
 		// divides d's µs.
-		if us := d.Microseconds(); us%p.unit == 0 {
-			return Rate{Tokens: p.refill * (us / p.unit), Period: d}
+		if us := d.Microseconds(); us%p.v().unit == 0 {
+			return Rate{Tokens: p.v().refill * (us / p.v().unit), Period: d}
 		}
 	}
-	return Rate{Tokens: p.refill, Period: time.Duration(p.unit) * time.Microsecond}
+	return Rate{Tokens: p.v().refill, Period: time.Duration(p.v().unit) * time.Microsecond}
 }
 
 // Unit returns how many level units make one token: the rate's period in
 // microseconds divided by gcd(tokens, period). States count deficits in these
 // units, so a token refills in exactly Unit/Refill microseconds. It is 0
 // for an invalid policy and for a calendar quota ([Quota]).
-func (p Policy) Unit() int64 { return max(p.unit, 0) }
+func (p Policy) Unit() int64 { return max(p.v().unit, 0) }
 
 // Refill returns how many level units refill per microsecond: the rate's
 // tokens divided by gcd(tokens, period); 0 for an invalid policy. For a
 // calendar quota ([Quota]) it is negative: its period and offset, packed
 // as the wire contract carries them (redisstore/WIRE.md), with Unit 0.
 func (p Policy) Refill() int64 {
-	if p.unit <= 0 {
+	if p.v().unit <= 0 {
 		if p.IsQuota() {
-			return p.refill
+			return p.v().refill
 		}
 		return 0
 	}
-	return p.refill
+	return p.v().refill
 }
 
 // FillTime returns how long an empty bucket takes to refill to capacity,
 // rounded up to the microsecond.
 func (p Policy) FillTime() time.Duration {
-	if p.unit <= 0 {
+	if p.v().unit <= 0 {
 		return 0
 	}
-	return time.Duration(ceilDiv(p.capacity*p.unit, p.refill)) * time.Microsecond
+	return time.Duration(ceilDiv(p.v().capacity*p.v().unit, p.v().refill)) * time.Microsecond
 }
 
 // String formats p as "burst 100, 2/1s", or a quota as "10000 per month"
@@ -205,7 +233,7 @@ func (p Policy) FillTime() time.Duration {
 func (p Policy) String() string {
 	if period, off, ok := p.Calendar(); ok {
 		if off == 0 {
-			return fmt.Sprintf("%d per %v", p.capacity, period)
+			return fmt.Sprintf("%d per %v", p.v().capacity, period)
 		}
 		sign := "+"
 		if off < 0 {
@@ -213,23 +241,23 @@ func (p Policy) String() string {
 		}
 		h, m, s := int64(off/time.Hour), int64(off%time.Hour/time.Minute), int64(off%time.Minute/time.Second)
 		if s != 0 {
-			return fmt.Sprintf("%d per %v, UTC%s%02d:%02d:%02d", p.capacity, period, sign, h, m, s)
+			return fmt.Sprintf("%d per %v, UTC%s%02d:%02d:%02d", p.v().capacity, period, sign, h, m, s)
 		}
-		return fmt.Sprintf("%d per %v, UTC%s%02d:%02d", p.capacity, period, sign, h, m)
+		return fmt.Sprintf("%d per %v, UTC%s%02d:%02d", p.v().capacity, period, sign, h, m)
 	}
-	return fmt.Sprintf("burst %d, %v", p.capacity, p.Rate())
+	return fmt.Sprintf("burst %d, %v", p.v().capacity, p.Rate())
 }
 
 // Validate reports whether p is within the documented bounds. The error
 // wraps [ErrInvalidPolicy] and says which bound failed.
 func (p Policy) Validate() error {
-	if p.unit > 0 { // only Burst sets it, once the bounds are checked
+	if p.v().unit > 0 { // only Burst sets it, once the bounds are checked
 		return nil
 	}
 	if p.IsQuota() {
 		return p.validateQuota()
 	}
-	if _, _, err := reduce(p.capacity, p.Rate()); err != nil {
+	if _, _, err := reduce(p.v().capacity, p.Rate()); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: build policies with Rate.Burst or NewPolicy", ErrInvalidPolicy)
@@ -294,7 +322,7 @@ func (p Policy) Share(n int) Policy {
 		return p
 	}
 	if period, off, ok := p.Calendar(); ok {
-		return Quota(max(1, p.capacity/int64(n)), period, off)
+		return Quota(max(1, p.v().capacity/int64(n)), period, off)
 	}
 	k := int64(n)
 	c, r := max(1, p.Capacity()/k), p.Rate()

@@ -10,7 +10,7 @@ import (
 // capacity in bounds but no rate, as in a Policy built without Rate.Burst.
 // Take must refuse it rather than divide by zero.
 func TestValidateNotBuilt(t *testing.T) {
-	p := Policy{capacity: 5}
+	p := mkPolicy(5, 0, 0)
 	if err := p.Validate(); !errors.Is(err, ErrInvalidPolicy) {
 		t.Fatalf("Validate() = %v want ErrInvalidPolicy", err)
 	}

@@ -82,18 +82,18 @@ func (TokenBucket) Rebase(from, to Policy, s State, now int64, rule ChangeRule) 
 	if !rule.Valid() {
 		return s, fmt.Errorf("%w: unknown change rule %v", ErrInvalidPolicy, rule)
 	}
-	if from.unit <= 0 || to.unit <= 0 {
+	if from.v().unit <= 0 || to.v().unit <= 0 {
 		return rebaseQuota(from, to, s, now, rule)
 	}
 	if err := checkTake(from, s, now, 0); err != nil {
 		return s, err
 	}
-	fullF, fullT := from.capacity*from.unit, to.capacity*to.unit
-	d, t := refill(fullF, from.refill, s, now)
+	fullF, fullT := from.v().capacity*from.v().unit, to.v().capacity*to.v().unit
+	d, t := refill(fullF, from.v().refill, s, now)
 	if from == to || d == 0 {
 		return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 	}
-	num, den := to.unit, from.unit // T units per F unit
+	num, den := to.v().unit, from.v().unit // T units per F unit
 	if rule == Proportional {
 		num, den = fullT, fullF
 	}
@@ -126,9 +126,9 @@ func rebaseQuota(from, to Policy, s State, now int64, rule ChangeRule) (State, e
 	if !qf || !qt || pf != pt || of != ot || now >= s.Stamp || s.Level == 0 {
 		return State{Prev: s.Prev}, nil // afresh; or a period already over
 	}
-	c := min(s.Level, from.capacity)
+	c := min(s.Level, from.v().capacity)
 	if rule == Proportional {
-		c = mulDiv(c, to.capacity, from.capacity, true, 1<<62)
+		c = mulDiv(c, to.v().capacity, from.v().capacity, true, 1<<62)
 	}
-	return State{Level: min(c, to.capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
+	return State{Level: min(c, to.v().capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
 }

@@ -142,18 +142,13 @@ type Store interface {
 // Request is one call's bucket: its key, its policy, and the tokens asked
 // (a take's cost, a refund's or a partial grant's n).
 //
-// It is seven words. With a method's receiver and its context that is one
-// more than the nine integer registers of Go's calling convention, so a
-// Request travels on the stack: the caller builds it with 8-byte stores
-// and copies it with 16-byte loads, which stall on store forwarding. In a
-// perf profile of bench/'s BenchmarkHotKey on memstore that copy makes
-// the caller 8-9% of the samples, against 1.4% when key, policy and cost
-// were separate arguments (443e5fa); a six-word Request (a scratch tree
-// without Refundable) travels in registers and profiled as fast as the
-// separate arguments (bench/HISTORY.md, "One contract, before and after").
-// The price, on an idle VM (`bench/ab.sh 443e5fa`, n=8): a hot-key Take
-// on memstore 62.7 → 67.7 ns admitted (+8%), 58.8 → 69.1 ns denied
-// (+18%); 100k keys, one or two goroutines, within noise.
+// It is five words (an algo.Policy is one): with a method's receiver and
+// its context it travels in the nine integer registers of Go's calling
+// convention. Keep it there: at seven words (a three-word Policy) it went
+// on the stack, built with 8-byte stores and copied with 16-byte loads
+// that stall on store forwarding, and a hot-key Take on memstore measured
+// 8% (admitted) and 18% (denied) slower (bench/HISTORY.md, "One
+// contract, before and after").
 type Request struct {
 	Key    string
 	Policy algo.Policy
