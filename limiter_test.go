@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"go.uber.org/goleak"
 
 	"github.com/ratebucket/ratebucket"
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 )
 
 // TestMain fails the run if any goroutine outlives the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // newMemstore returns a memstore on clk, closed when t ends.
 func newMemstore(t testing.TB, clk store.Clock) *memstore.Store {

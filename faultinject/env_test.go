@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/observe"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 	// Toxiproxy's slicer leaves its Pipe goroutines blocked on a channel
 	// send when its link closes (a Toxiproxy bug, not ours); everything of
 	// ratebucket's, go-redis's and the rest of Toxiproxy's must be gone.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*SlicerToxic).Pipe"))
+	leaktest.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*SlicerToxic).Pipe"))
 }
 
 // Settings every scenario shares.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,13 +19,14 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/ratebucket/ratebucket/grpclimit"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store/storetest"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind: the
 // interceptors start none, and every server and client must be closed.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // env is a real gRPC server with grpc's health service behind a test
 // authentication interceptor and the limiter, and a client of it: over

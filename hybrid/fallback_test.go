@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/observe"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
@@ -23,14 +23,12 @@ import (
 
 // TestMain fails the run if any goroutine outlives the tests. go-redis's
 // own log lines (a refused dial, which TestRefusedAndHungRedis makes on
-// purpose) are dropped: the tests assert the errors themselves. The one
-// goroutine allowed to outlive them is go-redis's, as in redisstore: after
-// dial errors (a node killed on purpose, TestLeasesClusterFailover) a pool
-// probes the address once a second and notices its Close only between
-// probes.
+// purpose) are dropped: the tests assert the errors themselves. The
+// goroutines allowed to outlive them (go-redis's dial prober after a node
+// is killed on purpose, TestLeasesClusterFailover) are internal/leaktest's.
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	leaktest.VerifyTestMain(m)
 }
 
 type quiet struct{}

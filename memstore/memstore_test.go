@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/store"
 	"github.com/ratebucket/ratebucket/store/storetest"
@@ -29,7 +28,7 @@ func newStore(t testing.TB, cfg memstore.Config) *memstore.Store {
 }
 
 // TestMain fails the run if any goroutine outlives the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *storetest.Clock) store.Store {

@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ratebucket/ratebucket/algo"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/redisstore"
 	"github.com/ratebucket/ratebucket/store"
@@ -436,7 +437,7 @@ func TestPipelineNoScript(t *testing.T) {
 func TestPipelineClose(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := heldClient(t, srv)
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leaktest.VerifyNone(t, goleak.IgnoreCurrent())
 	s, err := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t), Timeout: patience, Pipeline: redisstore.PipelineConfig{Writers: 1}})
 	if err != nil {
 		t.Fatal(err)

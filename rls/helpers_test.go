@@ -12,11 +12,11 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/redisstore"
@@ -27,7 +27,7 @@ import (
 
 // TestMain fails the package if a test leaves a goroutine behind: every
 // server, client, store and watcher must be stopped.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // backend opens a store on the test's manual clock. Redis backends use it
 // as their client clock, so every backend answers the same, exactly.

@@ -3,8 +3,8 @@ package store_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 )
 
 // TestMain fails the run if any goroutine outlives the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

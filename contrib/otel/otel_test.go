@@ -12,10 +12,10 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
-	"go.uber.org/goleak"
 
 	"github.com/ratebucket/ratebucket/algo"
 	otelobserver "github.com/ratebucket/ratebucket/contrib/otel"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/observe"
@@ -23,7 +23,7 @@ import (
 	"github.com/ratebucket/ratebucket/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // newObserver returns an Observer on an SDK MeterProvider read by hand.
 func newObserver(t *testing.T, opts otelobserver.Options) (*sdkmetric.ManualReader, *otelobserver.Observer) {

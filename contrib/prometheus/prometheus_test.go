@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/ratebucket/ratebucket/algo"
 	promobserver "github.com/ratebucket/ratebucket/contrib/prometheus"
 	"github.com/ratebucket/ratebucket/hybrid"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/internal/redistest"
 	"github.com/ratebucket/ratebucket/memstore"
 	"github.com/ratebucket/ratebucket/observe"
@@ -24,7 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	leaktest.VerifyTestMain(m)
 }
 
 func newObserver(t *testing.T, opts promobserver.Options) (*prometheus.Registry, *promobserver.Observer) {

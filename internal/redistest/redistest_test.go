@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -175,7 +175,7 @@ func dialOnce(addr string) (interface{ Close() error }, error) {
 // left behind; go-redis's dial prober, which notices a client's Close only
 // between its once-a-second probes of a killed server, excepted.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	leaktest.VerifyTestMain(m)
 }
 
 // TestClusterFailover: with replicas, killing a master gets its replica

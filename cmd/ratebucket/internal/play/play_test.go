@@ -12,16 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ratebucket/ratebucket/algo"
 	"github.com/ratebucket/ratebucket/cmd/ratebucket/internal/choices"
+	"github.com/ratebucket/ratebucket/internal/leaktest"
 	"github.com/ratebucket/ratebucket/sim"
 )
 
 // TestMain fails the package if a goroutine outlives the tests: the
 // server's runs must end with their requests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 func get(t *testing.T, srv *httptest.Server, path string) (int, string, []byte) {
 	t.Helper()
