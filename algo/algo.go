@@ -74,11 +74,11 @@ type Algorithm interface {
 // checkTake validates the arguments every algorithm shares.
 func checkTake(p Policy, s State, now, cost int64) error {
 	switch {
-	case p.v().unit <= 0:
+	case p.shape().unit <= 0:
 		return p.notBucket()
 	case cost < 0:
 		return ErrInvalidCost
-	case cost > p.v().capacity:
+	case cost > p.shape().capacity:
 		return ErrCostExceedsCapacity
 	case now < 0 || now > MaxTime:
 		return ErrInvalidTime

@@ -199,7 +199,7 @@ func (b DenyBound) Pinned(cost, e int64) (Result, bool) {
 // denying anything: once eff reaches it, even a request of full capacity
 // may be admitted.
 func (b DenyBound) IdleAfter() int64 {
-	if b.p.v().refill <= 0 {
+	if b.p.shape().refill <= 0 {
 		return 0
 	}
 	return ceilDiv(max(0, b.lo), b.p.Refill())

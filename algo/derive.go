@@ -38,10 +38,10 @@ func (TokenBucket) Uncharged(p Policy, res Result, cost int64) Result {
 	if res.Allowed && cost > 0 && p.IsQuota() {
 		return unchargedQuota(p, res, cost)
 	}
-	if !res.Allowed || cost <= 0 || p.v().refill <= 0 {
+	if !res.Allowed || cost <= 0 || p.shape().refill <= 0 {
 		return res
 	}
-	res.Remaining = min(p.v().capacity, res.Remaining+cost)
-	res.ResetAfter = max(0, res.ResetAfter-Micros(cost*p.v().unit/p.v().refill))
+	res.Remaining = min(p.shape().capacity, res.Remaining+cost)
+	res.ResetAfter = max(0, res.ResetAfter-Micros(cost*p.shape().unit/p.shape().refill))
 	return res
 }

@@ -16,11 +16,11 @@ import (
 // math.MaxInt64. A calendar quota or an invalid policy has no bound of this
 // form: Bound returns math.MaxInt64 for it.
 func (p Policy) Bound(d time.Duration) int64 {
-	if p.v().unit <= 0 {
+	if p.shape().unit <= 0 {
 		return math.MaxInt64
 	}
-	n := mulDiv(p.v().refill, max(d.Microseconds(), 0), p.v().unit, false, math.MaxInt64-p.v().capacity)
-	return p.v().capacity + n
+	n := mulDiv(p.shape().refill, max(d.Microseconds(), 0), p.shape().unit, false, math.MaxInt64-p.shape().capacity)
+	return p.shape().capacity + n
 }
 
 // BatchCap returns the most tokens one of n instances may hold at once in
@@ -31,10 +31,10 @@ func (p Policy) Bound(d time.Duration) int64 {
 // for at most L. n < 1 counts as 1; a quota or an invalid policy has no cap
 // of this form and returns 0 (no batch).
 func (p Policy) BatchCap(lifetime time.Duration, n int) int64 {
-	if p.v().unit <= 0 {
+	if p.shape().unit <= 0 {
 		return 0
 	}
-	return min(p.v().capacity, p.Bound(lifetime)-p.v().capacity) / int64(max(n, 1))
+	return min(p.shape().capacity, p.Bound(lifetime)-p.shape().capacity) / int64(max(n, 1))
 }
 
 // BatchBound returns the never-exceed law's bound for an interval of
@@ -71,7 +71,7 @@ func (TokenBucket) Room(p Policy, s State, now int64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return float64(p.v().capacity) - float64(ps.Level)/float64(p.v().unit), nil
+	return float64(p.shape().capacity) - float64(ps.Level)/float64(p.shape().unit), nil
 }
 
 // Room returns the tokens a request could take from s at µs now under p:
@@ -82,7 +82,7 @@ func (FixedWindow) Room(p Policy, s State, now int64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return float64(p.v().capacity) - float64(ps.Level), nil
+	return float64(p.shape().capacity) - float64(ps.Level), nil
 }
 
 // Room returns the tokens a request could take from s at µs now under p:
@@ -96,7 +96,7 @@ func (SlidingWindow) Room(p Policy, s State, now int64) (float64, error) {
 	}
 	w := p.window()
 	e := min(max(now-(ps.Stamp-ps.Stamp%w), 0), w)
-	return float64(p.v().capacity) - float64(ps.Level) - float64(ps.Prev)*float64(w-e)/float64(w), nil
+	return float64(p.shape().capacity) - float64(ps.Level) - float64(ps.Prev)*float64(w-e)/float64(w), nil
 }
 
 // mulDiv returns min(⌊a·b/c⌋, limit), or min(⌈a·b/c⌉, limit) when up is

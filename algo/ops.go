@@ -59,10 +59,10 @@ type Ticket struct {
 // MaxDelay acts as MaxDelay. It is 0 for an invalid policy, and when a
 // whole bucket refills in under a microsecond.
 func (p Policy) MaxDelay() time.Duration {
-	if p.v().unit <= 0 {
+	if p.shape().unit <= 0 {
 		return 0
 	}
-	return time.Duration(p.v().capacity*p.v().unit/p.v().refill) * time.Microsecond
+	return time.Duration(p.shape().capacity*p.shape().unit/p.shape().refill) * time.Microsecond
 }
 
 // Refund gives n tokens back to the bucket in state s at time now: its
@@ -105,11 +105,11 @@ func (TokenBucket) RefundTo(res *Result, p Policy, s State, now, n int64) (State
 		*res = Result{}
 		return s, err
 	}
-	full, r := p.v().capacity*p.v().unit, p.v().refill
+	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
 	d, t := refill(full, r, s, now)
-	d = max(0, d-n*p.v().unit)
+	d = max(0, d-n*p.shape().unit)
 	res.Allowed, res.RetryAfter = true, 0
-	report(res, p, d, t, now, remaining(p.v().capacity, p.v().unit, d))
+	report(res, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 }
 
@@ -137,20 +137,20 @@ func (tb TokenBucket) TakeAtMost(p Policy, s State, now, n int64) (State, int64,
 // TakeAtMostTo is TakeAtMost with the Result written to *res (zeroed on
 // error), for a store's hot path: see [TokenBucket.TakeTo].
 func (TokenBucket) TakeAtMostTo(res *Result, p Policy, s State, now, n int64) (State, int64, error) {
-	if err := checkTake(p, s, now, min(n, p.v().capacity)); err != nil {
+	if err := checkTake(p, s, now, min(n, p.shape().capacity)); err != nil {
 		*res = Result{}
 		return s, 0, err
 	}
-	full, r := p.v().capacity*p.v().unit, p.v().refill
+	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
 	d, t := refill(full, r, s, now)
-	held := remaining(p.v().capacity, p.v().unit, d)
+	held := remaining(p.shape().capacity, p.shape().unit, d)
 	g := min(n, held)
 	res.Allowed, res.RetryAfter = true, 0
 	if g > 0 {
-		d += g * p.v().unit
+		d += g * p.shape().unit
 	} else if n > 0 {
 		res.Allowed = false
-		res.RetryAfter = Micros(t - now + refillTime(d-full+p.v().unit, r))
+		res.RetryAfter = Micros(t - now + refillTime(d-full+p.shape().unit, r))
 	}
 	report(res, p, d, t, now, held-g)
 	return State{Level: d, Stamp: t, Prev: s.Prev}, g, nil
@@ -205,15 +205,15 @@ func (TokenBucket) ReserveTo(res *Reservation, p Policy, s State, now, cost, max
 		*res = Reservation{}
 		return s, err
 	}
-	full, r := p.v().capacity*p.v().unit, p.v().refill
+	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
 	d, t := refill(full, r, s, now)
-	need := cost * p.v().unit
+	need := cost * p.shape().unit
 	res.Allowed, res.RetryAfter, res.Delay, res.Ticket = true, 0, 0, Ticket{}
 	if d > full-need && need > 0 {
 		w, limit := refillTime(d-full+need, r), min(max(maxWait, 0), full/r)
 		if w > limit {
 			res.Allowed, res.RetryAfter = false, Micros(t-now+w-limit)
-			report(&res.Result, p, d, t, now, remaining(p.v().capacity, p.v().unit, d))
+			report(&res.Result, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
 			return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 		}
 		base := max(d, w*r) // the refill past full in the last µs spills
@@ -222,7 +222,7 @@ func (TokenBucket) ReserveTo(res *Reservation, p Policy, s State, now, cost, max
 		d = base
 	}
 	d += need
-	report(&res.Result, p, d, t, now, remaining(p.v().capacity, p.v().unit, d))
+	report(&res.Result, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 }
 
@@ -265,7 +265,7 @@ func (tb TokenBucket) Cancel(p Policy, s State, now int64, tk Ticket) (State, bo
 // CancelTo is Cancel with the Result written to *res (zeroed on error),
 // for a store's hot path: see [TokenBucket.TakeTo].
 func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket) (State, bool, error) {
-	full := p.v().capacity * p.v().unit
+	full := p.shape().capacity * p.shape().unit
 	err := checkTake(p, s, now, 0)
 	if err == nil && (tk.Units < 0 || tk.Units > 2*full || tk.Mark < 0 || tk.Mark > 2*full || tk.At < 0) {
 		err = ErrInvalidReservation
@@ -274,7 +274,7 @@ func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket
 		*res = Result{}
 		return s, false, err
 	}
-	r := p.v().refill
+	r := p.shape().refill
 	d, t := refill(full, r, s, now)
 	// Waiting, and nothing changed since: (tk.At − t₁)·R is below the
 	// debt, which is at most full, only while it waits.
@@ -283,17 +283,17 @@ func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket
 		d = max(0, d-tk.Units)
 	}
 	res.Allowed, res.RetryAfter = true, 0
-	report(res, p, d, t, now, remaining(p.v().capacity, p.v().unit, d))
+	report(res, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, ok, nil
 }
 
 // report writes the fields every answer shares: Remaining (rem,
-// which is remaining(p.v().capacity, p.v().unit, d)) and ResetAfter for the
+// which is remaining(p.shape().capacity, p.shape().unit, d)) and ResetAfter for the
 // deficit d at t, seen from now (step 5 of Take).
 func report(res *Result, p Policy, d, t, now, rem int64) {
 	res.Remaining = rem
 	res.ResetAfter = 0
 	if d > 0 {
-		res.ResetAfter = Micros(t - now + refillTime(d, p.v().refill))
+		res.ResetAfter = Micros(t - now + refillTime(d, p.shape().refill))
 	}
 }

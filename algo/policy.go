@@ -161,8 +161,8 @@ func mkPolicy(capacity, unit, refill int64) Policy {
 	return Policy{unique.Make(shape{capacity, unit, refill})}
 }
 
-// v returns p's shape.
-func (p Policy) v() shape {
+// shape returns what p holds.
+func (p Policy) shape() shape {
 	if p.s == (unique.Handle[shape]{}) {
 		return shape{}
 	}
@@ -170,7 +170,7 @@ func (p Policy) v() shape {
 }
 
 // Capacity returns the bucket's size in tokens: the largest burst.
-func (p Policy) Capacity() int64 { return p.v().capacity }
+func (p Policy) Capacity() int64 { return p.shape().capacity }
 
 // Rate returns the refill rate. It is the rate the policy was built with,
 // though not always in the same terms: it comes back as whole tokens per
@@ -182,50 +182,50 @@ func (p Policy) Capacity() int64 { return p.v().capacity }
 // ([Quota]) has no rate and returns the zero Rate.
 func (p Policy) Rate() Rate {
 	switch {
-	case p.v().unit == inexact:
-		return Rate{Period: time.Second, inexact: math.Float64frombits(uint64(p.v().refill))}
-	case p.v().unit < 0:
-		return Rate{Tokens: p.v().refill, Period: time.Duration(^p.v().unit)}
-	case p.v().unit == 0:
+	case p.shape().unit == inexact:
+		return Rate{Period: time.Second, inexact: math.Float64frombits(uint64(p.shape().refill))}
+	case p.shape().unit < 0:
+		return Rate{Tokens: p.shape().refill, Period: time.Duration(^p.shape().unit)}
+	case p.shape().unit == 0:
 		return Rate{}
 	}
 	for _, d := range [...]time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour} {
 		// refill/unit tokens per µs, in lowest terms: whole per d iff unit
 		// divides d's µs.
-		if us := d.Microseconds(); us%p.v().unit == 0 {
-			return Rate{Tokens: p.v().refill * (us / p.v().unit), Period: d}
+		if us := d.Microseconds(); us%p.shape().unit == 0 {
+			return Rate{Tokens: p.shape().refill * (us / p.shape().unit), Period: d}
 		}
 	}
-	return Rate{Tokens: p.v().refill, Period: time.Duration(p.v().unit) * time.Microsecond}
+	return Rate{Tokens: p.shape().refill, Period: time.Duration(p.shape().unit) * time.Microsecond}
 }
 
 // Unit returns how many level units make one token: the rate's period in
 // microseconds divided by gcd(tokens, period). States count deficits in these
 // units, so a token refills in exactly Unit/Refill microseconds. It is 0
 // for an invalid policy and for a calendar quota ([Quota]).
-func (p Policy) Unit() int64 { return max(p.v().unit, 0) }
+func (p Policy) Unit() int64 { return max(p.shape().unit, 0) }
 
 // Refill returns how many level units refill per microsecond: the rate's
 // tokens divided by gcd(tokens, period); 0 for an invalid policy. For a
 // calendar quota ([Quota]) it is negative: its period and offset, packed
 // as the wire contract carries them (redisstore/WIRE.md), with Unit 0.
 func (p Policy) Refill() int64 {
-	if p.v().unit <= 0 {
+	if p.shape().unit <= 0 {
 		if p.IsQuota() {
-			return p.v().refill
+			return p.shape().refill
 		}
 		return 0
 	}
-	return p.v().refill
+	return p.shape().refill
 }
 
 // FillTime returns how long an empty bucket takes to refill to capacity,
 // rounded up to the microsecond.
 func (p Policy) FillTime() time.Duration {
-	if p.v().unit <= 0 {
+	if p.shape().unit <= 0 {
 		return 0
 	}
-	return time.Duration(ceilDiv(p.v().capacity*p.v().unit, p.v().refill)) * time.Microsecond
+	return time.Duration(ceilDiv(p.shape().capacity*p.shape().unit, p.shape().refill)) * time.Microsecond
 }
 
 // String formats p as "burst 100, 2/1s", or a quota as "10000 per month"
@@ -233,7 +233,7 @@ func (p Policy) FillTime() time.Duration {
 func (p Policy) String() string {
 	if period, off, ok := p.Calendar(); ok {
 		if off == 0 {
-			return fmt.Sprintf("%d per %v", p.v().capacity, period)
+			return fmt.Sprintf("%d per %v", p.shape().capacity, period)
 		}
 		sign := "+"
 		if off < 0 {
@@ -241,23 +241,23 @@ func (p Policy) String() string {
 		}
 		h, m, s := int64(off/time.Hour), int64(off%time.Hour/time.Minute), int64(off%time.Minute/time.Second)
 		if s != 0 {
-			return fmt.Sprintf("%d per %v, UTC%s%02d:%02d:%02d", p.v().capacity, period, sign, h, m, s)
+			return fmt.Sprintf("%d per %v, UTC%s%02d:%02d:%02d", p.shape().capacity, period, sign, h, m, s)
 		}
-		return fmt.Sprintf("%d per %v, UTC%s%02d:%02d", p.v().capacity, period, sign, h, m)
+		return fmt.Sprintf("%d per %v, UTC%s%02d:%02d", p.shape().capacity, period, sign, h, m)
 	}
-	return fmt.Sprintf("burst %d, %v", p.v().capacity, p.Rate())
+	return fmt.Sprintf("burst %d, %v", p.shape().capacity, p.Rate())
 }
 
 // Validate reports whether p is within the documented bounds. The error
 // wraps [ErrInvalidPolicy] and says which bound failed.
 func (p Policy) Validate() error {
-	if p.v().unit > 0 { // only Burst sets it, once the bounds are checked
+	if p.shape().unit > 0 { // only Burst sets it, once the bounds are checked
 		return nil
 	}
 	if p.IsQuota() {
 		return p.validateQuota()
 	}
-	if _, _, err := reduce(p.v().capacity, p.Rate()); err != nil {
+	if _, _, err := reduce(p.shape().capacity, p.Rate()); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: build policies with Rate.Burst or NewPolicy", ErrInvalidPolicy)
@@ -322,7 +322,7 @@ func (p Policy) Share(n int) Policy {
 		return p
 	}
 	if period, off, ok := p.Calendar(); ok {
-		return Quota(max(1, p.v().capacity/int64(n)), period, off)
+		return Quota(max(1, p.shape().capacity/int64(n)), period, off)
 	}
 	k := int64(n)
 	c, r := max(1, p.Capacity()/k), p.Rate()

@@ -82,18 +82,18 @@ func (TokenBucket) Rebase(from, to Policy, s State, now int64, rule ChangeRule) 
 	if !rule.Valid() {
 		return s, fmt.Errorf("%w: unknown change rule %v", ErrInvalidPolicy, rule)
 	}
-	if from.v().unit <= 0 || to.v().unit <= 0 {
+	if from.shape().unit <= 0 || to.shape().unit <= 0 {
 		return rebaseQuota(from, to, s, now, rule)
 	}
 	if err := checkTake(from, s, now, 0); err != nil {
 		return s, err
 	}
-	fullF, fullT := from.v().capacity*from.v().unit, to.v().capacity*to.v().unit
-	d, t := refill(fullF, from.v().refill, s, now)
+	fullF, fullT := from.shape().capacity*from.shape().unit, to.shape().capacity*to.shape().unit
+	d, t := refill(fullF, from.shape().refill, s, now)
 	if from == to || d == 0 {
 		return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 	}
-	num, den := to.v().unit, from.v().unit // T units per F unit
+	num, den := to.shape().unit, from.shape().unit // T units per F unit
 	if rule == Proportional {
 		num, den = fullT, fullF
 	}
@@ -126,9 +126,9 @@ func rebaseQuota(from, to Policy, s State, now int64, rule ChangeRule) (State, e
 	if !qf || !qt || pf != pt || of != ot || now >= s.Stamp || s.Level == 0 {
 		return State{Prev: s.Prev}, nil // afresh; or a period already over
 	}
-	c := min(s.Level, from.v().capacity)
+	c := min(s.Level, from.shape().capacity)
 	if rule == Proportional {
-		c = mulDiv(c, to.v().capacity, from.v().capacity, true, 1<<62)
+		c = mulDiv(c, to.shape().capacity, from.shape().capacity, true, 1<<62)
 	}
-	return State{Level: min(c, to.v().capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
+	return State{Level: min(c, to.shape().capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
 }

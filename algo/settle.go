@@ -50,10 +50,10 @@ type Settlement struct {
 // Capacity tokens (a reservation's debt, at most [Policy.MaxDelay] of
 // refill, has the same bound). It is 0 for a quota or an invalid policy.
 func (p Policy) MaxDebt() int64 {
-	if p.v().unit <= 0 {
+	if p.shape().unit <= 0 {
 		return 0
 	}
-	return p.v().capacity
+	return p.shape().capacity
 }
 
 // SettleBound returns the never-exceed law's bound for a bucket whose
@@ -99,9 +99,9 @@ func (TokenBucket) Hold(p Policy, s State, now, estimate, ttl int64) (State, Hol
 	if ttl < 1 || ttl > MaxHoldTTL.Microseconds() {
 		return s, Hold{}, res, ErrInvalidHold
 	}
-	full, r := p.v().capacity*p.v().unit, p.v().refill
+	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
 	d, t := refill(full, r, s, now)
-	need := estimate * p.v().unit
+	need := estimate * p.shape().unit
 	var h Hold
 	if d <= full-need {
 		d += need
@@ -110,7 +110,7 @@ func (TokenBucket) Hold(p Policy, s State, now, estimate, ttl int64) (State, Hol
 	} else {
 		res.RetryAfter = Micros(t - now + refillTime(d-full+need, r))
 	}
-	report(&res, p, d, t, now, remaining(p.v().capacity, p.v().unit, d))
+	report(&res, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, h, res, nil
 }
 
@@ -143,21 +143,21 @@ func (TokenBucket) Settle(p Policy, s State, now int64, h Hold, actual int64) (S
 	if err := checkSettle(p, s, now, h, actual); err != nil {
 		return s, res, err
 	}
-	full, r := p.v().capacity*p.v().unit, p.v().refill
+	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
 	d, t := refill(full, r, s, now)
 	if t > h.Deadline {
 		return s, res, ErrHoldExpired
 	}
 	if actual <= h.Estimate {
-		d = max(0, d-(h.Estimate-actual)*p.v().unit)
+		d = max(0, d-(h.Estimate-actual)*p.shape().unit)
 	} else {
 		extra := actual - h.Estimate
-		c := min(extra, (2*full-d)/p.v().unit)
-		d += c * p.v().unit
+		c := min(extra, (2*full-d)/p.shape().unit)
+		d += c * p.shape().unit
 		res.Uncharged = extra - c
 	}
 	res.Allowed = true
-	report(&res.Result, p, d, t, now, remaining(p.v().capacity, p.v().unit, d))
+	report(&res.Result, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, res, nil
 }
 
@@ -171,7 +171,7 @@ func checkSettle(p Policy, s State, now int64, h Hold, actual int64) error {
 		return ErrInvalidHold
 	case h.Policy != p:
 		return ErrHoldPolicy
-	case h.Estimate > p.v().capacity:
+	case h.Estimate > p.shape().capacity:
 		return ErrInvalidHold
 	case actual < 0 || actual > MaxCapacity:
 		return ErrInvalidCost

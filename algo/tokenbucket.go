@@ -71,11 +71,11 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 		*res = Result{}
 		return s, err
 	}
-	full, r := p.v().capacity*p.v().unit, p.v().refill
+	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
 	d, t := refill(full, r, s, now)
 	// The Result is stored field by field: a composite literal would be
 	// built in a temporary and copied, stalling on its own stores.
-	need := cost * p.v().unit
+	need := cost * p.shape().unit
 	res.Allowed = d+need <= full // ≤ 3·2^52 in int64; the Lua twin forms d ≤ full − need
 	res.RetryAfter = 0
 	if res.Allowed {
@@ -85,7 +85,7 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 	} else {
 		res.RetryAfter = Micros(t - now + refillTime(d-full+need, r))
 	}
-	res.Remaining = remaining(p.v().capacity, p.v().unit, d)
+	res.Remaining = remaining(p.shape().capacity, p.shape().unit, d)
 	res.ResetAfter = 0
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
 		res.ResetAfter = Micros(t - now + refillTime(d, r))
@@ -95,10 +95,10 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 
 // IdleAt returns when the bucket in state s is full again.
 func (TokenBucket) IdleAt(p Policy, s State) int64 {
-	if p.v().unit <= 0 || s.Level <= 0 {
+	if p.shape().unit <= 0 || s.Level <= 0 {
 		return s.Stamp
 	}
-	return s.Stamp + refillTime(min(s.Level, 2*p.v().capacity*p.v().unit), p.v().refill)
+	return s.Stamp + refillTime(min(s.Level, 2*p.shape().capacity*p.shape().unit), p.shape().refill)
 }
 
 // refill returns the deficit of the bucket in state s (read as at most

@@ -65,7 +65,7 @@ func (FixedWindow) Take(p Policy, s State, now, cost int64) (State, Result, erro
 	if err := checkTake(p, s, now, cost); err != nil {
 		return s, Result{}, err
 	}
-	w, limit := p.window(), p.v().capacity
+	w, limit := p.window(), p.shape().capacity
 	f := roll(s, now, w, limit)
 	var res Result
 	if f.curr+cost <= limit {
@@ -86,7 +86,7 @@ func (FixedWindow) Take(p Policy, s State, now, cost int64) (State, Result, erro
 // IdleAt returns the end of the window in state s, or its stamp when the
 // window is empty.
 func (FixedWindow) IdleAt(p Policy, s State) int64 {
-	if p.v().unit <= 0 || s.Level <= 0 {
+	if p.shape().unit <= 0 || s.Level <= 0 {
 		return s.Stamp
 	}
 	w := p.window()
@@ -111,7 +111,7 @@ func (SlidingWindow) Take(p Policy, s State, now, cost int64) (State, Result, er
 	if err := checkTake(p, s, now, cost); err != nil {
 		return s, Result{}, err
 	}
-	w, limit := p.window(), p.v().capacity
+	w, limit := p.window(), p.shape().capacity
 	f := roll(s, now, w, limit)
 	avail := limit - f.curr - mulDiv(f.prev, w-f.elapsed, w, true, limit)
 	var res Result
@@ -136,7 +136,7 @@ func (SlidingWindow) Take(p Policy, s State, now, cost int64) (State, Result, er
 // of the next window when the current one has a count, the end of the
 // current one when only the previous one has, else the stamp.
 func (SlidingWindow) IdleAt(p Policy, s State) int64 {
-	if p.v().unit <= 0 {
+	if p.shape().unit <= 0 {
 		return s.Stamp
 	}
 	w := p.window()
@@ -152,7 +152,7 @@ func (SlidingWindow) IdleAt(p Policy, s State) int64 {
 
 // window returns the window length W in µs: the fill time,
 // ⌈Capacity·Unit/Refill⌉, at most 2^52. p must be valid.
-func (p Policy) window() int64 { return ceilDiv(p.v().capacity*p.v().unit, p.v().refill) }
+func (p Policy) window() int64 { return ceilDiv(p.shape().capacity*p.shape().unit, p.shape().refill) }
 
 // frame is a window state evaluated at a time.
 type frame struct {
