@@ -120,9 +120,9 @@ func NewPolicy(capacity int64, r Rate) (Policy, error) {
 // The zero value is invalid: every Take with it returns [ErrInvalidPolicy].
 // Policies are comparable values of one word; copy them freely and use
 // them as map keys. Building one interns it, which costs tens of
-// nanoseconds: build policies with the configuration, not per request. A
-// calendar quota ([Quota]: N per day, week or month) is a Policy
-// too, and goes wherever a bucket's does.
+// nanoseconds: build policies with the configuration, not per request.
+// A calendar quota ([Quota]: N per day, week or month) is a Policy too,
+// and goes wherever a bucket's does.
 //
 // A Policy is valid when 1 ≤ Capacity ≤ [MaxCapacity]; the rate has
 // Tokens ≥ 1 and a Period of a whole number of microseconds, at most
