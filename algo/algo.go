@@ -73,12 +73,13 @@ type Algorithm interface {
 
 // checkTake validates the arguments every algorithm shares.
 func checkTake(p Policy, s State, now, cost int64) error {
+	ps := p.shape()
 	switch {
-	case p.shape().unit <= 0:
+	case ps.unit <= 0:
 		return p.notBucket()
 	case cost < 0:
 		return ErrInvalidCost
-	case cost > p.shape().capacity:
+	case cost > ps.capacity:
 		return ErrCostExceedsCapacity
 	case now < 0 || now > MaxTime:
 		return ErrInvalidTime

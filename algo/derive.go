@@ -35,13 +35,14 @@ func (tb TokenBucket) IdleFrom(p Policy, s State, resetAfter time.Duration, now 
 // For a calendar quota, Remaining gets cost back, and ResetAfter is 0 when
 // that leaves the period's count at 0.
 func (TokenBucket) Uncharged(p Policy, res Result, cost int64) Result {
+	ps := p.shape()
 	if res.Allowed && cost > 0 && p.IsQuota() {
 		return unchargedQuota(p, res, cost)
 	}
-	if !res.Allowed || cost <= 0 || p.shape().refill <= 0 {
+	if !res.Allowed || cost <= 0 || ps.refill <= 0 {
 		return res
 	}
-	res.Remaining = min(p.shape().capacity, res.Remaining+cost)
-	res.ResetAfter = max(0, res.ResetAfter-Micros(cost*p.shape().unit/p.shape().refill))
+	res.Remaining = min(ps.capacity, res.Remaining+cost)
+	res.ResetAfter = max(0, res.ResetAfter-Micros(cost*ps.unit/ps.refill))
 	return res
 }

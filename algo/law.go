@@ -16,11 +16,12 @@ import (
 // math.MaxInt64. A calendar quota or an invalid policy has no bound of this
 // form: Bound returns math.MaxInt64 for it.
 func (p Policy) Bound(d time.Duration) int64 {
-	if p.shape().unit <= 0 {
+	ps := p.shape()
+	if ps.unit <= 0 {
 		return math.MaxInt64
 	}
-	n := mulDiv(p.shape().refill, max(d.Microseconds(), 0), p.shape().unit, false, math.MaxInt64-p.shape().capacity)
-	return p.shape().capacity + n
+	n := mulDiv(ps.refill, max(d.Microseconds(), 0), ps.unit, false, math.MaxInt64-ps.capacity)
+	return ps.capacity + n
 }
 
 // BatchCap returns the most tokens one of n instances may hold at once in
@@ -31,10 +32,11 @@ func (p Policy) Bound(d time.Duration) int64 {
 // for at most L. n < 1 counts as 1; a quota or an invalid policy has no cap
 // of this form and returns 0 (no batch).
 func (p Policy) BatchCap(lifetime time.Duration, n int) int64 {
-	if p.shape().unit <= 0 {
+	ps := p.shape()
+	if ps.unit <= 0 {
 		return 0
 	}
-	return min(p.shape().capacity, p.Bound(lifetime)-p.shape().capacity) / int64(max(n, 1))
+	return min(ps.capacity, p.Bound(lifetime)-ps.capacity) / int64(max(n, 1))
 }
 
 // BatchBound returns the never-exceed law's bound for an interval of

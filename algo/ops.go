@@ -59,10 +59,11 @@ type Ticket struct {
 // MaxDelay acts as MaxDelay. It is 0 for an invalid policy, and when a
 // whole bucket refills in under a microsecond.
 func (p Policy) MaxDelay() time.Duration {
-	if p.shape().unit <= 0 {
+	ps := p.shape()
+	if ps.unit <= 0 {
 		return 0
 	}
-	return time.Duration(p.shape().capacity*p.shape().unit/p.shape().refill) * time.Microsecond
+	return time.Duration(ps.capacity*ps.unit/ps.refill) * time.Microsecond
 }
 
 // Refund gives n tokens back to the bucket in state s at time now: its
@@ -98,6 +99,7 @@ func (tb TokenBucket) Refund(p Policy, s State, now, n int64) (State, Result, er
 // RefundTo is Refund with the Result written to *res (zeroed on error),
 // for a store's hot path: see [TokenBucket.TakeTo].
 func (TokenBucket) RefundTo(res *Result, p Policy, s State, now, n int64) (State, error) {
+	ps := p.shape()
 	if err := checkTake(p, s, now, n); err != nil {
 		if err == ErrQuotaUnsupported { // a calendar quota: quota.go
 			return refundQuota(res, p, s, now, n)
@@ -105,11 +107,11 @@ func (TokenBucket) RefundTo(res *Result, p Policy, s State, now, n int64) (State
 		*res = Result{}
 		return s, err
 	}
-	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
+	full, r := ps.capacity*ps.unit, ps.refill
 	d, t := refill(full, r, s, now)
-	d = max(0, d-n*p.shape().unit)
+	d = max(0, d-n*ps.unit)
 	res.Allowed, res.RetryAfter = true, 0
-	report(res, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
+	report(res, p, d, t, now, remaining(ps.capacity, ps.unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 }
 
@@ -137,20 +139,21 @@ func (tb TokenBucket) TakeAtMost(p Policy, s State, now, n int64) (State, int64,
 // TakeAtMostTo is TakeAtMost with the Result written to *res (zeroed on
 // error), for a store's hot path: see [TokenBucket.TakeTo].
 func (TokenBucket) TakeAtMostTo(res *Result, p Policy, s State, now, n int64) (State, int64, error) {
-	if err := checkTake(p, s, now, min(n, p.shape().capacity)); err != nil {
+	ps := p.shape()
+	if err := checkTake(p, s, now, min(n, ps.capacity)); err != nil {
 		*res = Result{}
 		return s, 0, err
 	}
-	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
+	full, r := ps.capacity*ps.unit, ps.refill
 	d, t := refill(full, r, s, now)
-	held := remaining(p.shape().capacity, p.shape().unit, d)
+	held := remaining(ps.capacity, ps.unit, d)
 	g := min(n, held)
 	res.Allowed, res.RetryAfter = true, 0
 	if g > 0 {
-		d += g * p.shape().unit
+		d += g * ps.unit
 	} else if n > 0 {
 		res.Allowed = false
-		res.RetryAfter = Micros(t - now + refillTime(d-full+p.shape().unit, r))
+		res.RetryAfter = Micros(t - now + refillTime(d-full+ps.unit, r))
 	}
 	report(res, p, d, t, now, held-g)
 	return State{Level: d, Stamp: t, Prev: s.Prev}, g, nil
@@ -201,19 +204,20 @@ func (tb TokenBucket) Reserve(p Policy, s State, now, cost, maxWait int64) (Stat
 // ReserveTo is Reserve with the Reservation written to *res (zeroed on
 // error), for a store's hot path: see [TokenBucket.TakeTo].
 func (TokenBucket) ReserveTo(res *Reservation, p Policy, s State, now, cost, maxWait int64) (State, error) {
+	ps := p.shape()
 	if err := checkTake(p, s, now, cost); err != nil {
 		*res = Reservation{}
 		return s, err
 	}
-	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
+	full, r := ps.capacity*ps.unit, ps.refill
 	d, t := refill(full, r, s, now)
-	need := cost * p.shape().unit
+	need := cost * ps.unit
 	res.Allowed, res.RetryAfter, res.Delay, res.Ticket = true, 0, 0, Ticket{}
 	if d > full-need && need > 0 {
 		w, limit := refillTime(d-full+need, r), min(max(maxWait, 0), full/r)
 		if w > limit {
 			res.Allowed, res.RetryAfter = false, Micros(t-now+w-limit)
-			report(&res.Result, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
+			report(&res.Result, p, d, t, now, remaining(ps.capacity, ps.unit, d))
 			return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 		}
 		base := max(d, w*r) // the refill past full in the last µs spills
@@ -222,7 +226,7 @@ func (TokenBucket) ReserveTo(res *Reservation, p Policy, s State, now, cost, max
 		d = base
 	}
 	d += need
-	report(&res.Result, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
+	report(&res.Result, p, d, t, now, remaining(ps.capacity, ps.unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 }
 
@@ -265,7 +269,8 @@ func (tb TokenBucket) Cancel(p Policy, s State, now int64, tk Ticket) (State, bo
 // CancelTo is Cancel with the Result written to *res (zeroed on error),
 // for a store's hot path: see [TokenBucket.TakeTo].
 func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket) (State, bool, error) {
-	full := p.shape().capacity * p.shape().unit
+	ps := p.shape()
+	full := ps.capacity * ps.unit
 	err := checkTake(p, s, now, 0)
 	if err == nil && (tk.Units < 0 || tk.Units > 2*full || tk.Mark < 0 || tk.Mark > 2*full || tk.At < 0) {
 		err = ErrInvalidReservation
@@ -274,7 +279,7 @@ func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket
 		*res = Result{}
 		return s, false, err
 	}
-	r := p.shape().refill
+	r := ps.refill
 	d, t := refill(full, r, s, now)
 	// Waiting, and nothing changed since: (tk.At − t₁)·R is below the
 	// debt, which is at most full, only while it waits.
@@ -283,7 +288,7 @@ func (TokenBucket) CancelTo(res *Result, p Policy, s State, now int64, tk Ticket
 		d = max(0, d-tk.Units)
 	}
 	res.Allowed, res.RetryAfter = true, 0
-	report(res, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
+	report(res, p, d, t, now, remaining(ps.capacity, ps.unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, ok, nil
 }
 

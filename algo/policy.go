@@ -181,22 +181,23 @@ func (p Policy) Capacity() int64 { return p.shape().capacity }
 // equal. An invalid policy returns the rate as given; a calendar quota
 // ([Quota]) has no rate and returns the zero Rate.
 func (p Policy) Rate() Rate {
+	ps := p.shape()
 	switch {
-	case p.shape().unit == inexact:
-		return Rate{Period: time.Second, inexact: math.Float64frombits(uint64(p.shape().refill))}
-	case p.shape().unit < 0:
-		return Rate{Tokens: p.shape().refill, Period: time.Duration(^p.shape().unit)}
-	case p.shape().unit == 0:
+	case ps.unit == inexact:
+		return Rate{Period: time.Second, inexact: math.Float64frombits(uint64(ps.refill))}
+	case ps.unit < 0:
+		return Rate{Tokens: ps.refill, Period: time.Duration(^ps.unit)}
+	case ps.unit == 0:
 		return Rate{}
 	}
 	for _, d := range [...]time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour} {
 		// refill/unit tokens per µs, in lowest terms: whole per d iff unit
 		// divides d's µs.
-		if us := d.Microseconds(); us%p.shape().unit == 0 {
-			return Rate{Tokens: p.shape().refill * (us / p.shape().unit), Period: d}
+		if us := d.Microseconds(); us%ps.unit == 0 {
+			return Rate{Tokens: ps.refill * (us / ps.unit), Period: d}
 		}
 	}
-	return Rate{Tokens: p.shape().refill, Period: time.Duration(p.shape().unit) * time.Microsecond}
+	return Rate{Tokens: ps.refill, Period: time.Duration(ps.unit) * time.Microsecond}
 }
 
 // Unit returns how many level units make one token: the rate's period in
@@ -210,30 +211,33 @@ func (p Policy) Unit() int64 { return max(p.shape().unit, 0) }
 // calendar quota ([Quota]) it is negative: its period and offset, packed
 // as the wire contract carries them (redisstore/WIRE.md), with Unit 0.
 func (p Policy) Refill() int64 {
-	if p.shape().unit <= 0 {
+	ps := p.shape()
+	if ps.unit <= 0 {
 		if p.IsQuota() {
-			return p.shape().refill
+			return ps.refill
 		}
 		return 0
 	}
-	return p.shape().refill
+	return ps.refill
 }
 
 // FillTime returns how long an empty bucket takes to refill to capacity,
 // rounded up to the microsecond.
 func (p Policy) FillTime() time.Duration {
-	if p.shape().unit <= 0 {
+	ps := p.shape()
+	if ps.unit <= 0 {
 		return 0
 	}
-	return time.Duration(ceilDiv(p.shape().capacity*p.shape().unit, p.shape().refill)) * time.Microsecond
+	return time.Duration(ceilDiv(ps.capacity*ps.unit, ps.refill)) * time.Microsecond
 }
 
 // String formats p as "burst 100, 2/1s", or a quota as "10000 per month"
 // (with its offset: "10000 per day, UTC+05:30").
 func (p Policy) String() string {
+	ps := p.shape()
 	if period, off, ok := p.Calendar(); ok {
 		if off == 0 {
-			return fmt.Sprintf("%d per %v", p.shape().capacity, period)
+			return fmt.Sprintf("%d per %v", ps.capacity, period)
 		}
 		sign := "+"
 		if off < 0 {
@@ -241,23 +245,24 @@ func (p Policy) String() string {
 		}
 		h, m, s := int64(off/time.Hour), int64(off%time.Hour/time.Minute), int64(off%time.Minute/time.Second)
 		if s != 0 {
-			return fmt.Sprintf("%d per %v, UTC%s%02d:%02d:%02d", p.shape().capacity, period, sign, h, m, s)
+			return fmt.Sprintf("%d per %v, UTC%s%02d:%02d:%02d", ps.capacity, period, sign, h, m, s)
 		}
-		return fmt.Sprintf("%d per %v, UTC%s%02d:%02d", p.shape().capacity, period, sign, h, m)
+		return fmt.Sprintf("%d per %v, UTC%s%02d:%02d", ps.capacity, period, sign, h, m)
 	}
-	return fmt.Sprintf("burst %d, %v", p.shape().capacity, p.Rate())
+	return fmt.Sprintf("burst %d, %v", ps.capacity, p.Rate())
 }
 
 // Validate reports whether p is within the documented bounds. The error
 // wraps [ErrInvalidPolicy] and says which bound failed.
 func (p Policy) Validate() error {
-	if p.shape().unit > 0 { // only Burst sets it, once the bounds are checked
+	ps := p.shape()
+	if ps.unit > 0 { // only Burst sets it, once the bounds are checked
 		return nil
 	}
 	if p.IsQuota() {
 		return p.validateQuota()
 	}
-	if _, _, err := reduce(p.shape().capacity, p.Rate()); err != nil {
+	if _, _, err := reduce(ps.capacity, p.Rate()); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: build policies with Rate.Burst or NewPolicy", ErrInvalidPolicy)

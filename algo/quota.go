@@ -92,7 +92,10 @@ func quotaCode(n int64, period CalendarPeriod, offset time.Duration) (code, reas
 
 // IsQuota reports whether p is a calendar quota (made by [Quota]), valid
 // or not.
-func (p Policy) IsQuota() bool { return p.shape().unit == 0 && p.shape().refill < 0 }
+func (p Policy) IsQuota() bool {
+	ps := p.shape()
+	return ps.unit == 0 && ps.refill < 0
+}
 
 // Calendar returns a valid quota's period and offset from UTC; ok is false
 // for anything else.
@@ -107,8 +110,9 @@ func (p Policy) Calendar() (period CalendarPeriod, offset time.Duration, ok bool
 // quota returns a valid quota's kind (1 day, 2 week, 3 month) and offset
 // in seconds; kind 0 for anything else.
 func (p Policy) quota() (kind, offset int64) {
-	c := -p.shape().refill
-	if p.shape().unit != 0 || c <= 0 || c&3 == 0 {
+	ps := p.shape()
+	c := -ps.refill
+	if ps.unit != 0 || c <= 0 || c&3 == 0 {
 		return 0, 0
 	}
 	return c & 3, c>>2 - 86399
@@ -126,13 +130,14 @@ func (p Policy) notBucket() error {
 
 // validateQuota is Validate for a quota.
 func (p Policy) validateQuota() error {
-	c := -p.shape().refill
+	ps := p.shape()
+	c := -ps.refill
 	if c&3 != 0 {
 		return nil
 	}
 	switch c >> 2 {
 	case badQuotaN:
-		return fmt.Errorf("%w: %d per period outside [1, %d]", ErrInvalidQuota, p.shape().capacity, int64(MaxCapacity))
+		return fmt.Errorf("%w: %d per period outside [1, %d]", ErrInvalidQuota, ps.capacity, int64(MaxCapacity))
 	case badQuotaPeriod:
 		return fmt.Errorf("%w: the period is not Day, Week or Month", ErrInvalidQuota)
 	}
@@ -264,10 +269,11 @@ func refundQuota(res *Result, p Policy, s State, now, n int64) (State, error) {
 // count of the quota in state s at now, and the end of its period: see
 // takeQuota.
 func rollQuota(p Policy, s State, now, n int64) (c, end int64, err error) {
+	ps := p.shape()
 	switch {
 	case n < 0:
 		return 0, 0, ErrInvalidCost
-	case n > p.shape().capacity:
+	case n > ps.capacity:
 		return 0, 0, ErrCostExceedsCapacity
 	case now < 0 || now > MaxTime:
 		return 0, 0, ErrInvalidTime
@@ -275,7 +281,7 @@ func rollQuota(p Policy, s State, now, n int64) (c, end int64, err error) {
 		return 0, 0, ErrInvalidState
 	}
 	if now < s.Stamp {
-		return min(s.Level, p.shape().capacity), s.Stamp, nil
+		return min(s.Level, ps.capacity), s.Stamp, nil
 	}
 	kind, off := p.quota()
 	_, b := periodDays(kind, off, now)
@@ -297,8 +303,9 @@ func reportQuota(res *Result, p Policy, s State, c, end, now int64) State {
 // unchargedQuota is TokenBucket.Uncharged for a quota: the count had cost not
 // been charged is n − Remaining − cost, and a count of 0 has no reset.
 func unchargedQuota(p Policy, res Result, cost int64) Result {
-	res.Remaining = min(p.shape().capacity, res.Remaining+cost)
-	if res.Remaining == p.shape().capacity {
+	ps := p.shape()
+	res.Remaining = min(ps.capacity, res.Remaining+cost)
+	if res.Remaining == ps.capacity {
 		res.ResetAfter = 0
 	}
 	return res

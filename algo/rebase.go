@@ -79,21 +79,23 @@ func (r ChangeRule) Valid() bool { return r <= Proportional }
 // (ErrInvalidTime) and for s (ErrInvalidState), and ErrInvalidPolicy for an
 // unknown rule; s is returned unchanged with them.
 func (TokenBucket) Rebase(from, to Policy, s State, now int64, rule ChangeRule) (State, error) {
+	ts := to.shape()
+	fs := from.shape()
 	if !rule.Valid() {
 		return s, fmt.Errorf("%w: unknown change rule %v", ErrInvalidPolicy, rule)
 	}
-	if from.shape().unit <= 0 || to.shape().unit <= 0 {
+	if fs.unit <= 0 || ts.unit <= 0 {
 		return rebaseQuota(from, to, s, now, rule)
 	}
 	if err := checkTake(from, s, now, 0); err != nil {
 		return s, err
 	}
-	fullF, fullT := from.shape().capacity*from.shape().unit, to.shape().capacity*to.shape().unit
-	d, t := refill(fullF, from.shape().refill, s, now)
+	fullF, fullT := fs.capacity*fs.unit, ts.capacity*ts.unit
+	d, t := refill(fullF, fs.refill, s, now)
 	if from == to || d == 0 {
 		return State{Level: d, Stamp: t, Prev: s.Prev}, nil
 	}
-	num, den := to.shape().unit, from.shape().unit // T units per F unit
+	num, den := ts.unit, fs.unit // T units per F unit
 	if rule == Proportional {
 		num, den = fullT, fullF
 	}
@@ -108,6 +110,8 @@ func (TokenBucket) Rebase(from, to Policy, s State, now int64, rule ChangeRule) 
 // rebaseQuota is Rebase when either policy is not a valid bucket: a
 // calendar quota, or invalid.
 func rebaseQuota(from, to Policy, s State, now int64, rule ChangeRule) (State, error) {
+	ts := to.shape()
+	fs := from.shape()
 	for _, p := range [2]Policy{from, to} {
 		if err := p.Validate(); err != nil {
 			return s, err
@@ -126,9 +130,9 @@ func rebaseQuota(from, to Policy, s State, now int64, rule ChangeRule) (State, e
 	if !qf || !qt || pf != pt || of != ot || now >= s.Stamp || s.Level == 0 {
 		return State{Prev: s.Prev}, nil // afresh; or a period already over
 	}
-	c := min(s.Level, from.shape().capacity)
+	c := min(s.Level, fs.capacity)
 	if rule == Proportional {
-		c = mulDiv(c, to.shape().capacity, from.shape().capacity, true, 1<<62)
+		c = mulDiv(c, ts.capacity, fs.capacity, true, 1<<62)
 	}
-	return State{Level: min(c, to.shape().capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
+	return State{Level: min(c, ts.capacity), Stamp: s.Stamp, Prev: s.Prev}, nil
 }

@@ -50,10 +50,11 @@ type Settlement struct {
 // Capacity tokens (a reservation's debt, at most [Policy.MaxDelay] of
 // refill, has the same bound). It is 0 for a quota or an invalid policy.
 func (p Policy) MaxDebt() int64 {
-	if p.shape().unit <= 0 {
+	ps := p.shape()
+	if ps.unit <= 0 {
 		return 0
 	}
-	return p.shape().capacity
+	return ps.capacity
 }
 
 // SettleBound returns the never-exceed law's bound for a bucket whose
@@ -92,6 +93,7 @@ func (p Policy) SettleBound(d time.Duration) int64 {
 //
 // Bounds: as Take's; the deadline is below MaxTime + 2^37.
 func (TokenBucket) Hold(p Policy, s State, now, estimate, ttl int64) (State, Hold, Result, error) {
+	ps := p.shape()
 	var res Result
 	if err := checkTake(p, s, now, estimate); err != nil {
 		return s, Hold{}, res, err
@@ -99,9 +101,9 @@ func (TokenBucket) Hold(p Policy, s State, now, estimate, ttl int64) (State, Hol
 	if ttl < 1 || ttl > MaxHoldTTL.Microseconds() {
 		return s, Hold{}, res, ErrInvalidHold
 	}
-	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
+	full, r := ps.capacity*ps.unit, ps.refill
 	d, t := refill(full, r, s, now)
-	need := estimate * p.shape().unit
+	need := estimate * ps.unit
 	var h Hold
 	if d <= full-need {
 		d += need
@@ -110,7 +112,7 @@ func (TokenBucket) Hold(p Policy, s State, now, estimate, ttl int64) (State, Hol
 	} else {
 		res.RetryAfter = Micros(t - now + refillTime(d-full+need, r))
 	}
-	report(&res, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
+	report(&res, p, d, t, now, remaining(ps.capacity, ps.unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, h, res, nil
 }
 
@@ -139,25 +141,26 @@ func (TokenBucket) Hold(p Policy, s State, now, estimate, ttl int64) (State, Hol
 // − D₁ (the extra is compared in tokens before it is multiplied by the
 // unit), so every level stays ≤ 2·full ≤ 2^53.
 func (TokenBucket) Settle(p Policy, s State, now int64, h Hold, actual int64) (State, Settlement, error) {
+	ps := p.shape()
 	var res Settlement
 	if err := checkSettle(p, s, now, h, actual); err != nil {
 		return s, res, err
 	}
-	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
+	full, r := ps.capacity*ps.unit, ps.refill
 	d, t := refill(full, r, s, now)
 	if t > h.Deadline {
 		return s, res, ErrHoldExpired
 	}
 	if actual <= h.Estimate {
-		d = max(0, d-(h.Estimate-actual)*p.shape().unit)
+		d = max(0, d-(h.Estimate-actual)*ps.unit)
 	} else {
 		extra := actual - h.Estimate
-		c := min(extra, (2*full-d)/p.shape().unit)
-		d += c * p.shape().unit
+		c := min(extra, (2*full-d)/ps.unit)
+		d += c * ps.unit
 		res.Uncharged = extra - c
 	}
 	res.Allowed = true
-	report(&res.Result, p, d, t, now, remaining(p.shape().capacity, p.shape().unit, d))
+	report(&res.Result, p, d, t, now, remaining(ps.capacity, ps.unit, d))
 	return State{Level: d, Stamp: t, Prev: s.Prev}, res, nil
 }
 

@@ -64,6 +64,7 @@ func (tb TokenBucket) Take(p Policy, s State, now, cost int64) (State, Result, e
 // is spilled and then copied, and the copy stalls on the stores just made;
 // written in place, it is read back field by field.
 func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (State, error) {
+	ps := p.shape()
 	if err := checkTake(p, s, now, cost); err != nil {
 		if err == ErrQuotaUnsupported { // a calendar quota: quota.go
 			return takeQuota(res, p, s, now, cost)
@@ -71,11 +72,11 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 		*res = Result{}
 		return s, err
 	}
-	full, r := p.shape().capacity*p.shape().unit, p.shape().refill
+	full, r := ps.capacity*ps.unit, ps.refill
 	d, t := refill(full, r, s, now)
 	// The Result is stored field by field: a composite literal would be
 	// built in a temporary and copied, stalling on its own stores.
-	need := cost * p.shape().unit
+	need := cost * ps.unit
 	res.Allowed = d+need <= full // ≤ 3·2^52 in int64; the Lua twin forms d ≤ full − need
 	res.RetryAfter = 0
 	if res.Allowed {
@@ -85,7 +86,7 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 	} else {
 		res.RetryAfter = Micros(t - now + refillTime(d-full+need, r))
 	}
-	res.Remaining = remaining(p.shape().capacity, p.shape().unit, d)
+	res.Remaining = remaining(ps.capacity, ps.unit, d)
 	res.ResetAfter = 0
 	if d > 0 { // a full bucket has nothing to wait for, whatever the clock
 		res.ResetAfter = Micros(t - now + refillTime(d, r))
@@ -95,10 +96,11 @@ func (TokenBucket) TakeTo(res *Result, p Policy, s State, now, cost int64) (Stat
 
 // IdleAt returns when the bucket in state s is full again.
 func (TokenBucket) IdleAt(p Policy, s State) int64 {
-	if p.shape().unit <= 0 || s.Level <= 0 {
+	ps := p.shape()
+	if ps.unit <= 0 || s.Level <= 0 {
 		return s.Stamp
 	}
-	return s.Stamp + refillTime(min(s.Level, 2*p.shape().capacity*p.shape().unit), p.shape().refill)
+	return s.Stamp + refillTime(min(s.Level, 2*ps.capacity*ps.unit), ps.refill)
 }
 
 // refill returns the deficit of the bucket in state s (read as at most

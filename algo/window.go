@@ -152,7 +152,10 @@ func (SlidingWindow) IdleAt(p Policy, s State) int64 {
 
 // window returns the window length W in µs: the fill time,
 // ⌈Capacity·Unit/Refill⌉, at most 2^52. p must be valid.
-func (p Policy) window() int64 { return ceilDiv(p.shape().capacity*p.shape().unit, p.shape().refill) }
+func (p Policy) window() int64 {
+	ps := p.shape()
+	return ceilDiv(ps.capacity*ps.unit, ps.refill)
+}
 
 // frame is a window state evaluated at a time.
 type frame struct {
