@@ -355,8 +355,7 @@ func (ps *leasePolicies) id(p algo.Policy) uint16 {
 }
 
 // hash returns key's hash under l's seed (internal/keyhash, as memstore
-// hashes: 41 fewer instructions per Take than maphash.String, callgrind,
-// BenchmarkLeases).
+// hashes).
 func (l *Leases) hash(key string) uint64 { return l.seed.String(key) }
 
 // shardOf returns the shard of the key whose hash is h.
