@@ -164,10 +164,10 @@ type call struct {
 	// batch: the call may share one script call with others (see
 	// exec): a take of one bucket, args laid out as fillArgs lays it:
 	// verb, target, 2, the key, the registry (the mark), the call's
-	// letters (word) if any, then the policy and the cost, unless ones.
-	batch bool
-	word  any  // the call's letters, or nil for a take on the server clock
-	ones  bool // the costs, each 1, are left out of args (nums has them)
+	// letters if any, then the policy and the cost, unless ones.
+	batch   bool
+	letters any  // the call's letters, or nil for a take on the server clock
+	ones    bool // the costs, each 1, are left out of args (nums has them)
 }
 
 // calls holds calls free for reuse, each with its done channel and its
@@ -200,7 +200,7 @@ func (c *call) free() {
 	clear(c.args)
 	clear(c.keys)
 	c.ctx, c.dl, c.timed, c.cmd, c.vals, c.dctx, c.batch, c.mark.word = nil, time.Time{}, false, nil, nil, deadlineCtx{}, false, nil
-	c.word, c.ones = nil, false
+	c.letters, c.ones = nil, false
 	c.args, c.keys, c.nums, c.pols = c.args[:0], c.keys[:0], c.nums[:0], c.pols[:0]
 	c.state.Store(queued)
 	c.wrote.Store(unwritten)
@@ -569,7 +569,7 @@ type takes struct {
 // with the batchable call head: the same verb and script, the same
 // registry (so on a cluster the same slot) and the same call letters.
 func joins(head, c *call) bool {
-	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && sameWord(c.mark.word, head.mark.word) && c.word == head.word
+	return c.args[0] == head.args[0] && c.args[1] == head.args[1] && sameWord(c.mark.word, head.mark.word) && c.letters == head.letters
 }
 
 // exit ends a writer of l; p.mu is held.
@@ -784,8 +784,8 @@ func takeBatch(args []any, g *takes) []any {
 		ones = ones && c.ones
 	}
 	args = append(args, &g.mark)
-	if head.word != nil {
-		args = append(args, head.word)
+	if head.letters != nil {
+		args = append(args, head.letters)
 	}
 	for _, c := range calls {
 		args = append(args, &c.pols[0])

@@ -345,9 +345,9 @@ func (s *Store) fillArgs(c *call, op, clock string, now int64, reqs []store.Requ
 	if op == opInspect {
 		keep = "" // inspect never repairs
 	}
-	c.word = argCall[clock+op+keep+s.change]
-	if c.word != nil {
-		args = append(args, c.word)
+	c.letters = argCall[clock+op+keep+s.change]
+	if c.letters != nil {
+		args = append(args, c.letters)
 	}
 	// A take of one bucket on the server clock may share a script call
 	// with others (see pipeliner.exec): not one that keeps corrupt keys
